@@ -1,0 +1,93 @@
+"""The app factory: routes, lifespan, and the collaborators tests may replace."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from .background import Background
+from .chat import ChatEndpoint
+from .config import Settings
+from .errors import NotFound, envelope
+from .metrics import Metrics
+from .passthrough import PassthroughEndpoint
+from .pipeline import CountingPipeline, Pipeline
+from .services import Services
+from .tenancy import KeyRing
+from .upstream import Upstreams
+
+log = logging.getLogger("paperclip")
+
+ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+def create_app(
+    settings: Settings,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    pipeline: Pipeline | None = None,
+) -> Starlette:
+    """Build the ASGI app. ``transport`` and ``pipeline`` replace the real ones in tests."""
+    metrics = Metrics()
+    services = Services(
+        settings=settings,
+        keys=KeyRing(settings),
+        upstreams=Upstreams(transport),
+        metrics=metrics,
+        background=Background(on_error=lambda stage: metrics.background_errors.labels(stage).inc()),
+        pipeline=pipeline or CountingPipeline(),
+        bypass=CountingPipeline(),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        services.ready["config"] = True
+        try:
+            yield
+        finally:
+            await services.background.close()
+            await services.upstreams.aclose()
+
+    app = Starlette(routes=routes(services), lifespan=lifespan)
+    app.state.services = services
+    return app
+
+
+def routes(s: Services) -> list[BaseRoute]:
+    chat = ChatEndpoint(s)
+    passthrough = PassthroughEndpoint(s)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        ok = bool(s.ready) and all(s.ready.values())
+        return JSONResponse({"ready": ok, "checks": s.ready}, status_code=200 if ok else 503)
+
+    async def metrics(request: Request) -> Response:
+        return Response(s.metrics.render(), media_type=s.metrics.content_type)
+
+    async def not_found(request: Request) -> Response:
+        exc = NotFound(f"Unknown path {request.url.path}")
+        return JSONResponse(exc.envelope(), status_code=404)
+
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
+        Route("/{path:path}", not_found, methods=ALL_METHODS),
+    ]
+
+
+def error_response(status: int, message: str, type: str = "invalid_request_error") -> JSONResponse:
+    return JSONResponse(envelope(message, type), status_code=status)

@@ -1,0 +1,170 @@
+"""``POST /v1/chat/completions``: the intercepted path (SPEC §2)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+import zlib
+from typing import Any
+
+import httpx
+from starlette.types import Receive, Scope, Send
+
+from .errors import BadRequest, PaperclipError, PayloadTooLarge
+from .pipeline import ChatCall, Pipeline, Prepared
+from .relay import ClientGone, Exchange, read_body, run, send_error
+from .services import Services
+from .tenancy import client_key, resolve_session, resolve_user
+from .upstream import header_map, join_url, request_headers
+
+log = logging.getLogger("paperclip.chat")
+
+# The reply is kept (for recording) up to this many bytes; past it, not recorded.
+CAPTURE_LIMIT = 4 * 1024 * 1024
+
+
+class ChatEndpoint:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        status = "error"
+        try:
+            status = await self._serve(scope, receive, send, started)
+        except ClientGone:
+            status = "client_gone"
+        except PaperclipError as exc:
+            status = str(exc.status)
+            await send_error(send, exc)
+        finally:
+            self.s.metrics.requests.labels("chat", status).inc()
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, started: float) -> str:
+        headers = header_map(scope["headers"])
+        tenant = self.s.keys.tenant_for(client_key(headers))
+        raw = await read_body(receive, self.s.settings.server.max_body_bytes)
+        raw = decode_request_body(raw, headers.get("content-encoding"), self.s.settings.server.max_body_bytes)
+        body = parse_body(raw)
+        messages = body.get("messages")
+        memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            # Not ours to judge: the upstream validates and answers with its own error.
+            memory_off, messages = True, []
+        user = resolve_user(headers, body)
+        call = ChatCall(
+            tenant=tenant,
+            user=user,
+            session=resolve_session(headers, tenant.id, user, messages),
+            trace_id="t-" + uuid.uuid4().hex,
+            body=body,
+            messages=messages,
+            model=body.get("model") if isinstance(body.get("model"), str) else None,
+            headers=headers,
+        )
+        prepared = await self._prepare(call, bypass=memory_off or not self._enabled(tenant))
+        forward = raw if prepared.messages is None else rebuild_body(body, prepared.messages)
+        ex = Exchange(
+            client=self.s.upstreams.client(tenant.settings.upstream),
+            request=self._request(scope, tenant, forward),
+            extra_headers=self._headers(call, prepared),
+            capture_limit=0 if memory_off else CAPTURE_LIMIT,
+            stop_at_done=True,
+        )
+        ex.body_done.set()
+        self.s.metrics.added_latency.labels("chat").observe(time.perf_counter() - started)
+        outcome = await run(ex, receive, send)
+        if not memory_off:
+            self.s.background.spawn("record", self.s.pipeline.record(call, prepared, outcome))
+        return str(outcome.status or (outcome.error.status if outcome.error else "client_gone"))
+
+    def _enabled(self, tenant: Any) -> bool:
+        st = tenant.settings
+        return bool(st.context.enabled or st.memory.enabled)
+
+    async def _prepare(self, call: ChatCall, *, bypass: bool) -> Prepared:
+        pipeline: Pipeline = self.s.bypass if bypass else self.s.pipeline
+        try:
+            prepared = await pipeline.prepare(call)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            log.warning("memory layer failed, forwarding unchanged: %s", reason, exc_info=True)
+            prepared = await self.s.bypass.prepare(call)
+            prepared.degraded = str(reason)
+        if prepared.degraded:
+            self.s.metrics.degraded.labels(prepared.degraded).inc()
+        m = self.s.metrics
+        m.tokens_in.inc(prepared.tokens_in)
+        m.tokens_forwarded.inc(prepared.tokens_forwarded)
+        m.tokens_saved.inc(max(0, prepared.tokens_in - prepared.tokens_forwarded))
+        m.memories_injected.inc(prepared.memories)
+        return prepared
+
+    def _request(self, scope: Scope, tenant: Any, body: bytes) -> httpx.Request:
+        up = tenant.settings.upstream
+        headers = request_headers(
+            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
+            tenant,
+            drop=frozenset({"content-encoding"}),  # the body goes out decoded
+        )
+        headers.append(("content-length", str(len(body))))
+        url = join_url(up.base_url, scope["path"], scope.get("query_string", b""))
+        return httpx.Request("POST", url, headers=headers, content=body)
+
+    def _headers(self, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
+        out = [
+            (b"x-paperclip-session", call.session.encode()),
+            (b"x-paperclip-trace", call.trace_id.encode()),
+            (b"x-paperclip-tokens-in", str(prepared.tokens_in).encode()),
+            (b"x-paperclip-tokens-forwarded", str(prepared.tokens_forwarded).encode()),
+            (b"x-paperclip-memories", str(prepared.memories).encode()),
+        ]
+        if prepared.degraded:
+            out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
+        return out
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequest(f"We could not parse the JSON body of your request: {exc}") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    return body
+
+
+def rebuild_body(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
+    """The client's body with only ``messages`` replaced: key order, nulls and unknown fields kept."""
+    out = dict(body)
+    out["messages"] = messages
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def decode_request_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
+    """Decode a gzip/deflate request body, refusing to inflate past ``limit`` (zip bombs)."""
+    if not encoding or encoding.strip().lower() == "identity":
+        return raw
+    kind = encoding.strip().lower()
+    if kind not in ("gzip", "deflate", "x-gzip"):
+        raise BadRequest(f"Unsupported Content-Encoding {encoding!r} (gzip and deflate are).")
+    wbits = 16 + zlib.MAX_WBITS if kind != "deflate" else zlib.MAX_WBITS
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        if kind != "deflate":
+            raise BadRequest(f"The request body is not valid {kind}.") from exc
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some clients send
+        try:
+            out = inflater.decompress(raw, limit + 1)
+        except zlib.error as exc2:
+            raise BadRequest("The request body is not valid deflate.") from exc2
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise PayloadTooLarge(f"The decoded request body exceeds {limit} bytes.")
+    return out

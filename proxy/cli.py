@@ -1,0 +1,68 @@
+"""``paperclip`` — serve the proxy, manage memories, run the eval."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from . import config
+from .errors import ConfigError
+
+CONFIG_ENV = "PAPERCLIP_CONFIG"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="paperclip", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the proxy")
+    serve.add_argument("--config", default=None, help=f"config file (default: ${CONFIG_ENV} or ./proxy.yaml)")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
+    serve.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve_command(args)
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+def config_path(explicit: str | None) -> str | None:
+    if explicit:
+        return explicit
+    if os.environ.get(CONFIG_ENV):
+        return os.environ[CONFIG_ENV]
+    return "proxy.yaml" if os.path.exists("proxy.yaml") else None
+
+
+def load_settings(explicit: str | None) -> config.Settings:
+    try:
+        return config.load(config_path(explicit))
+    except ConfigError as exc:
+        print(f"paperclip: config error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .app import create_app
+
+    settings = load_settings(args.config)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=args.host or settings.server.host,
+        port=args.port or settings.server.port,
+        log_level=args.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=30,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""Prometheus metrics, one registry per app (no module globals)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class Metrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "paperclip_requests", "Requests served", ["route", "status"], registry=r
+        )
+        self.added_latency = Histogram(
+            "paperclip_added_latency_seconds",
+            "Time Paperclip spends before the upstream request is sent",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tokens_in = Counter("paperclip_tokens_in", "Prompt tokens clients sent", registry=r)
+        self.tokens_forwarded = Counter(
+            "paperclip_tokens_forwarded", "Prompt tokens forwarded upstream", registry=r
+        )
+        self.tokens_saved = Counter(
+            "paperclip_tokens_saved", "Prompt tokens not forwarded thanks to compression", registry=r
+        )
+        self.compressions = Counter(
+            "paperclip_compressions", "Compression attempts", ["kind", "result"], registry=r
+        )
+        self.memories_injected = Counter(
+            "paperclip_memories_injected", "Memory cards injected", registry=r
+        )
+        self.memories_extracted = Counter(
+            "paperclip_memories_extracted", "Memory items extracted", ["via"], registry=r
+        )
+        self.degraded = Counter(
+            "paperclip_degraded", "Requests that fell back to plain forwarding", ["reason"], registry=r
+        )
+        self.background_errors = Counter(
+            "paperclip_background_errors", "Failures of after-response work", ["stage"], registry=r
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

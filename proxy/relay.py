@@ -1,0 +1,175 @@
+"""Relaying one upstream exchange to the client, at the ASGI level.
+
+Why not Starlette's ``StreamingResponse``: the upstream call must be cancelled
+when the client goes away *before the first byte* too (while we still wait for
+upstream headers), and the status must come from upstream before we commit to
+anything. So the exchange runs beside a watcher of ``http.disconnect`` in one
+task group; whichever ends first cancels the other.
+
+Chunks are sent as they arrive (never buffered), as raw bytes: a gzip body
+goes through with its header, a multibyte character split across chunks is
+rejoined by the client. For chat streams, ``data: [DONE]`` ends the response at
+once even if the upstream holds its socket open.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+import httpx
+from starlette.types import Message, Receive, Send
+
+from .errors import PaperclipError, PayloadTooLarge, envelope
+from .upstream import response_headers, translate
+
+_DONE = b"data: [DONE]"
+
+
+@dataclass
+class Outcome:
+    """What happened, for metrics and the background recording step."""
+
+    status: int = 0
+    streamed: bool = False
+    disconnected: bool = False
+    error: PaperclipError | None = None
+    body: bytearray = field(default_factory=bytearray)
+    content_encoding: str | None = None
+
+
+@dataclass
+class Exchange:
+    client: httpx.AsyncClient
+    request: httpx.Request
+    extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    capture_limit: int = 0  # bytes of the response body to keep for recording
+    stop_at_done: bool = False
+    body_done: anyio.Event = field(default_factory=anyio.Event)
+    on_headers: Callable[[httpx.Response], None] | None = None
+
+
+async def run(exchange: Exchange, receive: Receive, send: Send) -> Outcome:
+    outcome = Outcome()
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            await exchange.body_done.wait()
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    outcome.disconnected = True
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch)
+        await _exchange(exchange, send, outcome)
+        tg.cancel_scope.cancel()
+    return outcome
+
+
+async def _exchange(ex: Exchange, send: Send, outcome: Outcome) -> None:
+    try:
+        response = await ex.client.send(ex.request, stream=True)
+    except ClientGone:  # the client went away while its body was being streamed up
+        outcome.disconnected = True
+        return
+    except (httpx.HTTPError, OSError) as exc:
+        outcome.error = translate(exc)
+        await send_error(send, outcome.error, ex.extra_headers)
+        return
+    try:
+        await _relay(ex, response, send, outcome)
+    finally:
+        await response.aclose()
+
+
+async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Outcome) -> None:
+    outcome.status = response.status_code
+    outcome.content_encoding = response.headers.get("content-encoding")
+    if ex.on_headers is not None:
+        ex.on_headers(response)
+    sse = response.headers.get("content-type", "").startswith("text/event-stream")
+    outcome.streamed = sse
+    headers = response_headers(response.headers, keep_length=not sse)
+    if sse:
+        headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+        headers = _dedupe(headers)
+    await send(
+        {"type": "http.response.start", "status": response.status_code, "headers": headers + ex.extra_headers}
+    )
+    tail = b""
+    try:
+        async for chunk in response.aiter_raw():
+            if len(outcome.body) < ex.capture_limit:
+                outcome.body += chunk
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if ex.stop_at_done and sse:
+                window = tail + chunk
+                if _DONE in window:
+                    break
+                tail = window[-len(_DONE) :]
+    except (httpx.HTTPError, OSError) as exc:
+        outcome.error = translate(exc)
+        if sse:  # mid-stream: the only way left to tell the client is an error event
+            event = b"data: " + json.dumps(outcome.error.envelope()).encode() + b"\n\n"
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _dedupe(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    seen: set[bytes] = set()
+    out = []
+    for name, value in reversed(headers):
+        if name in (b"cache-control", b"x-accel-buffering"):
+            if name in seen:
+                continue
+            seen.add(name)
+        out.append((name, value))
+    return list(reversed(out))
+
+
+async def send_error(
+    send: Send, exc: PaperclipError, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send_json(send, exc.status, exc.envelope(), extra)
+
+
+async def send_json(
+    send: Send, status: int, payload: object, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps(payload).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *(extra or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The whole request body, refusing more than ``limit`` bytes (raises PayloadTooLarge)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"The request body exceeds {limit} bytes.")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class ClientGone(Exception):
+    """The client disconnected while we were still reading its request."""
+
+
+def internal_error(message: str) -> dict[str, object]:
+    return envelope(message, "server_error", None, "paperclip_internal_error")

@@ -1,0 +1,132 @@
+"""Who is asking: the tenant (by client key), the user and the session.
+
+Tenant ids scope every stored row. A passthrough key (``passthrough_keys:
+true``) is served with the ``defaults`` settings but gets a tenant id of its
+own derived from a hash of the key, so two clients with different keys never
+share memories. That derivation is part of every stored key of such clients:
+changing it orphans their data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .config import Settings, TenantSettings
+from .errors import Unauthorized
+from .hashing import canonical
+
+CONTROL_PREFIX = "x-paperclip-"
+ANONYMOUS = "anonymous"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A resolved tenant: its settings, its data scope and the key to send upstream."""
+
+    id: str
+    settings: TenantSettings
+    upstream_key: str | None
+    passthrough: bool
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def _matches(presented: bytes, stored: str) -> bool:
+    """Constant-time comparison of a presented key's digest with a configured key."""
+    if stored.startswith("sha256:"):
+        want = bytes.fromhex(stored.removeprefix("sha256:"))
+    else:
+        want = _digest(stored)
+    return hmac.compare_digest(presented, want)
+
+
+class KeyRing:
+    """Maps client keys (and admin keys) to tenants."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._tenants = settings.tenants
+
+    def _find(self, key: str, admin: bool) -> TenantSettings | None:
+        presented = _digest(key)
+        found = None
+        for tenant in self._tenants:
+            keys = tenant.admin_keys if admin else tenant.api_keys
+            for stored in keys:
+                # No early exit: every key is compared, so timing says nothing of which matched.
+                if _matches(presented, stored):
+                    found = tenant
+        return found
+
+    def tenant_for(self, key: str | None) -> Tenant:
+        if key:
+            tenant = self._find(key, admin=False)
+            if tenant is not None:
+                return Tenant(tenant.name, tenant, tenant.upstream.api_key, passthrough=False)
+            if self.settings.passthrough_keys:
+                scope = "key-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+                return Tenant(scope, self.settings.defaults, key, passthrough=True)
+        raise Unauthorized(
+            "Incorrect API key provided to the Paperclip proxy."
+            if key
+            else "Missing API key: send it as 'Authorization: Bearer <key>'."
+        )
+
+    def admin_tenant_for(self, key: str | None) -> Tenant:
+        if key:
+            tenant = self._find(key, admin=True)
+            if tenant is not None:
+                return Tenant(tenant.name, tenant, None, passthrough=False)
+        raise Unauthorized("Incorrect or missing admin key.")
+
+
+def client_key(headers: Mapping[str, str]) -> str | None:
+    auth = headers.get("authorization")
+    if auth:
+        scheme, _, value = auth.partition(" ")
+        if scheme.lower() == "bearer" and value.strip():
+            return value.strip()
+    key = headers.get("api-key")
+    return key.strip() if key else None
+
+
+def resolve_user(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
+    """Header, else ``user``, else ``safety_identifier``, else ``metadata.user_id``."""
+    candidates: list[Any] = [headers.get("x-paperclip-user"), body.get("user"), body.get("safety_identifier")]
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping):
+        candidates.append(metadata.get("user_id"))
+    for value in candidates:
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ANONYMOUS
+
+
+def derive_session(tenant_id: str, user: str, messages: Sequence[Mapping[str, Any]]) -> str:
+    """A stable session id for an unmodified client: tenant, user and the first non-system message.
+
+    This form is part of every stored session key: changing it starts every
+    derived conversation afresh.
+    """
+    first: Mapping[str, Any] = next(
+        (m for m in messages if m.get("role") not in ("system", "developer")), {}
+    )
+    h = hashlib.sha256()
+    for part in (tenant_id.encode(), b"\0", user.encode(), b"\0", canonical(first)):
+        h.update(part)
+    return "s-" + h.hexdigest()[:32]
+
+
+def resolve_session(
+    headers: Mapping[str, str], tenant_id: str, user: str, messages: Sequence[Mapping[str, Any]]
+) -> str:
+    explicit = headers.get("x-paperclip-session")
+    if explicit and explicit.strip():
+        return explicit.strip()
+    return derive_session(tenant_id, user, messages)

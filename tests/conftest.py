@@ -1,0 +1,114 @@
+"""Fixtures: a fake upstream and the proxy, both real HTTP servers on loopback."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from proxy import config
+from proxy.app import create_app
+from tests.fake_upstream import FakeUpstream
+from tests.servers import ServerThread
+
+PROXY_KEY = "pk-test-acme"
+ADMIN_KEY = "ak-test-acme"
+UPSTREAM_KEY = "sk-upstream-acme"
+
+
+@pytest.fixture(scope="session")
+def upstream_server() -> Iterator[tuple[FakeUpstream, ServerThread]]:
+    fake = FakeUpstream()
+    server = ServerThread(fake.app()).start()
+    yield fake, server
+    server.stop()
+
+
+@pytest.fixture
+def upstream(upstream_server: tuple[FakeUpstream, ServerThread]) -> FakeUpstream:
+    fake, _ = upstream_server
+    fake.reset()
+    return fake
+
+
+@pytest.fixture
+def upstream_url(upstream_server: tuple[FakeUpstream, ServerThread]) -> str:
+    return upstream_server[1].url + "/v1"
+
+
+def base_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[str, Any]:
+    """A config with one tenant ``acme`` in front of the fake upstream, and fast test defaults."""
+    raw: dict[str, Any] = {
+        "storage": {"url": f"sqlite:///{db_path}"},
+        "embedding": {"model": "hash"},
+        "defaults": {
+            "upstream": {"base_url": upstream_url, "api_key": UPSTREAM_KEY, "read_timeout_s": 30},
+            "compression": {"model": "fake-compressor", "timeout_s": 5},
+        },
+        "tenants": {"acme": {"api_keys": [PROXY_KEY], "admin_keys": [ADMIN_KEY]}},
+    }
+    return _deep_merge(raw, overrides)
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+class Proxy:
+    def __init__(self, server: ServerThread, app: Any) -> None:
+        self.server = server
+        self.app = app
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def services(self) -> Any:
+        return self.app.state.services
+
+    def client(self, key: str = PROXY_KEY, **kw: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kw)
+
+    def aclient(self, key: str = PROXY_KEY, **kw: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kw)
+
+    def http(self, key: str | None = PROXY_KEY) -> httpx.Client:
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def drain(self) -> None:
+        """Wait until the proxy's after-response work is done."""
+        self.server.call(self.services.background.drain())
+
+
+@pytest.fixture
+def make_proxy(upstream_url: str, tmp_path: Path) -> Iterator[Callable[..., Proxy]]:
+    started: list[ServerThread] = []
+
+    def make(raw: dict[str, Any] | None = None, **overrides: Any) -> Proxy:
+        settings = config.from_dict(raw or base_config(upstream_url, tmp_path / "p.db", **overrides), env={})
+        app = create_app(settings)
+        server = ServerThread(app).start()
+        started.append(server)
+        return Proxy(server, app)
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def proxy(make_proxy: Callable[..., Proxy]) -> Proxy:
+    return make_proxy()
