@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -16,10 +17,12 @@ from .background import Background
 from .chat import ChatEndpoint
 from .config import Settings
 from .errors import NotFound, envelope
+from .memory.embedder import Embedder
 from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
 from .pipeline import CountingPipeline, Pipeline
 from .services import Services
+from .startup import StartingPipeline, start_memory
 from .tenancy import KeyRing
 from .upstream import Upstreams
 
@@ -33,8 +36,15 @@ def create_app(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     pipeline: Pipeline | None = None,
+    embedder: Embedder | None = None,
 ) -> Starlette:
-    """Build the ASGI app. ``transport`` and ``pipeline`` replace the real ones in tests."""
+    """Build the ASGI app.
+
+    ``transport``, ``pipeline`` and ``embedder`` replace the real ones in tests.
+    The database and the embedding model are opened in ``lifespan``, in the
+    background: the proxy listens at once (pass-through works, ``/readyz``
+    says 503) and the memory layer joins when it is loaded.
+    """
     metrics = Metrics()
     services = Services(
         settings=settings,
@@ -42,18 +52,27 @@ def create_app(
         upstreams=Upstreams(transport),
         metrics=metrics,
         background=Background(on_error=lambda stage: metrics.background_errors.labels(stage).inc()),
-        pipeline=pipeline or CountingPipeline(),
+        pipeline=pipeline or StartingPipeline(),
         bypass=CountingPipeline(),
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        services.ready["config"] = True
+        services.ready.update(config=True, database=False, embedding=False)
+        loading = None
+        if pipeline is None:
+            loading = asyncio.ensure_future(start_memory(services, embedder))
+        else:
+            services.ready.update(database=True, embedding=True)
         try:
             yield
         finally:
+            if loading is not None and not loading.done():
+                loading.cancel()
             await services.background.close()
             await services.upstreams.aclose()
+            if services.store is not None:
+                services.store.close()
 
     app = Starlette(routes=routes(services), lifespan=lifespan)
     app.state.services = services

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,14 @@ class Proxy:
         headers = {"authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        with httpx.Client(base_url=self.url, timeout=5) as http:
+            while http.get("/readyz").status_code != 200:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"proxy not ready: {http.get('/readyz').text}")
+                time.sleep(0.02)
+
     def drain(self) -> None:
         """Wait until the proxy's after-response work is done."""
         self.server.call(self.services.background.drain())
@@ -97,12 +106,21 @@ class Proxy:
 def make_proxy(upstream_url: str, tmp_path: Path) -> Iterator[Callable[..., Proxy]]:
     started: list[ServerThread] = []
 
-    def make(raw: dict[str, Any] | None = None, **overrides: Any) -> Proxy:
+    def make(
+        raw: dict[str, Any] | None = None,
+        *,
+        pipeline: Any = None,
+        wait_ready: bool = True,
+        **overrides: Any,
+    ) -> Proxy:
         settings = config.from_dict(raw or base_config(upstream_url, tmp_path / "p.db", **overrides), env={})
-        app = create_app(settings)
+        app = create_app(settings) if pipeline is None else create_app(settings, pipeline=pipeline)
         server = ServerThread(app).start()
         started.append(server)
-        return Proxy(server, app)
+        proxy = Proxy(server, app)
+        if wait_ready:
+            proxy.wait_ready()
+        return proxy
 
     yield make
     for server in started:
@@ -112,3 +130,29 @@ def make_proxy(upstream_url: str, tmp_path: Path) -> Iterator[Callable[..., Prox
 @pytest.fixture
 def proxy(make_proxy: Callable[..., Proxy]) -> Proxy:
     return make_proxy()
+
+
+class Direct:
+    """The real SDK pointed straight at the fake upstream: what the proxy must be indistinguishable from."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def client(self, **kw: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url, api_key=UPSTREAM_KEY, max_retries=0, **kw)
+
+    def aclient(self, **kw: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.url, api_key=UPSTREAM_KEY, max_retries=0, **kw)
+
+
+@pytest.fixture
+def direct(upstream_url: str) -> Direct:
+    return Direct(upstream_url)
+
+
+@pytest.fixture
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on (an upstream that is down)."""
+    from tests.servers import free_port
+
+    return f"http://127.0.0.1:{free_port()}/v1"

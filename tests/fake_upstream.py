@@ -12,15 +12,18 @@ source and keep the numbers of the first words.
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import json
 import re
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -89,12 +92,17 @@ def stream_response(parts: list[bytes], delay: float = 0.0, hold_open: float = 0
     return StreamingResponse(gen(), media_type="text/event-stream", **kw)
 
 
+_INNER = re.compile(r"<(transcript|summaries)>\n?(.*?)</\1>", re.S)
+
+
 def fake_summary(messages: list[dict[str, Any]]) -> str:
-    """A deterministic 'summary': the first eight words of every transcript line."""
-    source = str(messages[-1].get("content", ""))
+    """A deterministic 'summary': the first six words of every source line, at most a third of it."""
+    prompt = str(messages[-1].get("content", ""))
+    found = _INNER.search(prompt)
+    source = found.group(2) if found else prompt
     lines = [ln for ln in source.splitlines() if ln.strip()]
-    keep = [" ".join(ln.split()[:8]) for ln in lines]
-    return "Summary: " + " / ".join(keep)
+    words = " / ".join(" ".join(ln.split()[:6]) for ln in lines).split()
+    return "Summary: " + " ".join(words[: max(3, len(source.split()) // 3)])
 
 
 @dataclass
@@ -104,6 +112,7 @@ class FakeUpstream:
     compression: Handler | None = None
     routes: dict[str, Handler] = field(default_factory=dict)
     disconnects: list[float] = field(default_factory=list)
+    writes: list[float] = field(default_factory=list)
     compression_calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -111,6 +120,7 @@ class FakeUpstream:
         with self.lock:
             self.requests.clear()
             self.disconnects.clear()
+            self.writes.clear()
             self.chat = None
             self.compression = None
             self.routes.clear()
@@ -166,11 +176,12 @@ class FakeUpstream:
         return watcher
 
 
-COMPRESSION_MARK = re.compile(r"paperclip:(summarize|merge|extract)")
+# The prompts in prompts/ wrap their material in these tags.
+COMPRESSION_MARK = re.compile(r"<(transcript|summaries|conversation)>")
 
 
 def is_compression(seen: Seen) -> bool:
-    return bool(COMPRESSION_MARK.search(seen.body[:4000].decode("utf-8", "replace")))
+    return bool(COMPRESSION_MARK.search(seen.body.decode("utf-8", "replace")))
 
 
 async def default_chat(request: Request, body: dict[str, Any]) -> Response:
@@ -196,3 +207,83 @@ async def default_other(request: Request, body: bytes) -> Response:
 def gzip_json(payload: Any, **headers: str) -> Response:
     data = gzip.compress(json.dumps(payload).encode())
     return Response(data, media_type="application/json", headers={"content-encoding": "gzip", **headers})
+
+
+class Scripted(Response):
+    """An ASGI response played step by step that notices its client going away.
+
+    Every write is timestamped in ``fake.writes``; a disconnect of the client
+    (the proxy) is timestamped in ``fake.disconnects`` and stops the script at
+    once, whatever it was doing (waiting before the first byte, between chunks,
+    or holding the socket open after the last one). ``abort_after`` > 0 drops
+    the connection without finishing the body after that many parts, as a
+    crashing upstream does.
+    """
+
+    def __init__(
+        self,
+        fake: FakeUpstream,
+        parts: list[bytes],
+        *,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        media_type: str = "text/event-stream",
+        first_byte_delay: float = 0.0,
+        delay: float = 0.0,
+        hold_open: float = 0.0,
+        abort_after: int = 0,
+    ) -> None:  # Response.__init__ is not called: this response writes its own messages
+        self.fake = fake
+        self.parts = parts
+        self.status = status
+        self.headers = {"content-type": media_type, **(headers or {})}
+        self.first_byte_delay = first_byte_delay
+        self.delay = delay
+        self.hold_open = hold_open
+        self.abort_after = abort_after
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        self.fake.disconnects.append(time.monotonic())
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(watch)
+            await self._play(send)
+            tg.cancel_scope.cancel()
+
+    async def _play(self, send: Any) -> None:
+        if self.first_byte_delay:
+            await asyncio.sleep(self.first_byte_delay)
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items()]
+        await send({"type": "http.response.start", "status": self.status, "headers": raw})
+        for i, part in enumerate(self.parts):
+            if self.abort_after and i == self.abort_after:
+                raise UpstreamCrash("the fake upstream drops the connection mid-body")
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+            self.fake.writes.append(time.monotonic())
+            if self.delay and i < len(self.parts) - 1:
+                await asyncio.sleep(self.delay)
+        if self.hold_open:
+            await asyncio.sleep(self.hold_open)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class UpstreamCrash(Exception):
+    """Raised inside the fake upstream to make uvicorn drop a response half-way."""
+
+
+def error_json(status: int, message: str, type: str, code: str | None = None, **headers: str) -> Response:
+    """An upstream error as OpenAI sends it: the envelope plus its request id and rate headers."""
+    body = {"error": {"message": message, "type": type, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def b64_floats(values: list[float]) -> str:
+    """Floats as OpenAI's ``encoding_format: base64`` sends them (little-endian float32)."""
+    return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()

@@ -1,0 +1,39 @@
+"""Storage behind one interface: ``Store`` groups the per-concept stores over one database.
+
+A server database can replace SQLite by providing the same per-concept
+stores (sessions, fragments, items, traces, users); nothing outside
+``proxy/store`` issues SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import migrations
+from .db import Connection, Database
+from .fragments import FragmentStore
+from .sessions import SessionStore
+from .traces import TraceStore
+
+
+@dataclass
+class Store:
+    db: Database
+    sessions: SessionStore
+    fragments: FragmentStore
+    traces: TraceStore
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_store(path: str, dim: int) -> Store:
+    """Open (creating if needed) the database, apply migrations, make the vector tables."""
+    db = Database(path)
+
+    def setup(conn: Connection) -> None:
+        migrations.apply(conn)
+        migrations.ensure_vectors(conn, dim)
+
+    db.run_sync(setup)
+    return Store(db, SessionStore(db), FragmentStore(db), TraceStore(db))

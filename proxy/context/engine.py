@@ -1,0 +1,190 @@
+"""Executes the watermark planner's decisions against the session store.
+
+``view`` (request path) reads the longest stored prefix and assembles what
+to forward; ``compress`` (after the response, or inline with a deadline)
+summarises and merges until the window is within budget, under a lease so
+concurrent requests of a session never compress the same turns twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import TenantSettings
+from ..hashing import chain_of
+from ..metrics import Metrics
+from ..store.sessions import EMPTY, PrefixState, SessionStore, SummaryRow, new_summary_id
+from ..tokens import TokenCounter
+from . import planner
+from .compressor import Compressor
+
+log = logging.getLogger("paperclip.context")
+
+# One compression pass never runs more steps than this (a 100k-token history
+# caught up at recent_window/2 tokens a step needs ~50); the rest waits for
+# the next request. Bounded, so a misbehaving model can never spin forever.
+MAX_STEPS = 64
+LEASE_S = 120.0
+
+
+@dataclass(frozen=True)
+class View:
+    """One request's conversation as the planner sees it."""
+
+    leading: list[dict[str, Any]]
+    conv: list[dict[str, Any]]
+    infos: list[planner.MsgInfo]
+    chain: list[str]
+    state: PrefixState
+    budgets: planner.Budgets
+
+    @property
+    def window(self) -> list[dict[str, Any]]:
+        return self.conv[self.state.upto :]
+
+    @property
+    def summaries(self) -> list[tuple[str, int, int]]:
+        return [(s.text, *planner.turn_range(s.start, s.end)) for s in self.state.summaries]
+
+    def over_watermark(self) -> bool:
+        return planner.plan_window(self.infos, self.state.upto, self.refs(), self.budgets).over_watermark
+
+    def refs(self) -> list[planner.SummaryRef]:
+        return [planner.SummaryRef(s.id, s.level, s.tokens, s.start, s.end) for s in self.state.summaries]
+
+    def without_summaries(self) -> View:
+        return _with_state(self, EMPTY)
+
+    def assemble(self, memory_head: str | None = None) -> list[dict[str, Any]]:
+        return planner.assemble(self.leading, self.summaries, self.window, memory_head)
+
+
+class ContextEngine:
+    def __init__(self, sessions: SessionStore, metrics: Metrics) -> None:
+        self.sessions = sessions
+        self.metrics = metrics
+        self.owner = "ctx-" + uuid.uuid4().hex
+        self.failing: dict[tuple[str, str], str] = {}  # (tenant, session) → last failure
+
+    async def view(
+        self,
+        tenant: str,
+        session: str,
+        messages: list[dict[str, Any]],
+        counter: TokenCounter,
+        settings: TenantSettings,
+    ) -> View:
+        n = planner.split_leading(messages)
+        conv = messages[n:]
+        infos = planner.describe(conv, counter.messages(conv))
+        chain = chain_of(conv)
+        state = await self.sessions.longest_prefix(tenant, session, chain)
+        budgets = planner.Budgets(
+            settings.context.recent_window_tokens, settings.context.summary_budget_tokens
+        )
+        return View(messages[:n], conv, infos, chain, state, budgets)
+
+    async def compress(
+        self,
+        tenant: str,
+        user: str,
+        session: str,
+        view: View,
+        compressor: Compressor,
+        counter: TokenCounter,
+        on_summary: Callable[[int, int], Awaitable[None]] | None = None,
+    ) -> View:
+        """Compress until the window is within budget (bounded); returns the updated view."""
+        lock = f"compress:{tenant}:{session}"
+        if not await self.sessions.acquire(lock, self.owner, LEASE_S):
+            return view  # another request of this session is compressing right now
+        try:
+            # Re-read: a compression that finished a moment ago may have moved the prefix.
+            state = await self.sessions.longest_prefix(tenant, session, view.chain)
+            view = _with_state(view, state)
+            for _ in range(MAX_STEPS):
+                step = planner.next_compression(view.infos, view.state.upto, view.budgets)
+                if step is None:
+                    break
+                updated = await self._step(tenant, user, session, view, step, compressor, counter)
+                if updated is None:
+                    break
+                view = updated
+                if on_summary is not None:
+                    await on_summary(*step)
+        finally:
+            await self.sessions.release(lock, self.owner)
+        return view
+
+    async def _step(
+        self,
+        tenant: str,
+        user: str,
+        session: str,
+        view: View,
+        step: tuple[int, int],
+        compressor: Compressor,
+        counter: TokenCounter,
+    ) -> View | None:
+        start, end = step
+        first, last = planner.turn_range(start, end)
+        text = await compressor.summarize(view.conv[start:end], first, last)
+        key = (tenant, session)
+        if text is None:
+            self.metrics.compressions.labels("summary", "failed").inc()
+            self.failing[key] = "compression_failed"
+            return None
+        self.metrics.compressions.labels("summary", "ok").inc()
+        self.failing.pop(key, None)
+        new = [SummaryRow(new_summary_id(), 0, text, counter.text(text), start, end)]
+        chain = [*view.state.summaries, *new]
+        chain, merged = await self._merge(chain, view.budgets, compressor, counter)
+        new += merged
+        await self.sessions.save_prefix(
+            tenant, user, session, view.chain[end - 1], end, chain, [s for s in new if s in chain]
+        )
+        return _with_state(view, PrefixState(end, view.chain[end - 1], tuple(chain)))
+
+    async def _merge(
+        self,
+        chain: list[SummaryRow],
+        budgets: planner.Budgets,
+        compressor: Compressor,
+        counter: TokenCounter,
+    ) -> tuple[list[SummaryRow], list[SummaryRow]]:
+        made: list[SummaryRow] = []
+        for _ in range(MAX_STEPS):
+            refs = [planner.SummaryRef(s.id, s.level, s.tokens, s.start, s.end) for s in chain]
+            pick = planner.next_merge(refs, budgets)
+            if pick is None:
+                break
+            a, b = pick
+            parts = chain[a:b]
+            text = await compressor.merge(
+                [(s.text, *planner.turn_range(s.start, s.end)) for s in parts]
+            )
+            if text is None:
+                self.metrics.compressions.labels("merge", "failed").inc()
+                break  # over budget for now; the turns it covers are still summarised
+            self.metrics.compressions.labels("merge", "ok").inc()
+            level = max(s.level for s in parts) + 1
+            merged = SummaryRow(new_summary_id(), level, text, counter.text(text), parts[0].start, parts[-1].end)
+            made.append(merged)
+            chain = [*chain[:a], merged, *chain[b:]]
+        return chain, made
+
+
+def _with_state(view: View, state: PrefixState) -> View:
+    return View(view.leading, view.conv, view.infos, view.chain, state, view.budgets)
+
+
+def compressors_needed(view: View) -> bool:
+    return view.over_watermark()
+
+
+def conversation_tokens(infos: Sequence[planner.MsgInfo]) -> int:
+    return sum(m.tokens for m in infos)

@@ -1,0 +1,261 @@
+"""The memory pipeline: context planning + retrieval on the request path, recording after it.
+
+``prepare`` reads (prefix state, index) and decides what to forward; it never
+writes. ``record`` runs after the response: index the new messages, compress
+when the window is over its watermark, extract memories on cadence, keep the
+trace. Anything that fails in ``prepare`` is turned by the handler into a
+plain forward with ``X-Paperclip-Degraded``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .config import TenantSettings
+from .context.compressor import Compressor
+from .context.engine import ContextEngine, View
+from .memory.cards import Card, CardSource, inject, pack, render_block
+from .memory.fusion import Floor
+from .memory.index import FragmentIndex, Hit, day_of
+from .memory.query import build_query, fragment_hash, indexable, text_of
+from .memory.redaction import redact_message
+from .metrics import Metrics
+from .pipeline import ChatCall, Prepared
+from .prompts import Prompts
+from .relay import Outcome
+from .sse import assistant_text
+from .store.traces import TraceStore
+from .tokens import TokenCounter
+from .upstream import Upstreams, join_url
+
+log = logging.getLogger("paperclip.engine")
+
+
+class Degraded(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Recall:
+    query: str
+    hits: list[Hit]
+    cards: list[Card]
+    block: str | None
+
+
+class MemoryPipeline:
+    def __init__(
+        self,
+        *,
+        context: ContextEngine,
+        index: FragmentIndex,
+        traces: TraceStore,
+        prompts: Prompts,
+        upstreams: Upstreams,
+        metrics: Metrics,
+        floor: Floor | None = None,
+    ) -> None:
+        self.context = context
+        self.index = index
+        self.traces = traces
+        self.prompts = prompts
+        self.upstreams = upstreams
+        self.metrics = metrics
+        self.floor = floor or Floor()
+        self._counters: dict[str | None, TokenCounter] = {}
+
+    def counter(self, model: str | None) -> TokenCounter:
+        found = self._counters.get(model)
+        if found is None:
+            found = self._counters[model] = TokenCounter(model)
+        return found
+
+    # --- request path -----------------------------------------------------------
+
+    async def prepare(self, call: ChatCall) -> Prepared:
+        st = call.tenant.settings
+        counter = self.counter(call.model)
+        tokens_in = counter.total(call.messages)
+        view = await self.context.view(call.tenant.id, call.session, call.messages, counter, st)
+        if not st.context.enabled:
+            view = view.without_summaries()
+        degraded = None
+        if st.context.enabled and view.over_watermark():
+            if st.context.compression_mode == "inline":
+                view, degraded = await self._inline(call, view, counter)
+            else:
+                degraded = self.context.failing.get((call.tenant.id, call.session))
+        recall = await self._recall(call, view, counter) if st.memory.enabled else None
+        head = recall.block if recall and st.memory.position == "system_head" else None
+        out = view.assemble(head)
+        if recall and recall.block and st.memory.position != "system_head":
+            out = inject(out, recall.block, st.memory.position)
+        unchanged = out == call.messages
+        forwarded = tokens_in if unchanged else counter.total(out)
+        return Prepared(
+            messages=None if unchanged else out,
+            tokens_in=tokens_in,
+            tokens_forwarded=forwarded,
+            memories=len(recall.cards) if recall else 0,
+            degraded=degraded,
+            state={"view": view, "recall": recall, "counter": counter},
+        )
+
+    async def _inline(
+        self, call: ChatCall, view: View, counter: TokenCounter
+    ) -> tuple[View, str | None]:
+        st = call.tenant.settings
+        work = asyncio.ensure_future(self._compress(call, view, counter))
+        try:
+            async with asyncio.timeout(st.compression.timeout_s):
+                view = await asyncio.shield(work)
+        except TimeoutError:
+            return view, "compression_timeout"  # the work goes on; the next request benefits
+        return view, self.context.failing.get((call.tenant.id, call.session))
+
+    async def _recall(self, call: ChatCall, view: View, counter: TokenCounter) -> Recall:
+        mem = call.tenant.settings.memory
+        query = build_query(call.messages)
+        if not query.strip():
+            return Recall(query, [], [], None)
+        window = frozenset(
+            fragment_hash(role, text) for _, role, text in indexable(view.window)
+        )
+        hits = await self.index.search(
+            call.tenant.id,
+            call.user,
+            query,
+            vector_weight=mem.vector_weight,
+            bm25_weight=mem.bm25_weight,
+            floor=self.floor,
+            exclude_hashes=window,
+            session=call.session if mem.scope == "session" else None,
+        )
+        cards = pack((_card(h) for h in hits), counter, mem.top_k, mem.budget_tokens)
+        return Recall(query, hits, cards, render_block(cards) if cards else None)
+
+    # --- after the response -----------------------------------------------------
+
+    async def record(self, call: ChatCall, prepared: Prepared, outcome: Outcome) -> None:
+        view: View | None = prepared.state.get("view")
+        counter: TokenCounter = prepared.state.get("counter") or self.counter(call.model)
+        st = call.tenant.settings
+        if view is None:
+            return
+        await self._save_trace(call, prepared)
+        if st.memory.enabled:
+            await self._index(call, view, outcome)
+        if st.context.enabled and st.context.compression_mode == "background" and view.over_watermark():
+            await self._compress(call, view, counter)
+
+    async def _index(self, call: ChatCall, view: View, outcome: Outcome) -> None:
+        positions = indexable(view.conv)
+        reply = _reply_text(outcome)
+        if reply:
+            positions.append((len(view.conv), "assistant", reply))
+        pii = call.tenant.settings.memory.pii
+        await self.index.index(call.tenant.id, call.user, call.session, positions, pii)
+
+    async def _compress(self, call: ChatCall, view: View, counter: TokenCounter) -> View:
+        st = call.tenant.settings
+        compressor = self.compressor(st, call.tenant.upstream_key)
+        return await self.context.compress(
+            call.tenant.id, call.user, call.session, view, compressor, counter
+        )
+
+    def compressor(self, st: TenantSettings, upstream_key: str | None) -> Compressor:
+        comp = st.compression
+        client = self.upstreams.client(st.upstream)
+        url = join_url(comp.base_url or st.upstream.base_url, "/chat/completions")
+        key = comp.api_key or upstream_key
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+
+        async def complete(messages: list[dict[str, Any]]) -> str:
+            if st.memory.pii != "keep":
+                messages = [redact_message(m, st.memory.pii) for m in messages]
+            payload = {"model": comp.model, "temperature": comp.temperature, "messages": messages}
+            response = await client.post(
+                url, json=payload, headers=headers, timeout=httpx.Timeout(comp.timeout_s)
+            )
+            response.raise_for_status()
+            return str(response.json()["choices"][0]["message"]["content"] or "")
+
+        return Compressor(self.prompts, complete, self.counter(None))
+
+    async def _save_trace(self, call: ChatCall, prepared: Prepared) -> None:
+        view: View = prepared.state["view"]
+        recall: Recall | None = prepared.state.get("recall")
+        data = {
+            "trace": call.trace_id,
+            "session": call.session,
+            "user": call.user,
+            "created": call.received_at,
+            "tokens_in": prepared.tokens_in,
+            "tokens_forwarded": prepared.tokens_forwarded,
+            "degraded": prepared.degraded,
+            "watermark": view.state.upto,
+            "summaries": [
+                {"id": s.id, "level": s.level, "tokens": s.tokens, "turns": [s.start + 1, s.end]}
+                for s in view.state.summaries
+            ],
+            "query": recall.query if recall else None,
+            "candidates": [_candidate(h) for h in recall.hits] if recall else [],
+            "injected": [c.id for c in recall.cards] if recall else [],
+            "memory_block": recall.block if recall else None,
+        }
+        await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
+
+
+def _card(hit: Hit) -> Card:
+    frag = hit.fragment
+    speaker = "User" if frag.role == "user" else "Assistant"
+    source: CardSource = "user said" if frag.role == "user" else "assistant said"
+    return Card("fragment", source, day_of(frag.created), f"{speaker}: {frag.text}", f"f{frag.id}")
+
+
+def _candidate(hit: Hit) -> dict[str, Any]:
+    s = hit.scored
+    return {
+        "id": f"f{hit.fragment.id}",
+        "kind": "fragment",
+        "text": hit.fragment.text[:200],
+        "vector": s.vector.raw,
+        "vector_norm": s.vector.norm,
+        "bm25": s.bm25.raw,
+        "bm25_norm": s.bm25.norm,
+        "score": s.score,
+    }
+
+
+def _reply_text(outcome: Outcome) -> str | None:
+    if outcome.status != 200 or not outcome.body:
+        return None
+    body = bytes(outcome.body)
+    if outcome.content_encoding in ("gzip", "deflate"):
+        try:
+            body = zlib.decompressobj(47).decompress(body)
+        except zlib.error:
+            return None
+    elif outcome.content_encoding:
+        return None
+    if outcome.streamed:
+        return assistant_text(body)
+    try:
+        message = json.loads(body)["choices"][0]["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return text_of(message) or None
+
+
+def now() -> float:
+    return time.time()

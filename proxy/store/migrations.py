@@ -1,0 +1,185 @@
+"""Named schema migrations, applied in order, each once (recorded in ``_migrations``).
+
+Append new migrations at the end; never edit one that has shipped.
+tests/test_store.py applies all of them to a blank database.
+
+Every row carries ``tenant``: isolation is enforced by every query filtering
+on it, and vectors are partitioned by ``scope`` (tenant + user), so one
+user's search never scans another's vectors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from .db import Connection
+
+
+def m001_sessions(conn: Connection) -> None:
+    _script(conn,
+        """
+        CREATE TABLE summaries (
+            id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT NOT NULL,
+            level INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL,
+            created REAL NOT NULL
+        );
+        CREATE INDEX summaries_session ON summaries (tenant, session);
+        CREATE INDEX summaries_user ON summaries (tenant, user);
+        -- A compressed prefix: the conversation messages [0, upto) whose chain hash is
+        -- chain_hash are represented by the summaries in summary_ids (JSON list, oldest first).
+        CREATE TABLE prefixes (
+            tenant TEXT NOT NULL,
+            session TEXT NOT NULL,
+            user TEXT NOT NULL,
+            chain_hash TEXT NOT NULL,
+            upto INTEGER NOT NULL,
+            summary_ids TEXT NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (tenant, session, chain_hash)
+        );
+        CREATE INDEX prefixes_user ON prefixes (tenant, user);
+        -- Leases that hold across worker processes (compression of one session).
+        CREATE TABLE locks (
+            name TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            expires REAL NOT NULL
+        );
+        """
+    )
+
+
+def m002_fragments(conn: Connection) -> None:
+    _script(conn,
+        """
+        CREATE TABLE fragments (
+            id INTEGER PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            role TEXT NOT NULL,
+            text TEXT NOT NULL,
+            terms TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            created REAL NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active',
+            UNIQUE (tenant, user, hash)
+        );
+        CREATE INDEX fragments_scope ON fragments (tenant, user, id);
+        CREATE INDEX fragments_session ON fragments (tenant, session, position);
+        """
+    )
+
+
+def m003_items(conn: Connection) -> None:
+    _script(conn,
+        """
+        CREATE TABLE items (
+            id INTEGER PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT,
+            type TEXT NOT NULL,
+            key TEXT NOT NULL,
+            content TEXT NOT NULL,
+            terms TEXT NOT NULL,
+            importance REAL NOT NULL,
+            confidence REAL NOT NULL,
+            source TEXT NOT NULL,
+            expires_at TEXT,
+            status TEXT NOT NULL DEFAULT 'active',
+            superseded_by INTEGER,
+            turns TEXT NOT NULL DEFAULT '[]',
+            fragment_hashes TEXT NOT NULL DEFAULT '[]',
+            seen_count INTEGER NOT NULL DEFAULT 1,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            last_access REAL,
+            created REAL NOT NULL,
+            updated REAL NOT NULL
+        );
+        CREATE INDEX items_scope ON items (tenant, user, status);
+        CREATE INDEX items_key ON items (tenant, user, key);
+        -- Per-session extraction cursor: how many conversation messages were already mined.
+        CREATE TABLE extraction_cursors (
+            tenant TEXT NOT NULL,
+            session TEXT NOT NULL,
+            upto INTEGER NOT NULL,
+            PRIMARY KEY (tenant, session)
+        );
+        """
+    )
+
+
+def m004_traces(conn: Connection) -> None:
+    _script(conn,
+        """
+        CREATE TABLE traces (
+            id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT NOT NULL,
+            created REAL NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX traces_user ON traces (tenant, user);
+        CREATE INDEX traces_created ON traces (created);
+        -- Bumped when a scope loses rows (forget), so in-memory indexes reload.
+        CREATE TABLE scope_generations (
+            scope TEXT PRIMARY KEY,
+            generation INTEGER NOT NULL
+        );
+        """
+    )
+
+
+def _script(conn: Connection, sql: str) -> None:
+    # Not executescript(): it would COMMIT the surrounding transaction first.
+    for statement in sql.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
+    ("001_sessions", m001_sessions),
+    ("002_fragments", m002_fragments),
+    ("003_items", m003_items),
+    ("004_traces", m004_traces),
+]
+
+
+def apply(conn: Connection) -> list[str]:
+    """Apply pending migrations (call inside a write transaction); returns the names applied."""
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
+    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    applied = []
+    for name, fn in MIGRATIONS:
+        if name in done:
+            continue
+        fn(conn)
+        conn.execute("INSERT INTO _migrations (name, applied) VALUES (?, ?)", (name, time.time()))
+        applied.append(name)
+    return applied
+
+
+def ensure_vectors(conn: Connection, dim: int) -> None:
+    """The vec0 tables depend on the embedding model's dimension, so they are made at start."""
+    for table in ("vec_fragments", "vec_items"):
+        row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        if row is not None and f"float[{dim}]" not in row[0]:
+            # The model changed: old vectors are meaningless in the new space.
+            conn.execute(f"DROP TABLE {table}")
+            row = None
+        if row is None:
+            conn.execute(
+                f"CREATE VIRTUAL TABLE {table} USING vec0("
+                f"embedding float[{dim}] distance_metric=cosine, scope text partition key)"
+            )

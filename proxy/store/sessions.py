@@ -1,0 +1,165 @@
+"""Session state: compressed prefixes keyed by chain hash, their summaries, and leases."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .db import Connection, Database
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    id: str
+    level: int
+    text: str
+    tokens: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class PrefixState:
+    """The longest stored compressed prefix an incoming history starts with."""
+
+    upto: int  # conversation messages [0, upto) are covered by `summaries`
+    chain_hash: str
+    summaries: tuple[SummaryRow, ...]
+
+
+EMPTY = PrefixState(0, "", ())
+
+
+def new_summary_id() -> str:
+    return "sum-" + uuid.uuid4().hex
+
+
+class SessionStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def longest_prefix(self, tenant: str, session: str, chain: Sequence[str]) -> PrefixState:
+        """Match the session's stored prefixes against the incoming chain hashes.
+
+        Branches (an edited or regenerated turn) simply match a shorter prefix,
+        or none: each history only ever gets the summaries of its own messages.
+        """
+        rows = await self.db.read(
+            lambda c: c.execute(
+                "SELECT chain_hash, upto, summary_ids FROM prefixes WHERE tenant = ? AND session = ?",
+                (tenant, session),
+            ).fetchall()
+        )
+        best: Any = None
+        for row in rows:
+            upto = row["upto"]
+            matches = 0 < upto <= len(chain) and chain[upto - 1] == row["chain_hash"]
+            if matches and (best is None or upto > best["upto"]):
+                best = row
+        if best is None:
+            return EMPTY
+        ids = json.loads(best["summary_ids"])
+        summaries = await self.db.read(lambda c: _summaries(c, tenant, ids))
+        if len(summaries) != len(ids):
+            return EMPTY  # a summary was deleted (forget): treat the prefix as gone
+        return PrefixState(best["upto"], best["chain_hash"], tuple(summaries))
+
+    async def save_prefix(
+        self,
+        tenant: str,
+        user: str,
+        session: str,
+        chain_hash: str,
+        upto: int,
+        chain: Sequence[SummaryRow],
+        new: Sequence[SummaryRow],
+    ) -> None:
+        """Store new summaries and the prefix they (with older ones) now represent, atomically."""
+        now = time.time()
+
+        def write(c: Connection) -> None:
+            for s in new:
+                c.execute(
+                    "INSERT OR IGNORE INTO summaries (id, tenant, user, session, level, text, tokens,"
+                    " start, end, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (s.id, tenant, user, session, s.level, s.text, s.tokens, s.start, s.end, now),
+                )
+            c.execute(
+                "INSERT OR REPLACE INTO prefixes (tenant, session, user, chain_hash, upto,"
+                " summary_ids, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (tenant, session, user, chain_hash, upto, json.dumps([s.id for s in chain]), now),
+            )
+
+        await self.db.write(write)
+
+    async def describe(self, tenant: str, session: str) -> dict[str, Any] | None:
+        def read(c: Connection) -> dict[str, Any] | None:
+            prefixes = c.execute(
+                "SELECT chain_hash, upto, summary_ids, created, user FROM prefixes"
+                " WHERE tenant = ? AND session = ? ORDER BY upto",
+                (tenant, session),
+            ).fetchall()
+            summaries = c.execute(
+                "SELECT id, level, text, tokens, start, end, created FROM summaries"
+                " WHERE tenant = ? AND session = ? ORDER BY start, level",
+                (tenant, session),
+            ).fetchall()
+            if not prefixes and not summaries:
+                return None
+            return {
+                "session": session,
+                "prefixes": [
+                    {
+                        "chain_hash": p["chain_hash"],
+                        "upto": p["upto"],
+                        "summary_ids": json.loads(p["summary_ids"]),
+                        "created": p["created"],
+                    }
+                    for p in prefixes
+                ],
+                "watermark": max(p["upto"] for p in prefixes) if prefixes else 0,
+                "summaries": [dict(s) for s in summaries],
+            }
+
+        return await self.db.read(read)
+
+    async def acquire(self, name: str, owner: str, ttl_s: float) -> bool:
+        """Take a lease (holds across processes sharing the database file)."""
+        now = time.time()
+
+        def write(c: Connection) -> bool:
+            c.execute(
+                "INSERT INTO locks (name, owner, expires) VALUES (?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires = excluded.expires"
+                " WHERE locks.expires < ? OR locks.owner = excluded.owner",
+                (name, owner, now + ttl_s, now),
+            )
+            row = c.execute("SELECT owner FROM locks WHERE name = ?", (name,)).fetchone()
+            return bool(row is not None and row[0] == owner)
+
+        return await self.db.write(write)
+
+    async def release(self, name: str, owner: str) -> None:
+        await self.db.write(
+            lambda c: c.execute("DELETE FROM locks WHERE name = ? AND owner = ?", (name, owner))
+        )
+
+
+def _summaries(c: Connection, tenant: str, ids: Sequence[str]) -> list[SummaryRow]:
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = c.execute(
+        f"SELECT id, level, text, tokens, start, end FROM summaries WHERE tenant = ? AND id IN ({marks})",
+        (tenant, *ids),
+    ).fetchall()
+    by_id = {r["id"]: r for r in rows}
+    return [
+        SummaryRow(r["id"], r["level"], r["text"], r["tokens"], r["start"], r["end"])
+        for r in (by_id.get(i) for i in ids)
+        if r is not None
+    ]
