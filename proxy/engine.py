@@ -14,7 +14,6 @@ import json
 import logging
 import time
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -22,10 +21,11 @@ import httpx
 from .config import TenantSettings
 from .context.compressor import Compressor
 from .context.engine import ContextEngine, View
-from .memory.cards import Card, CardSource, inject, pack, render_block
+from .memory.cards import inject
 from .memory.fusion import Floor
-from .memory.index import FragmentIndex, Hit, day_of
-from .memory.query import build_query, fragment_hash, indexable, text_of
+from .memory.index import FragmentIndex
+from .memory.query import indexable, text_of
+from .memory.recall import Recall, candidate, recall_for
 from .memory.redaction import redact_message
 from .metrics import Metrics
 from .pipeline import ChatCall, Prepared
@@ -43,14 +43,6 @@ class Degraded(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class Recall:
-    query: str
-    hits: list[Hit]
-    cards: list[Card]
-    block: str | None
 
 
 class MemoryPipeline:
@@ -95,7 +87,11 @@ class MemoryPipeline:
                 view, degraded = await self._inline(call, view, counter)
             else:
                 degraded = self.context.failing.get((call.tenant.id, call.session))
-        recall = await self._recall(call, view, counter) if st.memory.enabled else None
+        recall = (
+            await recall_for(self.index, call, view.window, counter, self.floor)
+            if st.memory.enabled
+            else None
+        )
         head = recall.block if recall and st.memory.position == "system_head" else None
         out = view.assemble(head)
         if recall and recall.block and st.memory.position != "system_head":
@@ -122,27 +118,6 @@ class MemoryPipeline:
         except TimeoutError:
             return view, "compression_timeout"  # the work goes on; the next request benefits
         return view, self.context.failing.get((call.tenant.id, call.session))
-
-    async def _recall(self, call: ChatCall, view: View, counter: TokenCounter) -> Recall:
-        mem = call.tenant.settings.memory
-        query = build_query(call.messages)
-        if not query.strip():
-            return Recall(query, [], [], None)
-        window = frozenset(
-            fragment_hash(role, text) for _, role, text in indexable(view.window)
-        )
-        hits = await self.index.search(
-            call.tenant.id,
-            call.user,
-            query,
-            vector_weight=mem.vector_weight,
-            bm25_weight=mem.bm25_weight,
-            floor=self.floor,
-            exclude_hashes=window,
-            session=call.session if mem.scope == "session" else None,
-        )
-        cards = pack((_card(h) for h in hits), counter, mem.top_k, mem.budget_tokens)
-        return Recall(query, hits, cards, render_block(cards) if cards else None)
 
     # --- after the response -----------------------------------------------------
 
@@ -209,32 +184,11 @@ class MemoryPipeline:
                 for s in view.state.summaries
             ],
             "query": recall.query if recall else None,
-            "candidates": [_candidate(h) for h in recall.hits] if recall else [],
+            "candidates": [candidate(h) for h in recall.hits] if recall else [],
             "injected": [c.id for c in recall.cards] if recall else [],
             "memory_block": recall.block if recall else None,
         }
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
-
-
-def _card(hit: Hit) -> Card:
-    frag = hit.fragment
-    speaker = "User" if frag.role == "user" else "Assistant"
-    source: CardSource = "user said" if frag.role == "user" else "assistant said"
-    return Card("fragment", source, day_of(frag.created), f"{speaker}: {frag.text}", f"f{frag.id}")
-
-
-def _candidate(hit: Hit) -> dict[str, Any]:
-    s = hit.scored
-    return {
-        "id": f"f{hit.fragment.id}",
-        "kind": "fragment",
-        "text": hit.fragment.text[:200],
-        "vector": s.vector.raw,
-        "vector_norm": s.vector.norm,
-        "bm25": s.bm25.raw,
-        "bm25_norm": s.bm25.norm,
-        "score": s.score,
-    }
 
 
 def _reply_text(outcome: Outcome) -> str | None:
