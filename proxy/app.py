@@ -22,7 +22,7 @@ from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
 from .pipeline import CountingPipeline, Pipeline
 from .services import Services
-from .startup import StartingPipeline, start_memory
+from .startup import StartingPipeline, maintain, start_memory
 from .tenancy import KeyRing
 from .upstream import Upstreams
 
@@ -59,16 +59,18 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         services.ready.update(config=True, database=False, embedding=False)
-        loading = None
+        tasks: list[asyncio.Future[None]] = []
         if pipeline is None:
-            loading = asyncio.ensure_future(start_memory(services, embedder))
+            tasks.append(asyncio.ensure_future(start_memory(services, embedder)))
+            tasks.append(asyncio.ensure_future(maintain(services)))
         else:
             services.ready.update(database=True, embedding=True)
         try:
             yield
         finally:
-            if loading is not None and not loading.done():
-                loading.cancel()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await services.background.close()
             await services.upstreams.aclose()
             if services.store is not None:

@@ -19,11 +19,12 @@ from typing import Any
 import httpx
 
 from .config import TenantSettings
-from .context.compressor import Compressor
+from .context.compressor import Complete, Compressor
 from .context.engine import ContextEngine, View
 from .memory.cards import inject
 from .memory.fusion import Floor
 from .memory.index import FragmentIndex
+from .memory.items import Extractor, ItemIndex
 from .memory.query import indexable, text_of
 from .memory.recall import Recall, candidate, recall_for
 from .memory.redaction import redact_message
@@ -51,19 +52,23 @@ class MemoryPipeline:
         *,
         context: ContextEngine,
         index: FragmentIndex,
+        items: ItemIndex | None = None,
         traces: TraceStore,
         prompts: Prompts,
         upstreams: Upstreams,
         metrics: Metrics,
         floor: Floor | None = None,
+        extractor: Extractor | None = None,
     ) -> None:
         self.context = context
         self.index = index
+        self.items = items
         self.traces = traces
         self.prompts = prompts
         self.upstreams = upstreams
         self.metrics = metrics
         self.floor = floor or Floor()
+        self.extractor = extractor
         self._counters: dict[str | None, TokenCounter] = {}
 
     def counter(self, model: str | None) -> TokenCounter:
@@ -130,6 +135,7 @@ class MemoryPipeline:
         await self._save_trace(call, prepared)
         if st.memory.enabled:
             await self._index(call, view, outcome)
+            await self._extract(call, view, force=False)
         if st.context.enabled and st.context.compression_mode == "background" and view.over_watermark():
             await self._compress(call, view, counter)
 
@@ -141,14 +147,36 @@ class MemoryPipeline:
         pii = call.tenant.settings.memory.pii
         await self.index.index(call.tenant.id, call.user, call.session, positions, pii)
 
+    async def _extract(self, call: ChatCall, view: View, *, force: bool) -> None:
+        """Mine the session's messages not mined yet: on cadence, or at once (on compression)."""
+        if self.extractor is None or not call.tenant.settings.memory.enabled:
+            return
+        mem = call.tenant.settings.memory
+        tenant, session = call.tenant.id, call.session
+        done = await self.extractor.items.cursor(tenant, session)
+        fresh = len(view.conv) - done
+        if fresh <= 0 or (fresh < mem.extract_every_messages and not force):
+            return
+        turns = [t for t in indexable(view.conv) if t[0] >= done]
+        complete = self.complete(call.tenant.settings, call.tenant.upstream_key)
+        await self.extractor.extract(
+            tenant, call.user, session, turns, complete, pii=mem.pii, dedup_cosine=mem.dedup_cosine
+        )
+        await self.extractor.items.set_cursor(tenant, session, len(view.conv))
+
     async def _compress(self, call: ChatCall, view: View, counter: TokenCounter) -> View:
         st = call.tenant.settings
-        compressor = self.compressor(st, call.tenant.upstream_key)
+        compressor = Compressor(self.prompts, self.complete(st, call.tenant.upstream_key), self.counter(None))
+
+        async def on_summary(start: int, end: int) -> None:
+            await self._extract(call, view, force=True)
+
         return await self.context.compress(
-            call.tenant.id, call.user, call.session, view, compressor, counter
+            call.tenant.id, call.user, call.session, view, compressor, counter, on_summary
         )
 
-    def compressor(self, st: TenantSettings, upstream_key: str | None) -> Compressor:
+    def complete(self, st: TenantSettings, upstream_key: str | None) -> Complete:
+        """A call to the compression model: the tenant's upstream unless compression.base_url is set."""
         comp = st.compression
         client = self.upstreams.client(st.upstream)
         url = join_url(comp.base_url or st.upstream.base_url, "/chat/completions")
@@ -165,7 +193,7 @@ class MemoryPipeline:
             response.raise_for_status()
             return str(response.json()["choices"][0]["message"]["content"] or "")
 
-        return Compressor(self.prompts, complete, self.counter(None))
+        return complete
 
     async def _save_trace(self, call: ChatCall, prepared: Prepared) -> None:
         view: View = prepared.state["view"]

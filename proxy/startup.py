@@ -10,6 +10,7 @@ from .engine import MemoryPipeline
 from .memory import textindex
 from .memory.embedder import Embedder, load_embedder
 from .memory.index import FragmentIndex
+from .memory.items import Extractor, ItemIndex
 from .pipeline import ChatCall, Prepared
 from .prompts import Prompts
 from .relay import Outcome
@@ -49,13 +50,16 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
         services.ready["memory_error"] = False
         return
     counter = TokenCounter(None)
+    index = FragmentIndex(store.fragments, embedder, counter)
     services.pipeline = MemoryPipeline(
         context=ContextEngine(store.sessions, services.metrics),
-        index=FragmentIndex(store.fragments, embedder, counter),
+        index=index,
+        items=ItemIndex(store.items),
         traces=store.traces,
         prompts=prompts,
         upstreams=services.upstreams,
         metrics=services.metrics,
+        extractor=Extractor(store.items, store.fragments, prompts, index.embed, services.metrics),
     )
     # Ready only once requests can use it: /readyz turns 200 here.
     services.ready.update(database=True, embedding=True)
@@ -65,3 +69,37 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
 def _warm_up() -> None:
     encoding_for(None)
     textindex.warm_up()
+
+
+# Lifecycle work (SPEC §5): expired items deleted, stale low-importance items
+# archived, old traces pruned. Hourly is plenty: expiry is also checked at
+# retrieval time, so an expired item never ranks even before the cleanup.
+MAINTENANCE_EVERY_S = 3600.0
+TRACE_RETENTION_S = 7 * 86400.0
+STALE_IMPORTANCE = 0.3
+
+
+async def maintain(services: Services, every_s: float = MAINTENANCE_EVERY_S) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        store = services.store
+        if store is None:
+            continue
+        try:
+            await run_maintenance(services)
+        except Exception:
+            log.exception("maintenance failed")
+            services.metrics.background_errors.labels("maintenance").inc()
+
+
+async def run_maintenance(services: Services) -> dict[str, int]:
+    import datetime as dt
+    import time
+
+    store = services.store
+    now = dt.datetime.now(dt.UTC)
+    expired = await store.items.expire(now)
+    stale_days = services.settings.defaults.memory.stale_days
+    archived = await store.items.archive_stale(time.time() - stale_days * 86400.0, STALE_IMPORTANCE)
+    pruned = await store.traces.prune(TRACE_RETENTION_S)
+    return {"expired": expired, "archived": archived, "traces_pruned": pruned}

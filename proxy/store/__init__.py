@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from . import migrations
 from .db import Connection, Database
 from .fragments import FragmentStore
+from .items import ItemStore
 from .sessions import SessionStore
 from .traces import TraceStore
 
@@ -21,6 +22,7 @@ class Store:
     db: Database
     sessions: SessionStore
     fragments: FragmentStore
+    items: ItemStore
     traces: TraceStore
 
     def close(self) -> None:
@@ -36,4 +38,4 @@ def open_store(path: str, dim: int) -> Store:
         migrations.ensure_vectors(conn, dim)
 
     db.run_sync(setup)
-    return Store(db, SessionStore(db), FragmentStore(db), TraceStore(db))
+    return Store(db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db))

@@ -1,0 +1,185 @@
+"""Structured memories: extraction after the response, lifecycle, and their side of the search.
+
+Extraction runs every ``memory.extract_every_messages`` new messages of a
+session and on every compression, through the compression model with
+``prompts/extract.md``; output that cannot be repaired into items falls back
+to the rule-based extractor. Each new item is then deduplicated or
+supersedes an older one (``lifecycle.decide``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..metrics import Metrics
+from ..prompts import Prompts
+from ..store.fragments import FragmentStore
+from ..store.items import ItemRow, ItemStore, NewItem
+from .extraction import MemoryItem, parse_items, rule_extract, transcript_for_extraction
+from .lifecycle import ExistingItem, decide, is_expired
+from .query import fragment_hash
+from .redaction import redact
+from .textindex import BM25Index, tokenize
+
+log = logging.getLogger("paperclip.items")
+
+Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+Complete = Callable[[list[dict[str, Any]]], Awaitable[str]]
+Turn = tuple[int, str, str]  # (conversation position, role, text)
+
+# A session that arrives with a long history is caught up with the model for
+# its latest messages only; older ones go through the rules (cheap, no tokens).
+MODEL_CATCH_UP = 40
+
+
+@dataclass
+class _ItemScope:
+    version: tuple[int, float] = (-1, 0.0)
+    bm25: BM25Index[int] = field(default_factory=BM25Index)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+class ItemIndex:
+    """The items' side of the hybrid search: vectors from sqlite-vec, BM25 rebuilt on change."""
+
+    def __init__(self, store: ItemStore) -> None:
+        self.store = store
+        self._scopes: dict[tuple[str, str], _ItemScope] = {}
+
+    async def bm25(self, tenant: str, user: str, terms: Sequence[str], k: int) -> dict[int, float]:
+        key = (tenant, user)
+        scope = self._scopes.setdefault(key, _ItemScope())
+        async with scope.lock:
+            version = await self.store.version(tenant, user)
+            if version != scope.version:
+                scope.bm25 = BM25Index()
+                for item_id, text in await self.store.terms(tenant, user):
+                    scope.bm25.add(item_id, text.split())
+                scope.version = version
+        return scope.bm25.scores(list(terms), limit=k)
+
+    async def live(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, ItemRow]:
+        """The active, unexpired items among ``ids``."""
+        now = dt.datetime.now(dt.UTC)
+        rows = await self.store.get(tenant, user, ids)
+        return {
+            i: r for i, r in rows.items() if r.status == "active" and not is_expired(r.expires_at, now)
+        }
+
+    def forget_scope(self, tenant: str, user: str) -> None:
+        self._scopes.pop((tenant, user), None)
+
+
+class Extractor:
+    def __init__(
+        self,
+        items: ItemStore,
+        fragments: FragmentStore,
+        prompts: Prompts,
+        embed: Embed,
+        metrics: Metrics,
+    ) -> None:
+        self.items = items
+        self.fragments = fragments
+        self.prompts = prompts
+        self.embed = embed
+        self.metrics = metrics
+
+    async def extract(
+        self,
+        tenant: str,
+        user: str,
+        session: str,
+        turns: Sequence[Turn],
+        complete: Complete | None,
+        *,
+        pii: str,
+        dedup_cosine: float,
+        now: dt.datetime | None = None,
+    ) -> int:
+        """Extract and store memories from ``turns``; returns how many items were added."""
+        now = now or dt.datetime.now(dt.UTC)
+        # Nothing unmasked reaches the model or the store; source hashes use the originals.
+        masked = [(p, role, redact(text, pii) if pii != "keep" else text) for p, role, text in turns]
+        found = rule_extract(_numbered(masked[:-MODEL_CATCH_UP]), now)
+        found += await self._from_model(masked[-MODEL_CATCH_UP:], complete, now)
+        added = 0
+        for item in found:
+            added += await self._apply(tenant, user, session, item, turns, dedup_cosine)
+        return added
+
+    async def _from_model(
+        self, turns: Sequence[Turn], complete: Complete | None, now: dt.datetime
+    ) -> list[MemoryItem]:
+        numbered = _numbered(turns)
+        if not numbered:
+            return []
+        parsed: list[MemoryItem] | None = None
+        if complete is not None:
+            prompt = self.prompts.render(
+                "extract", transcript=transcript_for_extraction(numbered), now=now.date().isoformat()
+            )
+            try:
+                parsed = parse_items(await complete([{"role": "user", "content": prompt}]))
+            except Exception as exc:
+                log.warning("memory extraction model failed, using the rules: %r", exc)
+        if parsed is None:
+            items = rule_extract(numbered, now)
+            self.metrics.memories_extracted.labels("rules").inc(len(items))
+            return items
+        self.metrics.memories_extracted.labels("model").inc(len(parsed))
+        return parsed
+
+    async def _apply(
+        self,
+        tenant: str,
+        user: str,
+        session: str,
+        item: MemoryItem,
+        turns: Sequence[Turn],
+        dedup_cosine: float,
+    ) -> int:
+        vector = (await self.embed([item.content]))[0]
+        existing = await self.items.active_with_vectors(tenant, user)
+        known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
+        decision = decide(item, vector, known, dedup_cosine)
+        if decision.action == "merge":
+            await self.items.merge(tenant, user, int(decision.target_ids[0]))
+            return 0
+        new = NewItem(
+            type=item.type,
+            key=item.key,
+            content=item.content,
+            terms=" ".join(tokenize(item.content)),
+            importance=item.importance,
+            confidence=item.confidence,
+            source=item.source,
+            expires_at=item.expires_at,
+            turns=list(item.turns),
+            fragment_hashes=_sources(item, turns),
+        )
+        old = [int(i) for i in decision.target_ids] if decision.action == "supersede" else []
+        await self.items.add(tenant, user, session, new, vector, supersedes=old)
+        if old:
+            # Neither a superseded fact nor the turns it came from may be injected again.
+            rows = await self.items.get(tenant, user, old)
+            hashes = [h for r in rows.values() for h in r.fragment_hashes]
+            await self.fragments.suppress(tenant, user, hashes)
+        return 1
+
+
+def _numbered(turns: Sequence[Turn]) -> list[Turn]:
+    """Turns as the prompt numbers them: 1-based conversation positions."""
+    return [(p + 1, role, text) for p, role, text in turns]
+
+
+def _sources(item: MemoryItem, turns: Sequence[Turn]) -> list[str]:
+    by_turn = {p + 1: (role, text) for p, role, text in turns}
+    return [fragment_hash(*by_turn[t]) for t in item.turns if t in by_turn]

@@ -1,0 +1,262 @@
+"""Structured memory items: stored, deduplicated, superseded, expired — never silently lost.
+
+Superseded items stay (status ``superseded``, ``superseded_by``) so the
+history is exportable; they are never ranked again. Vectors live in
+``vec_items``, partitioned by scope like fragments.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..memory.lifecycle import is_expired
+from .db import Connection, Database
+from .fragments import scope_of
+
+_COLUMNS = (
+    "id, session, type, key, content, importance, confidence, source, expires_at, status,"
+    " superseded_by, turns, fragment_hashes, seen_count, access_count, last_access, created, updated"
+)
+
+
+@dataclass(frozen=True)
+class ItemRow:
+    id: int
+    session: str | None
+    type: str
+    key: str
+    content: str
+    importance: float
+    confidence: float
+    source: str
+    expires_at: str | None
+    status: str
+    superseded_by: int | None
+    turns: list[int]
+    fragment_hashes: list[str]
+    seen_count: int
+    access_count: int
+    last_access: float | None
+    created: float
+    updated: float
+
+    def public(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out.pop("fragment_hashes")
+        return out
+
+
+@dataclass(frozen=True)
+class NewItem:
+    type: str
+    key: str
+    content: str
+    terms: str
+    importance: float
+    confidence: float
+    source: str
+    expires_at: str | None
+    turns: Sequence[int]
+    fragment_hashes: Sequence[str]
+
+
+class ItemStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def active_with_vectors(self, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
+        def read(c: Connection) -> list[tuple[ItemRow, np.ndarray]]:
+            rows = c.execute(
+                f"SELECT {_COLUMNS}, v.embedding FROM items i JOIN vec_items v ON v.rowid = i.id"
+                " WHERE i.tenant = ? AND i.user = ? AND i.status = 'active'",
+                (tenant, user),
+            ).fetchall()
+            return [(_row(r), np.frombuffer(r["embedding"], dtype=np.float32)) for r in rows]
+
+        return await self.db.read(read)
+
+    async def add(
+        self, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray,
+        supersedes: Sequence[int] = (),
+    ) -> int:
+        """Insert an item (and mark ``supersedes`` superseded by it) in one transaction."""
+        now = time.time()
+
+        def write(c: Connection) -> int:
+            cur = c.execute(
+                "INSERT INTO items (tenant, user, session, type, key, content, terms, importance,"
+                " confidence, source, expires_at, turns, fragment_hashes, created, updated)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (tenant, user, session, item.type, item.key, item.content, item.terms,
+                 item.importance, item.confidence, item.source, item.expires_at,
+                 json.dumps(list(item.turns)), json.dumps(list(item.fragment_hashes)), now, now),
+            )
+            new_id = int(cur.lastrowid)
+            c.execute(
+                "INSERT INTO vec_items (rowid, embedding, scope) VALUES (?, ?, ?)",
+                (new_id, np.asarray(vector, dtype=np.float32).tobytes(), scope_of(tenant, user)),
+            )
+            for old in supersedes:
+                c.execute(
+                    "UPDATE items SET status = 'superseded', superseded_by = ?, updated = ?"
+                    " WHERE tenant = ? AND user = ? AND id = ?",
+                    (new_id, now, tenant, user, old),
+                )
+            return new_id
+
+        return await self.db.write(write)
+
+    async def merge(self, tenant: str, user: str, item_id: int) -> None:
+        now = time.time()
+        await self.db.write(
+            lambda c: c.execute(
+                "UPDATE items SET seen_count = seen_count + 1, updated = ?"
+                " WHERE tenant = ? AND user = ? AND id = ?",
+                (now, tenant, user, item_id),
+            )
+        )
+
+    async def get(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, ItemRow]:
+        if not ids:
+            return {}
+
+        def read(c: Connection) -> dict[int, ItemRow]:
+            marks = ",".join("?" * len(ids))
+            rows = c.execute(
+                f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND user = ? AND id IN ({marks})",
+                (tenant, user, *ids),
+            ).fetchall()
+            return {int(r["id"]): _row(r) for r in rows}
+
+        return await self.db.read(read)
+
+    async def all(
+        self, tenant: str, user: str, *, include_inactive: bool = False
+    ) -> list[ItemRow]:
+        where = "" if include_inactive else " AND status = 'active'"
+        return await self.db.read(
+            lambda c: [
+                _row(r)
+                for r in c.execute(
+                    f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND user = ?{where} ORDER BY id",
+                    (tenant, user),
+                )
+            ]
+        )
+
+    async def knn(self, tenant: str, user: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        blob = np.asarray(vector, dtype=np.float32).tobytes()
+        rows = await self.db.read(
+            lambda c: c.execute(
+                "SELECT rowid, distance FROM vec_items WHERE embedding MATCH ? AND k = ? AND scope = ?",
+                (blob, k, scope_of(tenant, user)),
+            ).fetchall()
+        )
+        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+    async def terms(self, tenant: str, user: str) -> list[tuple[int, str]]:
+        return await self.db.read(
+            lambda c: [
+                (int(r[0]), str(r[1]))
+                for r in c.execute(
+                    "SELECT id, terms FROM items WHERE tenant = ? AND user = ? AND status = 'active'",
+                    (tenant, user),
+                )
+            ]
+        )
+
+    async def version(self, tenant: str, user: str) -> tuple[int, float]:
+        """Changes whenever the user's items change: (count, last update)."""
+        row = await self.db.read(
+            lambda c: c.execute(
+                "SELECT count(*), coalesce(max(updated), 0) FROM items WHERE tenant = ? AND user = ?",
+                (tenant, user),
+            ).fetchone()
+        )
+        return int(row[0]), float(row[1])
+
+    async def touch(self, tenant: str, user: str, ids: Sequence[int]) -> None:
+        if not ids:
+            return
+        now = time.time()
+
+        def write(c: Connection) -> None:
+            marks = ",".join("?" * len(ids))
+            c.execute(
+                "UPDATE items SET access_count = access_count + 1, last_access = ?"
+                f" WHERE tenant = ? AND user = ? AND id IN ({marks})",
+                (now, tenant, user, *ids),
+            )
+
+        await self.db.write(write)
+
+    async def delete(self, tenant: str, user: str, item_id: int) -> bool:
+        def write(c: Connection) -> bool:
+            cur = c.execute(
+                "DELETE FROM items WHERE tenant = ? AND user = ? AND id = ?", (tenant, user, item_id)
+            )
+            if cur.rowcount:
+                c.execute("DELETE FROM vec_items WHERE rowid = ?", (item_id,))
+            return bool(cur.rowcount)
+
+        return await self.db.write(write)
+
+    async def cursor(self, tenant: str, session: str) -> int:
+        row = await self.db.read(
+            lambda c: c.execute(
+                "SELECT upto FROM extraction_cursors WHERE tenant = ? AND session = ?",
+                (tenant, session),
+            ).fetchone()
+        )
+        return 0 if row is None else int(row[0])
+
+    async def set_cursor(self, tenant: str, session: str, upto: int) -> None:
+        await self.db.write(
+            lambda c: c.execute(
+                "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (?, ?, ?)"
+                " ON CONFLICT (tenant, session) DO UPDATE SET upto = max(upto, excluded.upto)",
+                (tenant, session, upto),
+            )
+        )
+
+    async def expire(self, now: dt.datetime) -> int:
+        """Delete items whose ``expires_at`` has passed."""
+
+        def write(c: Connection) -> int:
+            rows = c.execute("SELECT id, expires_at FROM items WHERE expires_at IS NOT NULL")
+            ids = [r[0] for r in rows if is_expired(r[1], now)]
+            for item_id in ids:
+                c.execute("DELETE FROM items WHERE id = ?", (item_id,))
+                c.execute("DELETE FROM vec_items WHERE rowid = ?", (item_id,))
+            return len(ids)
+
+        return await self.db.write(write)
+
+    async def archive_stale(self, cutoff: float, importance_floor: float) -> int:
+        return int(
+            await self.db.write(
+                lambda c: c.execute(
+                    "UPDATE items SET status = 'archived' WHERE status = 'active'"
+                    " AND importance < ? AND coalesce(last_access, created) < ?",
+                    (importance_floor, cutoff),
+                ).rowcount
+            )
+        )
+
+
+def _row(r: Any) -> ItemRow:
+    return ItemRow(
+        id=int(r["id"]), session=r["session"], type=r["type"], key=r["key"], content=r["content"],
+        importance=float(r["importance"]), confidence=float(r["confidence"]), source=r["source"],
+        expires_at=r["expires_at"], status=r["status"], superseded_by=r["superseded_by"],
+        turns=json.loads(r["turns"]), fragment_hashes=json.loads(r["fragment_hashes"]),
+        seen_count=int(r["seen_count"]), access_count=int(r["access_count"]),
+        last_access=r["last_access"], created=float(r["created"]), updated=float(r["updated"]),
+    )
