@@ -1,0 +1,161 @@
+"""Pure lifecycle decisions for memory items (SPEC §5): dedup, conflicts, expiry, staleness.
+
+No database and no clock: the store loads the user's items, asks ``decide`` what
+to do with a new one, and executes the answer; the cleanup job asks
+``is_expired`` and ``is_stale`` with the ``now`` it was given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from .extraction import MemoryItem
+
+Action = Literal["add", "merge", "supersede"]
+Vector = npt.NDArray[Any]
+
+# Words that flip or carry a fact's value: "likes" vs "no longer likes", "8865" vs "1234".
+_NEGATION = re.compile(r"\b(?:not|no|never|don't|doesn't|didn't|stopped|dislikes?|hates?)\b"
+                       r"|n't\b|不|没|别|讨厌", re.I)
+_NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
+# Words every statement about the user shares; they say nothing about the value.
+_FILLER = frozenset({"a", "an", "the", "is", "are", "has", "have", "to", "of", "user", "user's",
+                     "的", "了", "是", "用", "户"})
+
+
+@dataclass(frozen=True)
+class ExistingItem:
+    """A stored item of the same (tenant, user) as the new one; ``vector`` is L2-normalised."""
+
+    id: str
+    key: str
+    content: str
+    vector: Vector
+    status: str = "active"  # "active" | "superseded" | "archived"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with a new item.
+
+    - ``add``: store it; ``target_ids`` is empty.
+    - ``merge``: do not store it; bump the seen count and time of ``target_ids[0]``.
+    - ``supersede``: store it and mark every item in ``target_ids`` superseded.
+    """
+
+    action: Action
+    target_ids: tuple[str, ...] = ()
+    reason: str = ""
+
+
+def decide(
+    new: MemoryItem, new_vec: Vector, existing: Sequence[ExistingItem], dedup_cosine: float
+) -> Decision:
+    """Add, merge or supersede, by SPEC §5's rules; only ``active`` existing items count.
+
+    Same key: the same value merges, a different value supersedes (the newer
+    statement wins — a paraphrase superseding a paraphrase loses nothing, while
+    merging a real change would lose it). Different key: within ``dedup_cosine``
+    merges, unless numbers or negation differ (then they are two facts).
+    """
+    active = [e for e in existing if e.status == "active"]
+    same_key = [e for e in active if e.key == new.key]
+    for item in same_key:
+        if same_value(item.content, new.content):
+            return Decision("merge", (item.id,), "same key, same value")
+    if same_key:
+        return Decision("supersede", tuple(e.id for e in same_key), "same key, new value")
+    best = _nearest(new_vec, active)
+    if best is not None and best[1] >= dedup_cosine and not _clearly_differs(best[0].content, new.content):
+        return Decision("merge", (best[0].id,), f"near duplicate (cosine {best[1]:.3f})")
+    return Decision("add", (), "new fact")
+
+
+def same_value(a: str, b: str) -> bool:
+    """Two statements of one fact: equal content words (case, punctuation, articles ignored)."""
+    return _content_words(a) == _content_words(b)
+
+
+def _content_words(text: str) -> frozenset[str]:
+    words = re.findall(r"[\w']+", text.lower())
+    # CJK runs are not split into words, so compare their characters instead.
+    tokens = [ch for w in words for ch in (w if re.match(r"[\u4e00-\u9fff]", w) else [w])]
+    return frozenset(_stem(t) for t in tokens if t not in _FILLER)
+
+
+def _stem(word: str) -> str:
+    # Crude on purpose: only needs "allergic"/"allergy" and "peanuts"/"peanut" to meet.
+    for suffix in ("ies", "ic", "y", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _clearly_differs(a: str, b: str) -> bool:
+    negated = bool(_NEGATION.search(a)) != bool(_NEGATION.search(b))
+    return negated or set(_NUMBER.findall(a)) != set(_NUMBER.findall(b))
+
+
+def _nearest(vec: Vector, items: Sequence[ExistingItem]) -> tuple[ExistingItem, float] | None:
+    scored = [(item, _cosine(vec, item.vector)) for item in items]
+    comparable = [(item, score) for item, score in scored if score is not None]
+    return max(comparable, key=lambda pair: pair[1]) if comparable else None
+
+
+def _cosine(a: Vector, b: Vector) -> float | None:
+    # Vectors from another embedding model (a config change) cannot be compared: skip them.
+    if a.shape != b.shape:
+        return None
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(np.dot(a, b)) / norm if norm else None
+
+
+def _aware(moment: datetime) -> datetime:
+    # Naive timestamps are stored in UTC throughout Paperclip.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def expiry_moment(expires_at: str | datetime | None) -> datetime | None:
+    """When an item stops being true; a bare date means "through that day" (UTC).
+
+    None for no expiry or an unreadable value: junk never deletes a memory.
+    """
+    if expires_at is None or isinstance(expires_at, datetime):
+        return None if expires_at is None else _aware(expires_at)
+    text = expires_at.strip()
+    try:
+        if len(text) == 10:
+            day = date.fromisoformat(text)
+            return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+        return _aware(datetime.fromisoformat(text))
+    except ValueError:
+        return None
+
+
+def is_expired(expires_at: str | datetime | None, now: datetime) -> bool:
+    """True once ``now`` has reached the item's expiry; never for no or unreadable expiry."""
+    moment = expiry_moment(expires_at)
+    return moment is not None and _aware(now) >= moment
+
+
+def is_stale(
+    last_access: datetime,
+    importance: float,
+    now: datetime,
+    stale_days: int,
+    importance_floor: float = 0.3,
+) -> bool:
+    """True when an item below ``importance_floor`` has not been retrieved for ``stale_days``.
+
+    ``last_access`` is the last retrieval, or creation for an item never retrieved.
+    Important items are never archived for disuse, however old.
+    """
+    idle = _aware(now) - _aware(last_access)
+    return importance < importance_floor and idle >= timedelta(days=stale_days)
