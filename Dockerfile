@@ -1,0 +1,31 @@
+# Paperclip: slim Python, non-root, config and database on a volume.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    PAPERCLIP_CONFIG=/etc/paperclip/proxy.yaml \
+    PAPERCLIP_DATA_DIR=/data
+
+WORKDIR /app
+# The CPU build of torch first: an unpinned torch from PyPI is a multi-GB CUDA build.
+RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+COPY pyproject.toml README.md ./
+COPY proxy ./proxy
+COPY prompts ./prompts
+# proxy/_prompts is a link to ../prompts: replace it by the files before building the wheel.
+RUN rm -f proxy/_prompts && cp -r prompts proxy/_prompts && pip install . && rm -rf /app/proxy /app/prompts
+
+COPY proxy.yaml /etc/paperclip/proxy.yaml
+RUN useradd --create-home --uid 10001 paperclip && mkdir -p /data && chown paperclip /data
+USER paperclip
+VOLUME ["/data"]
+EXPOSE 8787
+
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+  CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8787/healthz', timeout=4)" || exit 1
+
+# Mount your own proxy.yaml over /etc/paperclip/proxy.yaml (or set PAPERCLIP_CONFIG=/data/proxy.yaml).
+CMD ["sh", "-c", "exec paperclip serve --config \"$PAPERCLIP_CONFIG\" --host 0.0.0.0 --port 8787"]
