@@ -22,10 +22,11 @@ from ..metrics import Metrics
 from ..prompts import Prompts
 from ..store.fragments import FragmentStore
 from ..store.items import ItemRow, ItemStore, NewItem
-from .extraction import MemoryItem, parse_items, rule_extract, transcript_for_extraction
+from .extraction import MemoryItem, parse_items, transcript_for_extraction
 from .lifecycle import ExistingItem, decide, is_expired
 from .query import fragment_hash
 from .redaction import redact
+from .rules import rule_extract
 from .textindex import BM25Index, tokenize
 
 log = logging.getLogger("paperclip.items")
