@@ -1,0 +1,25 @@
+"""The strict gates run as part of the suite, so README's one test command checks everything."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_ruff_is_clean() -> None:
+    result = run("ruff", "check", "proxy", "tests", "bench")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_is_clean_on_the_package() -> None:
+    result = run("mypy", "--strict", "proxy")
+    assert result.returncode == 0, result.stdout + result.stderr
