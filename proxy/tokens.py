@@ -10,7 +10,10 @@ dictionary lookup per message.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
+import tempfile
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -46,14 +49,40 @@ def encoding_for(model: str | None) -> tiktoken.Encoding:
     return _load(OFFLINE_ENCODING)
 
 
+_BLOBS = {
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "o200k_harmony": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "p50k_base": "https://openaipublic.blob.core.windows.net/encodings/p50k_base.tiktoken",
+    "p50k_edit": "https://openaipublic.blob.core.windows.net/encodings/p50k_base.tiktoken",
+    "r50k_base": "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken",
+}
+
+
+def _cached_locally(name: str) -> bool:
+    """Whether tiktoken can load ``name`` without the network (its file is in tiktoken's cache).
+
+    Nothing may download tokenizer files at run time, and tiktoken would: so an
+    encoding is only asked for when its file already lies in the cache dir
+    that tiktoken itself reads (same lookup as ``tiktoken.load.read_file_cached``).
+    """
+    blob = _BLOBS.get(name)
+    if blob is None:
+        return False
+    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+    cache_dir = cache_dir or os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    return os.path.exists(os.path.join(cache_dir, hashlib.sha1(blob.encode()).hexdigest()))
+
+
 @functools.lru_cache(maxsize=16)
 def _load(name: str) -> tiktoken.Encoding:
-    if name == "cl100k_base":
-        name = OFFLINE_ENCODING  # identical ranks, no download
-    try:
-        return tiktoken.get_encoding(name)
-    except Exception:
-        return tiktoken.get_encoding(OFFLINE_ENCODING)
+    if name in ("cl100k_base", OFFLINE_ENCODING):
+        return tiktoken.get_encoding(OFFLINE_ENCODING)  # identical ranks, bundled
+    if _cached_locally(name):
+        try:
+            return tiktoken.get_encoding(name)
+        except Exception:  # a corrupt cache file: tiktoken would re-download it
+            pass
+    return tiktoken.get_encoding(OFFLINE_ENCODING)
 
 
 def count_text(text: str, model: str | None = None) -> int:
