@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from .admin.routes import admin_routes
 from .background import Background
 from .chat import ChatEndpoint
 from .config import Settings
@@ -106,6 +107,7 @@ def routes(s: Services) -> list[BaseRoute]:
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
+        *admin_routes(s),
         Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]
 

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from . import config
+from .admin import cli as memories_cli
 from .errors import ConfigError
 
 CONFIG_ENV = "PAPERCLIP_CONFIG"
@@ -22,9 +23,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--log-level", default="info")
+    memories_cli.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args)
+    if args.command == "memories":
+        return memories_cli.run(args, load_settings(args.config))
     parser.error(f"unknown command {args.command}")
     return 2
 

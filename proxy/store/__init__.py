@@ -15,6 +15,7 @@ from .fragments import FragmentStore
 from .items import ItemStore
 from .sessions import SessionStore
 from .traces import TraceStore
+from .users import UserStore
 
 
 @dataclass
@@ -24,6 +25,7 @@ class Store:
     fragments: FragmentStore
     items: ItemStore
     traces: TraceStore
+    users: UserStore
 
     def close(self) -> None:
         self.db.close()
@@ -38,4 +40,6 @@ def open_store(path: str, dim: int) -> Store:
         migrations.ensure_vectors(conn, dim)
 
     db.run_sync(setup)
-    return Store(db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db))
+    return Store(
+        db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db)
+    )

@@ -1,0 +1,100 @@
+"""``paperclip memories list|export|forget|import`` as subprocesses, on a database a proxy wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.admin_helpers import MARK, ask, teach
+from tests.conftest import Proxy, base_config
+from tests.fake_upstream import FakeUpstream
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Cli:
+    def __init__(self, config: Path) -> None:
+        self.config = config
+
+    def __call__(self, *args: str, ok: bool = True, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "proxy", "memories", args[0], "--config", str(self.config), *args[1:]],
+            cwd=ROOT, capture_output=True, text=True, input=stdin, timeout=60, check=False,
+        )
+        if ok:
+            assert done.returncode == 0, done.stderr
+        return done
+
+    def items(self, user: str, *extra: str) -> list[dict[str, Any]]:
+        return list(json.loads(self("list", "--tenant", "acme", "--user", user, "--json", *extra).stdout))
+
+
+@pytest.fixture
+def setup(make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path) -> tuple[Proxy, Cli]:
+    raw = base_config(upstream_url, tmp_path / "cli.db")
+    config = tmp_path / "proxy.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    return make_proxy(raw), Cli(config)
+
+
+def test_export_forget_import_restores_retrieval(
+    setup: tuple[Proxy, Cli], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    proxy, cli = setup
+    teach(proxy, "bob")
+    items = cli.items("bob")
+    assert any("Zorblax" in i["content"] for i in items)
+    out = tmp_path / "bob.json"
+    cli("export", "--tenant", "acme", "--user", "bob", "--out", str(out))
+    exported = json.loads(out.read_text())
+    assert exported["version"] == 1 and exported["user"] == "bob" and exported["fragments"]
+    assert json.loads(cli("export", "--tenant", "acme", "--user", "bob").stdout)["items"] == exported["items"]
+
+    assert "forgot user 'bob'" in cli("forget", "--tenant", "acme", "--user", "bob", "--yes").stdout
+    assert cli.items("bob", "--all") == []
+    assert MARK not in b"".join(p.read_bytes() for p in tmp_path.glob("cli.db*")).lower()
+    assert ask(proxy, "bob")["x-paperclip-memories"] == "0"
+
+    assert "imported user 'bob'" in cli("import", str(out), "--tenant", "acme").stdout
+    restored = cli.items("bob")
+    assert [(i["key"], i["content"]) for i in restored] == [(i["key"], i["content"]) for i in items]
+    headers = ask(proxy, "bob")
+    assert int(headers["x-paperclip-memories"]) >= 1
+    assert "Zorblax" in str(upstream.chat_requests()[-1].json()["messages"][-1]["content"])
+    # Importing again adds nothing.
+    assert "fragments 0, items 0" in cli("import", str(out), "--tenant", "acme").stdout
+
+
+def test_import_as_another_user(setup: tuple[Proxy, Cli], tmp_path: Path) -> None:
+    proxy, cli = setup
+    teach(proxy, "bob")
+    out = tmp_path / "bob.json"
+    cli("export", "--tenant", "acme", "--user", "bob", "--out", str(out))
+    cli("import", str(out), "--tenant", "acme", "--user", "robert")
+    assert [i["content"] for i in cli.items("robert")] == [i["content"] for i in cli.items("bob")]
+
+
+def test_forget_asks_first(setup: tuple[Proxy, Cli]) -> None:
+    proxy, cli = setup
+    teach(proxy, "bob")
+    refused = cli("forget", "--tenant", "acme", "--user", "bob", ok=False, stdin="n\n")
+    assert refused.returncode == 1 and cli.items("bob")
+    cli("forget", "--tenant", "acme", "--user", "bob", stdin="y\n")
+    assert cli.items("bob") == []
+
+
+def test_errors_exit_2(setup: tuple[Proxy, Cli], tmp_path: Path) -> None:
+    _, cli = setup
+    unknown = cli("list", "--tenant", "nope", "--user", "bob", ok=False)
+    assert unknown.returncode == 2 and "unknown tenant 'nope'" in unknown.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "user": "bob", "items": [{"type": "entity"}]}))
+    invalid = cli("import", str(bad), "--tenant", "acme", ok=False)
+    assert invalid.returncode == 2 and "items[0].content: missing" in invalid.stderr
