@@ -43,36 +43,72 @@ MODEL_CATCH_UP = 40
 @dataclass
 class _ItemScope:
     version: tuple[int, float] = (-1, 0.0)
+    rows: list[ItemRow] = field(default_factory=list)
+    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     bm25: BM25Index[int] = field(default_factory=BM25Index)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+@dataclass(frozen=True)
+class ItemCandidates:
+    """Raw scores of the user's live items for one query, and the rows to render them."""
+
+    vector: dict[int, float]
+    bm25: dict[int, float]
+    rows: dict[int, ItemRow]
+
+
 class ItemIndex:
-    """The items' side of the hybrid search: vectors from sqlite-vec, BM25 rebuilt on change."""
+    """The items' side of the hybrid search.
+
+    A user holds few items (hundreds, not the fragments' tens of thousands), so
+    each scope keeps all its active items and their vectors in memory, reloaded
+    when the stored version (count, last update) changes: cosines are exact
+    for every item, BM25 covers every item.
+    """
 
     def __init__(self, store: ItemStore) -> None:
         self.store = store
         self._scopes: dict[tuple[str, str], _ItemScope] = {}
 
-    async def bm25(self, tenant: str, user: str, terms: Sequence[str], k: int) -> dict[int, float]:
-        key = (tenant, user)
-        scope = self._scopes.setdefault(key, _ItemScope())
+    async def _scope(self, tenant: str, user: str) -> _ItemScope:
+        scope = self._scopes.setdefault((tenant, user), _ItemScope())
         async with scope.lock:
             version = await self.store.version(tenant, user)
             if version != scope.version:
+                pairs = await self.store.active_with_vectors(tenant, user)
+                scope.rows = [r for r, _ in pairs]
+                scope.matrix = (
+                    np.vstack([v for _, v in pairs]) if pairs else np.zeros((0, 0), dtype=np.float32)
+                )
                 scope.bm25 = BM25Index()
-                for item_id, text in await self.store.terms(tenant, user):
-                    scope.bm25.add(item_id, text.split())
+                for row in scope.rows:
+                    scope.bm25.add(row.id, tokenize(row.content))
                 scope.version = version
-        return scope.bm25.scores(list(terms), limit=k)
+        return scope
 
-    async def live(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, ItemRow]:
-        """The active, unexpired items among ``ids``."""
+    async def candidates(
+        self, tenant: str, user: str, query_vector: np.ndarray, terms: Sequence[str], k: int
+    ) -> ItemCandidates:
+        scope = await self._scope(tenant, user)
+        if not scope.rows:
+            return ItemCandidates({}, {}, {})
         now = dt.datetime.now(dt.UTC)
-        rows = await self.store.get(tenant, user, ids)
-        return {
-            i: r for i, r in rows.items() if r.status == "active" and not is_expired(r.expires_at, now)
-        }
+        live = [i for i, r in enumerate(scope.rows) if not is_expired(r.expires_at, now)]
+        cosines = scope.matrix @ np.asarray(query_vector, dtype=np.float32)
+        top = sorted(live, key=lambda i: -float(cosines[i]))[:k]
+        bm25 = scope.bm25.scores(list(terms), limit=k)
+        ids = {scope.rows[i].id: i for i in live}
+        vector = {scope.rows[i].id: float(cosines[i]) for i in top}
+        for item_id in bm25:
+            if item_id in ids:
+                vector[item_id] = float(cosines[ids[item_id]])
+        bm25 = {i: s for i, s in bm25.items() if i in ids}
+        rows = {r.id: r for r in scope.rows if r.id in vector or r.id in bm25}
+        return ItemCandidates(vector, bm25, rows)
+
+    async def touch(self, tenant: str, user: str, ids: Sequence[int]) -> None:
+        await self.store.touch(tenant, user, ids)
 
     def forget_scope(self, tenant: str, user: str) -> None:
         self._scopes.pop((tenant, user), None)
