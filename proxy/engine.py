@@ -70,6 +70,9 @@ class MemoryPipeline:
         self.floor = floor or Floor()
         self.extractor = extractor
         self._counters: dict[str | None, TokenCounter] = {}
+        # Inline compressions that outlived their deadline, by trace: record() awaits
+        # them, so they are tracked after-response work, never left running unowned.
+        self._overrun: dict[str, asyncio.Future[View]] = {}
 
     def counter(self, model: str | None) -> TokenCounter:
         found = self._counters.get(model)
@@ -93,7 +96,7 @@ class MemoryPipeline:
             else:
                 degraded = self.context.failing.get((call.tenant.id, call.session))
         recall = (
-            await recall_for(self.index, call, view.window, counter, self.floor)
+            await recall_for(self.index, call, view.window, counter, self.floor, self.items)
             if st.memory.enabled
             else None
         )
@@ -121,6 +124,7 @@ class MemoryPipeline:
             async with asyncio.timeout(st.compression.timeout_s):
                 view = await asyncio.shield(work)
         except TimeoutError:
+            self._overrun[call.trace_id] = work
             return view, "compression_timeout"  # the work goes on; the next request benefits
         return view, self.context.failing.get((call.tenant.id, call.session))
 
@@ -138,6 +142,9 @@ class MemoryPipeline:
             await self._extract(call, view, force=False)
         if st.context.enabled and st.context.compression_mode == "background" and view.over_watermark():
             await self._compress(call, view, counter)
+        overrun = self._overrun.pop(call.trace_id, None)
+        if overrun is not None:
+            await overrun
 
     async def _index(self, call: ChatCall, view: View, outcome: Outcome) -> None:
         positions = indexable(view.conv)

@@ -95,6 +95,18 @@ class FragmentIndex:
     def forget_scope(self, tenant: str, user: str) -> None:
         self._scopes.pop((tenant, user), None)
 
+    async def raw_scores(
+        self, tenant: str, user: str, query_vector: np.ndarray, terms: Sequence[str], k: int = CANDIDATES
+    ) -> tuple[dict[int, float], dict[int, float]]:
+        """(cosine, BM25) of the fragment candidates: vector top-k ∪ BM25 top-k, cosine known for all."""
+        scope = await self._scope(tenant, user)
+        bm25 = scope.bm25.scores(list(terms), limit=k)
+        vector = dict(await self.store.knn(tenant, user, query_vector, k))
+        missing = [i for i in bm25 if i not in vector]
+        for doc_id, vec in (await self.store.vectors(missing)).items():
+            vector[doc_id] = float(np.dot(vec, query_vector))
+        return vector, bm25
+
     async def search(
         self,
         tenant: str,
@@ -108,26 +120,22 @@ class FragmentIndex:
         session: str | None = None,
         k: int = CANDIDATES,
     ) -> list[Hit]:
-        """Fused hits, best first, irrelevant ones dropped by ``floor``."""
-        qvec_task = asyncio.ensure_future(self.embed([query]))
-        scope = await self._scope(tenant, user)
-        bm25 = scope.bm25.scores(tokenize(query), limit=k)
-        qvec = (await qvec_task)[0]
-        vector = dict(await self.store.knn(tenant, user, qvec, k))
-        missing = [i for i in bm25 if i not in vector]
-        for doc_id, vec in (await self.store.vectors(missing)).items():
-            vector[doc_id] = float(np.dot(vec, qvec))
+        """Fused fragment hits, best first, irrelevant ones dropped by ``floor``."""
+        qvec = (await self.embed([query]))[0]
+        vector, bm25 = await self.raw_scores(tenant, user, qvec, tokenize(query), k)
         ranked = fuse(vector, bm25, vector_weight, bm25_weight, floor=floor)
         fragments = await self.store.get(tenant, user, [s.id for s in ranked])
         hits = []
         for scored in ranked:
             frag = fragments.get(scored.id)
-            if frag is None or frag.hash in exclude_hashes:
-                continue
-            if session is not None and frag.session != session:
-                continue
-            hits.append(Hit(frag, scored))
+            if frag is not None and usable(frag, exclude_hashes, session):
+                hits.append(Hit(frag, scored))
         return hits
+
+
+def usable(frag: Fragment, exclude_hashes: frozenset[str], session: str | None) -> bool:
+    """Not in the verbatim window, and in the session when memory is session-scoped."""
+    return frag.hash not in exclude_hashes and (session is None or frag.session == session)
 
 
 def day_of(timestamp: float) -> str:
