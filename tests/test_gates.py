@@ -16,7 +16,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_is_clean() -> None:
-    result = run("ruff", "check", "proxy", "tests", "bench")
+    paths = [p for p in ("proxy", "tests", "bench") if (ROOT / p).is_dir()]
+    result = run("ruff", "check", *paths)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
