@@ -194,9 +194,9 @@ def build(
     top = _merge(TOP_DEFAULTS, {k: v for k, v in raw.items() if k in TOP_DEFAULTS}, source, "")
     defaults_raw = _interpolate(_merge(DEFAULTS, raw.get("defaults") or {}, source, "defaults"), env, source, "")
     defaults = _tenant("defaults", defaults_raw, {}, source)
-    tenants_raw = dict(raw.get("tenants") or {})
     if not isinstance(raw.get("tenants") or {}, dict):
         raise ConfigError(source, "tenants", "must be a mapping of tenant name to settings")
+    tenants_raw = dict(raw.get("tenants") or {})
     if top["tenants_dir"]:
         tenants_raw.update(_tenants_dir(top["tenants_dir"], base_dir, env, source))
     tenants = tuple(

@@ -3,8 +3,8 @@
 Why not Starlette's ``StreamingResponse``: the upstream call must be cancelled
 when the client goes away *before the first byte* too (while we still wait for
 upstream headers), and the status must come from upstream before we commit to
-anything. So the exchange runs beside a watcher of ``http.disconnect`` in one
-task group; whichever ends first cancels the other.
+anything. So the exchange runs beside a watcher of ``http.disconnect``; the
+watcher cancels the exchange, and the exchange's end cancels the watcher.
 
 Chunks are sent as they arrive (never buffered), as raw bytes: a gzip body
 goes through with its header, a multibyte character split across chunks is
@@ -14,8 +14,10 @@ once even if the upstream holds its socket open.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -26,6 +28,7 @@ from .errors import PaperclipError, PayloadTooLarge, envelope
 from .upstream import response_headers, translate
 
 _DONE = b"data: [DONE]"
+_LINGER_S = 0.25
 
 
 @dataclass
@@ -52,22 +55,34 @@ class Exchange:
 
 
 async def run(exchange: Exchange, receive: Receive, send: Send) -> Outcome:
+    """Run the exchange; a client's ``http.disconnect`` cancels it wherever it is.
+
+    Plain asyncio rather than an anyio task group: this runs on every request,
+    and the group's cancel scopes cost more than the rest of the relay.
+    """
     outcome = Outcome()
-    async with anyio.create_task_group() as tg:
-
-        async def watch() -> None:
-            await exchange.body_done.wait()
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    outcome.disconnected = True
-                    tg.cancel_scope.cancel()
-                    return
-
-        tg.start_soon(watch)
+    task = asyncio.current_task()
+    assert task is not None
+    watcher = asyncio.ensure_future(_watch(exchange, receive, outcome, task))
+    try:
         await _exchange(exchange, send, outcome)
-        tg.cancel_scope.cancel()
+    except asyncio.CancelledError:
+        # Ours (the client left) is absorbed; anyone else's (shutdown) goes on.
+        if not outcome.disconnected or task.uncancel() > 0:
+            raise
+    finally:
+        watcher.cancel()
     return outcome
+
+
+async def _watch(exchange: Exchange, receive: Receive, outcome: Outcome, task: asyncio.Task[object]) -> None:
+    await exchange.body_done.wait()  # before that, the request body's reader owns receive()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            outcome.disconnected = True
+            task.cancel()
+            return
 
 
 async def _exchange(ex: Exchange, send: Send, outcome: Outcome) -> None:
@@ -88,10 +103,11 @@ async def _exchange(ex: Exchange, send: Send, outcome: Outcome) -> None:
 
 async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Outcome) -> None:
     outcome.status = response.status_code
-    outcome.content_encoding = response.headers.get("content-encoding")
+    found = _find_headers(response.headers.raw, b"content-encoding", b"content-type")
+    outcome.content_encoding = found[0].decode("latin-1") if found[0] is not None else None
     if ex.on_headers is not None:
         ex.on_headers(response)
-    sse = response.headers.get("content-type", "").startswith("text/event-stream")
+    sse = (found[1] or b"").startswith(b"text/event-stream")
     outcome.streamed = sse
     headers = response_headers(response.headers, keep_length=not sse)
     if sse:
@@ -101,14 +117,17 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
         {"type": "http.response.start", "status": response.status_code, "headers": headers + ex.extra_headers}
     )
     tail = b""
+    chunks = response.aiter_raw()
+    stopped_at_done = False
     try:
-        async for chunk in response.aiter_raw():
+        async for chunk in chunks:
             if len(outcome.body) < ex.capture_limit:
                 outcome.body += chunk
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             if ex.stop_at_done and sse:
                 window = tail + chunk
                 if _DONE in window:
+                    stopped_at_done = True
                     break
                 tail = window[-len(_DONE) :]
     except (httpx.HTTPError, OSError) as exc:
@@ -117,6 +136,33 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
             event = b"data: " + json.dumps(outcome.error.envelope()).encode() + b"\n\n"
             await send({"type": "http.response.body", "body": event, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+    if stopped_at_done:
+        await _finish_quietly(chunks)
+
+
+async def _finish_quietly(chunks: AsyncIterator[bytes]) -> None:
+    """After ``[DONE]`` (the client has its whole response), let the upstream end its message.
+
+    The end of the chunked body usually follows ``[DONE]`` within milliseconds;
+    waiting for it keeps the upstream connection (its TLS session) reusable.
+    An upstream that holds the socket open is let go after ``_LINGER_S``.
+    """
+    with contextlib.suppress(httpx.HTTPError, OSError, TimeoutError):
+        async with asyncio.timeout(_LINGER_S):
+            async for _ in chunks:
+                pass
+
+
+def _find_headers(raw: list[tuple[bytes, bytes]], *names: bytes) -> list[bytes | None]:
+    """The first value of each name, in one pass (httpx's ``Headers.get`` scans and decodes each time)."""
+    out: list[bytes | None] = [None] * len(names)
+    for name, value in raw:
+        low = name.lower()
+        if low in names:
+            i = names.index(low)
+            if out[i] is None:
+                out[i] = value
+    return out
 
 
 def _dedupe(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

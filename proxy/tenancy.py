@@ -37,13 +37,11 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-def _matches(presented: bytes, stored: str) -> bool:
-    """Constant-time comparison of a presented key's digest with a configured key."""
+def _stored_digest(stored: str) -> bytes:
+    """The digest a configured key (plain or ``sha256:<hex>``) is compared with."""
     if stored.startswith("sha256:"):
-        want = bytes.fromhex(stored.removeprefix("sha256:"))
-    else:
-        want = _digest(stored)
-    return hmac.compare_digest(presented, want)
+        return bytes.fromhex(stored.removeprefix("sha256:"))
+    return _digest(stored)
 
 
 class KeyRing:
@@ -51,17 +49,17 @@ class KeyRing:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._tenants = settings.tenants
+        # Digests of the configured keys, computed once (not per request and key).
+        self._api = [(_stored_digest(k), t) for t in settings.tenants for k in t.api_keys]
+        self._admin = [(_stored_digest(k), t) for t in settings.tenants for k in t.admin_keys]
 
     def _find(self, key: str, admin: bool) -> TenantSettings | None:
         presented = _digest(key)
         found = None
-        for tenant in self._tenants:
-            keys = tenant.admin_keys if admin else tenant.api_keys
-            for stored in keys:
-                # No early exit: every key is compared, so timing says nothing of which matched.
-                if _matches(presented, stored):
-                    found = tenant
+        for want, tenant in self._admin if admin else self._api:
+            # No early exit: every key is compared, so timing says nothing of which matched.
+            if hmac.compare_digest(presented, want):
+                found = tenant
         return found
 
     def tenant_for(self, key: str | None) -> Tenant:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from .errors import (
     UpstreamUnreachable,
 )
 from .tenancy import CONTROL_PREFIX, Tenant
+from .transport import LeanTransport, Timeouts, UpstreamClient
 
 # RFC 9110 §7.6.1 hop-by-hop headers, plus the ones the transport recomputes.
 HOP_BY_HOP = frozenset(
@@ -90,13 +92,18 @@ def response_headers(headers: httpx.Headers, *, keep_length: bool) -> list[tuple
     return out
 
 
-def join_url(base_url: str, path: str, query: bytes | str = b"") -> str:
-    """``base_url`` + the path after the client's ``/v1`` (or the bare path), + the query string."""
+@functools.lru_cache(maxsize=4096)
+def join_url(base_url: str, path: str, query: bytes | str = b"") -> httpx.URL:
+    """``base_url`` + the path after the client's ``/v1`` (or the bare path), + the query string.
+
+    Cached: httpx parses and validates a URL character by character, and the
+    same few URLs come back on every request.
+    """
     base = base_url.rstrip("/")
     tail = path.removeprefix("/v1") if path == "/v1" or path.startswith("/v1/") else path
     url = base + tail
     q = query.decode("latin-1") if isinstance(query, bytes) else query
-    return f"{url}?{q}" if q else url
+    return httpx.URL(f"{url}?{q}" if q else url)
 
 
 @dataclass(frozen=True)
@@ -106,11 +113,12 @@ class _PoolKey:
 
 
 class Upstreams:
-    """One pooled ``httpx.AsyncClient`` per timeout profile, shared by every upstream URL.
+    """One pooled client per timeout profile, shared by every upstream URL.
 
-    httpx pools connections per origin inside one client, so tenants on the
-    same provider share keep-alive connections. Timeouts are per phase: connect,
-    and *read between chunks* — never a total deadline, so long streams live.
+    The client pools connections per origin (``transport.LeanTransport``), so
+    tenants on the same provider share keep-alive connections. Timeouts are per
+    phase: connect, and *read between chunks* — never a total deadline, so long
+    streams live.
     """
 
     def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
@@ -121,16 +129,10 @@ class Upstreams:
         key = _PoolKey(upstream.connect_timeout_s, upstream.read_timeout_s)
         found = self._clients.get(key)
         if found is None:
-            found = httpx.AsyncClient(
-                timeout=httpx.Timeout(
-                    connect=key.connect, read=key.read, write=key.read, pool=key.connect
-                ),
-                limits=httpx.Limits(
-                    max_connections=4096, max_keepalive_connections=512, keepalive_expiry=30
-                ),
-                transport=self._transport,
-                follow_redirects=False,
-                trust_env=False,
+            timeouts = Timeouts(connect=key.connect, read=key.read, write=key.read, pool=key.connect)
+            found = UpstreamClient(
+                self._transport or LeanTransport(timeouts),
+                httpx.Timeout(connect=key.connect, read=key.read, write=key.read, pool=key.connect),
             )
             self._clients[key] = found
         return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from collections.abc import Callable, Iterator
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from openai._base_client import AsyncHttpxClientWrapper, SyncHttpxClientWrapper
 
 from proxy import config
 from proxy.app import create_app
@@ -66,6 +68,18 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def loopback_sdk(kw: dict[str, Any], asynchronous: bool = False) -> dict[str, Any]:
+    """SDK options for plain HTTP on loopback: no TLS context is built (it costs ~40 ms a client).
+
+    The SDK's own wrapper classes are used so that, as with the SDK's default
+    client, an SDK client a test forgets to close is closed when collected.
+    """
+    if "http_client" not in kw:
+        factory = AsyncHttpxClientWrapper if asynchronous else SyncHttpxClientWrapper
+        kw = {**kw, "http_client": factory(verify=False)}
+    return kw
+
+
 class Proxy:
     def __init__(self, server: ServerThread, app: Any) -> None:
         self.server = server
@@ -80,14 +94,14 @@ class Proxy:
         return self.app.state.services
 
     def client(self, key: str = PROXY_KEY, **kw: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kw)
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **loopback_sdk(kw))
 
     def aclient(self, key: str = PROXY_KEY, **kw: Any) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kw)
+        return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **loopback_sdk(kw, True))
 
     def http(self, key: str | None = PROXY_KEY) -> httpx.Client:
         headers = {"authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=False)
 
     def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -98,8 +112,19 @@ class Proxy:
                 time.sleep(0.02)
 
     def drain(self) -> None:
-        """Wait until the proxy's after-response work is done."""
-        self.server.call(self.services.background.drain())
+        """Wait until the proxy's requests in flight and their after-response work are done.
+
+        A client has its whole response before the handler returns and spawns the
+        recording task, so draining the background alone could return too early.
+        """
+        self.server.call(self._settle())
+
+    async def _settle(self) -> None:
+        handlers = self.server.server.server_state.tasks  # uvicorn's tasks of requests in flight
+        while handlers or self.services.background.pending:
+            if handlers:
+                await asyncio.wait(set(handlers))
+            await self.services.background.drain()
 
 
 @pytest.fixture
@@ -139,10 +164,10 @@ class Direct:
         self.url = url
 
     def client(self, **kw: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url, api_key=UPSTREAM_KEY, max_retries=0, **kw)
+        return openai.OpenAI(base_url=self.url, api_key=UPSTREAM_KEY, max_retries=0, **loopback_sdk(kw))
 
     def aclient(self, **kw: Any) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.url, api_key=UPSTREAM_KEY, max_retries=0, **kw)
+        return openai.AsyncOpenAI(base_url=self.url, api_key=UPSTREAM_KEY, max_retries=0, **loopback_sdk(kw, True))
 
 
 @pytest.fixture
@@ -156,3 +181,27 @@ def closed_port_url() -> str:
     from tests.servers import free_port
 
     return f"http://127.0.0.1:{free_port()}/v1"
+
+
+@pytest.fixture(scope="module")
+def plain_proxy(
+    upstream_server: tuple[FakeUpstream, ServerThread], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proxy]:
+    """One proxy for a whole module, memory and context off: for tests of the relay itself.
+
+    Starting and stopping a proxy costs about a quarter of a second; tests that
+    only look at what goes over the wire share this one. Tests that need the
+    memory layer, a fresh database or other settings use ``make_proxy``.
+    """
+    url = upstream_server[1].url + "/v1"
+    raw = base_config(
+        url,
+        tmp_path_factory.mktemp("plain") / "p.db",
+        defaults={"memory": {"enabled": False}, "context": {"enabled": False}},
+    )
+    app = create_app(config.from_dict(raw, env={}))
+    server = ServerThread(app).start()
+    proxy = Proxy(server, app)
+    proxy.wait_ready()
+    yield proxy
+    server.stop()

@@ -39,6 +39,7 @@ class Seen:
     query: str
     headers: dict[str, str]
     body: bytes
+    peer: tuple[str, int] | None = None  # the client's address: one per upstream connection
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -140,6 +141,7 @@ class FakeUpstream:
                 request.url.query,
                 {k.lower(): v for k, v in request.headers.items()},
                 body,
+                (request.client.host, request.client.port) if request.client else None,
             )
             with self.lock:
                 self.requests.append(seen)
@@ -236,7 +238,7 @@ class Scripted(Response):
         self.fake = fake
         self.parts = parts
         self.status = status
-        self.headers = {"content-type": media_type, **(headers or {})}
+        self.extra_headers = {"content-type": media_type, **(headers or {})}
         self.first_byte_delay = first_byte_delay
         self.delay = delay
         self.hold_open = hold_open
@@ -260,7 +262,7 @@ class Scripted(Response):
     async def _play(self, send: Any) -> None:
         if self.first_byte_delay:
             await asyncio.sleep(self.first_byte_delay)
-        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items()]
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.extra_headers.items()]
         await send({"type": "http.response.start", "status": self.status, "headers": raw})
         for i, part in enumerate(self.parts):
             if self.abort_after and i == self.abort_after:

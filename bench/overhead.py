@@ -1,0 +1,436 @@
+"""What Paperclip adds: latency, time to first byte, throughput and memory, direct vs through it.
+
+Usage (from the repo root, in its virtualenv)::
+
+    python bench/overhead.py                      # direct vs Paperclip
+    python bench/overhead.py --peer litellm       # ... and LiteLLM's proxy in the same run
+    python bench/overhead.py --memory             # Paperclip with its memory and context layers on
+    python bench/overhead.py --memory --embedding hash   # ... with the fast fake embedder
+    python bench/overhead.py --requests 500 --seconds 4   # a quick run
+
+Three processes on loopback, so that none shares a GIL with another: the
+fixed-answer upstream (``bench/upstream.py``), the proxy (``python -m proxy
+serve`` on a temporary ``proxy.yaml`` whose one tenant points at that
+upstream; memory and context off unless ``--memory``), and this process, the
+load generator (``httpx.AsyncClient`` on uvloop; one client per worker at
+c=32, see ``measure``). With ``--peer litellm``, LiteLLM's
+proxy (``litellm[proxy]``, installed on first use into its own virtualenv,
+``--litellm-venv``, default ``~/.cache/paperclip-bench/venv-litellm``) runs in
+front of the same upstream, with one ``model_list`` entry whose ``api_base``
+is the upstream.
+
+Measured, for every target in the same run:
+
+- non-stream latency at concurrency 1: ``--requests`` requests per target,
+  alternating request by request between targets (the order rotates), after
+  a warm-up; p50 and p99 of the full request time (body read);
+- streaming time to first byte at concurrency 1: the same, up to the first
+  body chunk of a ``stream: true`` chat request (the rest is read too);
+- requests/s at concurrency ``--concurrency`` (32): ``--seconds`` per target,
+  in alternating blocks of ``--block`` seconds, non-stream requests;
+- the proxy's idle RSS: ``VmRSS`` of its process once it answers
+  ``/healthz``, before any request and before the memory layer has loaded;
+  also once ``/readyz`` answers 200 (embedding model loaded) and after the run.
+  Measuring starts only once ``/readyz`` answers 200.
+
+"Added" is the target's percentile minus the direct percentile (each
+percentile over its own samples). The table is printed and the numbers are
+written as JSON to ``--out`` (default ``bench/results/overhead.json``).
+The load generator is Python too: at c=32 it is part of what is measured, the
+same for every target. On a machine with few cores, the three processes share
+them, so the throughput ratio also says how much CPU the proxy takes from the
+others; run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvloop
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+MODEL = "gpt-4o-mini"
+UPSTREAM_KEY = "sk-bench-upstream"
+PROXY_KEY = "pk-bench"
+LITELLM_KEY = "sk-litellm-bench-" + secrets.token_hex(24)
+BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello in one short sentence."}]}
+STREAM_BODY = {**BODY, "stream": True}
+GOALS = {
+    "added_p50_ms": 1.5,
+    "added_p99_ms": 5.0,
+    "added_ttfb_p50_ms": 2.0,
+    "throughput_ratio": 0.60,
+    "idle_rss_mb": 150.0,
+}
+
+
+@dataclass
+class Target:
+    name: str
+    base_url: str
+    headers: dict[str, str]
+    pid: int | None = None
+    latency: list[float] = field(default_factory=list)
+    ttfb: list[float] = field(default_factory=list)
+    done: int = 0
+    failed: int = 0
+    busy_s: float = 0.0
+    rss_mb: float | None = None
+    ready_rss_mb: float | None = None
+    final_rss_mb: float | None = None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def wait_until_up(url: str, proc: subprocess.Popen[bytes], what: str, timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}; its log:\n{log.read_text()[-4000:]}")
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"{what} did not come up in {timeout:.0f} s; its log:\n{log.read_text()[-4000:]}")
+
+
+def start(stack: ExitStack, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    out = stack.enter_context(log.open("wb"))
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    stack.callback(stop)
+    return proc
+
+
+def proxy_config(tmp: Path, upstream_url: str, port: int, memory: bool, embedding: str) -> Path:
+    raw = {
+        "server": {"host": "127.0.0.1", "port": port},
+        "storage": {"url": f"sqlite:///{tmp / 'bench.db'}"},
+        "embedding": {"model": embedding},
+        "defaults": {
+            "upstream": {"base_url": upstream_url, "api_key": UPSTREAM_KEY},
+            "context": {"enabled": memory},
+            "memory": {"enabled": memory},
+        },
+        "tenants": {"bench": {"api_keys": [PROXY_KEY]}},
+    }
+    path = tmp / "proxy.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def litellm_venv(venv: Path) -> Path:
+    exe = venv / "bin" / "litellm"
+    if exe.exists():
+        return exe
+    print(f"installing litellm[proxy] into {venv} (first use only)...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "litellm[proxy]"], check=True)
+    return exe
+
+
+def litellm_config(tmp: Path, upstream_url: str) -> Path:
+    raw = {
+        "model_list": [
+            {
+                "model_name": MODEL,
+                "litellm_params": {"model": f"openai/{MODEL}", "api_base": upstream_url, "api_key": UPSTREAM_KEY},
+            }
+        ],
+        "litellm_settings": {"telemetry": False, "drop_params": False},
+        # LiteLLM refuses to start without one; no database, so it is checked as a plain key.
+        "general_settings": {"master_key": LITELLM_KEY},
+    }
+    path = tmp / "litellm.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+async def one_request(client: httpx.AsyncClient, t: Target) -> float:
+    started = time.perf_counter()
+    r = await client.post(t.base_url + "/chat/completions", json=BODY, headers=t.headers)
+    elapsed = time.perf_counter() - started
+    if r.status_code != 200:
+        raise RuntimeError(f"{t.name}: HTTP {r.status_code}: {r.text[:300]}")
+    return elapsed
+
+
+async def one_stream(client: httpx.AsyncClient, t: Target) -> float:
+    started = time.perf_counter()
+    first: float | None = None
+    async with client.stream("POST", t.base_url + "/chat/completions", json=STREAM_BODY, headers=t.headers) as r:
+        if r.status_code != 200:
+            raise RuntimeError(f"{t.name}: HTTP {r.status_code}: {(await r.aread())[:300]!r}")
+        async for piece in r.aiter_raw():
+            if first is None and piece:
+                first = time.perf_counter() - started
+    assert first is not None, f"{t.name}: empty stream"
+    return first
+
+
+async def sequential(client: httpx.AsyncClient, targets: list[Target], n: int, stream: bool, warmup: int) -> None:
+    call = one_stream if stream else one_request
+    for i in range(warmup + n):
+        k = i % len(targets)
+        for t in targets[k:] + targets[:k]:  # the order rotates: none is always first
+            elapsed = await call(client, t)
+            if i >= warmup:
+                (t.ttfb if stream else t.latency).append(elapsed)
+
+
+async def block(clients: list[httpx.AsyncClient], t: Target, seconds: float) -> None:
+    deadline = time.perf_counter() + seconds
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        while time.perf_counter() < deadline:
+            try:
+                await one_request(client, t)
+                t.done += 1
+            except (RuntimeError, httpx.HTTPError):
+                t.failed += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in clients))
+    t.busy_s += time.perf_counter() - started
+
+
+def new_client(connections: int) -> httpx.AsyncClient:
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    return httpx.AsyncClient(timeout=60, limits=limits, trust_env=False)
+
+
+async def measure(targets: list[Target], args: argparse.Namespace) -> None:
+    async with new_client(len(targets)) as client:
+        print(f"c=1 non-stream: {args.requests} requests per target...", flush=True)
+        await sequential(client, targets, args.requests, stream=False, warmup=args.warmup)
+        print(f"c=1 stream: {args.requests} requests per target...", flush=True)
+        await sequential(client, targets, args.requests, stream=True, warmup=args.warmup)
+    print(f"c={args.concurrency}: {args.seconds:g} s per target in {args.block:g} s blocks...", flush=True)
+    # One client (one connection per target) per worker: a single httpx pool shared by 32
+    # tasks caps near 400 req/s here, which would measure httpcore's pool, not the proxy.
+    clients = [new_client(len(targets)) for _ in range(args.concurrency)]
+    try:
+        for t in targets:  # open every connection before measuring
+            await block(clients, t, 0.5)
+            t.done = t.failed = 0
+            t.busy_s = 0.0
+        rounds = max(1, round(args.seconds / args.block))
+        for i in range(rounds):
+            k = i % len(targets)
+            for t in targets[k:] + targets[:k]:
+                await block(clients, t, args.seconds / rounds)
+    finally:
+        for c in clients:
+            await c.aclose()
+
+
+def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]:
+    direct = targets[0]
+    out: dict[str, Any] = {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "settings": {
+            "requests": args.requests,
+            "warmup": args.warmup,
+            "seconds": args.seconds,
+            "block_s": args.block,
+            "concurrency": args.concurrency,
+            "memory": args.memory,
+            "embedding": args.embedding if args.memory else None,
+        },
+        "targets": {},
+    }
+    for t in targets:
+        row: dict[str, Any] = {
+            "latency_p50_ms": pct(t.latency, 0.50) * 1e3,
+            "latency_p99_ms": pct(t.latency, 0.99) * 1e3,
+            "latency_mean_ms": statistics.fmean(t.latency) * 1e3,
+            "ttfb_p50_ms": pct(t.ttfb, 0.50) * 1e3,
+            "ttfb_p99_ms": pct(t.ttfb, 0.99) * 1e3,
+            "rps": t.done / t.busy_s if t.busy_s else 0.0,
+            "failed": t.failed,
+            "idle_rss_mb": t.rss_mb,
+            "ready_rss_mb": t.ready_rss_mb,
+            "final_rss_mb": t.final_rss_mb,
+        }
+        if t is not direct:
+            d = out["targets"][direct.name]
+            row["added_p50_ms"] = row["latency_p50_ms"] - d["latency_p50_ms"]
+            row["added_p99_ms"] = row["latency_p99_ms"] - d["latency_p99_ms"]
+            row["added_ttfb_p50_ms"] = row["ttfb_p50_ms"] - d["ttfb_p50_ms"]
+            row["added_ttfb_p99_ms"] = row["ttfb_p99_ms"] - d["ttfb_p99_ms"]
+            row["throughput_ratio"] = row["rps"] / d["rps"] if d["rps"] else 0.0
+        out["targets"][t.name] = row
+    out["goals"] = goals(out["targets"])
+    return out
+
+
+def goals(rows: dict[str, Any]) -> dict[str, Any]:
+    p = rows["paperclip"]
+    checks: dict[str, Any] = {
+        f"added p50 <= {GOALS['added_p50_ms']} ms": p["added_p50_ms"] <= GOALS["added_p50_ms"],
+        f"added p99 <= {GOALS['added_p99_ms']} ms": p["added_p99_ms"] <= GOALS["added_p99_ms"],
+        f"added TTFB p50 <= {GOALS['added_ttfb_p50_ms']} ms": p["added_ttfb_p50_ms"] <= GOALS["added_ttfb_p50_ms"],
+        f"throughput c=32 >= {GOALS['throughput_ratio']:.0%} of direct": p["throughput_ratio"] >= GOALS["throughput_ratio"],
+        f"idle RSS <= {GOALS['idle_rss_mb']:.0f} MB": p["idle_rss_mb"] is not None and p["idle_rss_mb"] <= GOALS["idle_rss_mb"],
+    }
+    if "litellm" in rows:
+        checks["added p50 <= half LiteLLM's"] = p["added_p50_ms"] <= rows["litellm"]["added_p50_ms"] / 2
+    return checks
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = result["targets"]
+    names = list(rows)
+    s = result["settings"]
+    lines = [
+        f"Paperclip overhead — {s['requests']} requests per target at c=1, {s['seconds']:g} s per target at "
+        f"c={s['concurrency']}; {result['machine']['cpus']} CPUs; memory layer {'on' if s['memory'] else 'off'}",
+        "",
+        f"{'':32}" + "".join(f"{n:>12}" for n in names) + "".join(f"{'+' + n:>14}" for n in names[1:]),
+    ]
+
+    def line(label: str, key: str, added: str | None, fmt: str = "{:.2f}") -> None:
+        cells = "".join(f"{fmt.format(rows[n][key]) if rows[n][key] is not None else '-':>12}" for n in names)
+        extra = "".join(f"{fmt.format(rows[n][added]):>14}" for n in names[1:]) if added else ""
+        lines.append(f"{label:32}{cells}{extra}")
+
+    line("non-stream latency p50 (ms)", "latency_p50_ms", "added_p50_ms")
+    line("non-stream latency p99 (ms)", "latency_p99_ms", "added_p99_ms")
+    line("stream TTFB p50 (ms)", "ttfb_p50_ms", "added_ttfb_p50_ms")
+    line("stream TTFB p99 (ms)", "ttfb_p99_ms", "added_ttfb_p99_ms")
+    line(f"requests/s at c={s['concurrency']}", "rps", None, "{:.0f}")
+    lines.append(
+        f"{'throughput vs direct':32}{'':12}"
+        + "".join(f"{rows[n]['throughput_ratio']:>12.0%}" for n in names[1:])
+    )
+    line("idle RSS (MB)", "idle_rss_mb", None, "{:.1f}")
+    line("RSS when ready (MB)", "ready_rss_mb", None, "{:.1f}")
+    line("RSS after the run (MB)", "final_rss_mb", None, "{:.1f}")
+    failed = {n: rows[n]["failed"] for n in names if rows[n]["failed"]}
+    if failed:
+        lines.append(f"failed requests at c={s['concurrency']}: {failed}")
+    lines.append("")
+    for goal, ok in result["goals"].items():
+        lines.append(f"  [{'pass' if ok else 'MISS'}] {goal}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000, help="requests per target at c=1, for each of non-stream and stream")
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per target at c=--concurrency")
+    parser.add_argument("--block", type=float, default=2.5, help="length of one alternating block at c=--concurrency")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--memory", action="store_true", help="turn Paperclip's memory and context layers on")
+    parser.add_argument("--embedding", default="bundled", help="embedding.model with --memory (bundled, hash, ...)")
+    parser.add_argument("--peer", choices=["litellm"], action="append", default=[])
+    parser.add_argument("--litellm-venv", type=Path, default=Path.home() / ".cache" / "paperclip-bench" / "venv-litellm")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.json")
+    args = parser.parse_args(argv)
+
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="paperclip-bench-")))
+        up_port, proxy_port = free_port(), free_port()
+        upstream_url = f"http://127.0.0.1:{up_port}/v1"
+        up = start(stack, [sys.executable, str(HERE / "upstream.py"), "--port", str(up_port)], tmp / "upstream.log")
+        wait_until_up(upstream_url + "/models", up, "the upstream", 30, tmp / "upstream.log")
+
+        cfg = proxy_config(tmp, upstream_url, proxy_port, args.memory, args.embedding)
+        proxy = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--log-level", "warning"], tmp / "proxy.log")
+        wait_until_up(f"http://127.0.0.1:{proxy_port}/healthz", proxy, "paperclip", 60, tmp / "proxy.log")
+        targets = [
+            Target("direct", upstream_url, {"authorization": f"Bearer {UPSTREAM_KEY}"}, up.pid),
+            Target("paperclip", f"http://127.0.0.1:{proxy_port}/v1", {"authorization": f"Bearer {PROXY_KEY}"}, proxy.pid),
+        ]
+        targets[1].rss_mb = rss_mb(proxy.pid)  # idle: up, before any request or model load
+        # Measure only once the memory layer has loaded (it loads even when off: see the notes).
+        wait_ready(f"http://127.0.0.1:{proxy_port}/readyz", 180)
+        targets[1].ready_rss_mb = rss_mb(proxy.pid)
+
+        if "litellm" in args.peer:
+            exe = litellm_venv(args.litellm_venv)
+            port = free_port()
+            lcfg = litellm_config(tmp, upstream_url)
+            env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False", "LITELLM_LOG": "ERROR"}
+            peer = start(stack, [str(exe), "--config", str(lcfg), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"], tmp / "litellm.log", env)
+            wait_until_up(f"http://127.0.0.1:{port}/health/liveliness", peer, "litellm", 180, tmp / "litellm.log")
+            t = Target("litellm", f"http://127.0.0.1:{port}/v1", {"authorization": f"Bearer {LITELLM_KEY}"}, peer.pid)
+            t.rss_mb = t.ready_rss_mb = rss_mb(peer.pid)
+            targets.append(t)
+
+        uvloop.run(measure(targets, args))
+        for t in targets[1:]:
+            assert t.pid is not None
+            t.final_rss_mb = rss_mb(t.pid)
+        result = summarise(targets, args)
+
+    print()
+    print(table(result))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwritten to {args.out}")
+    return 0
+
+
+def wait_ready(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while httpx.get(url, timeout=5).status_code != 200:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"paperclip was not ready in {timeout:.0f} s: {httpx.get(url).text}")
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,235 @@
+"""The HTTP/1.1 wire of the upstream hop: one socket as an asyncio protocol, parsed by httptools.
+
+A ``Connection`` carries one exchange at a time: ``start`` it, write the
+request, await the head, then take body chunks as they arrived (``b""`` at the
+end). Reading stops while more than ``_HIGH_WATER`` bytes wait to be taken, so
+a slow client slows the upstream instead of filling memory. ``Body`` is the
+httpx stream over those chunks, with the read timeout *between* chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar, cast
+
+import httptools
+import httpx
+
+_HIGH_WATER = 256 * 1024  # buffered response bytes at which the socket stops being read
+_LOW_WATER = 64 * 1024
+
+T = TypeVar("T")
+
+
+class Connection(asyncio.Protocol):
+    """One upstream socket; serves one exchange at a time."""
+
+    def __init__(self, origin: tuple[bytes, bytes, int]) -> None:
+        self.origin = origin
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.expires = 0.0
+        self.received_any = False
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._head: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] | None = None
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._buffered = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self._complete = False
+        self._error: BaseException | None = None
+        self._paused_reading = False
+        self._drain: asyncio.Future[None] | None = None
+        self._until_eof = False
+        self._keep_alive = False
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        self.received_any = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(httpx.RemoteProtocolError(f"invalid upstream response: {exc}"))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._head is not None and self._head.done() and not self._complete and self._until_eof:
+            self.on_message_complete()  # a body delimited by the end of the connection
+        elif not self._complete:
+            self._fail(httpx.RemoteProtocolError("the upstream closed the connection before the response ended"))
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_exception(httpx.WriteError("the upstream closed the connection"))
+
+    def pause_writing(self) -> None:
+        self._drain = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+        self._drain = None
+
+    # -- httptools callbacks -----------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200:  # an interim response (103 Early Hints): wait for the real one
+            self._headers = []
+            return
+        names = {n.lower() for n, _ in self._headers}
+        self._until_eof = b"content-length" not in names and b"transfer-encoding" not in names
+        if self._head is not None and not self._head.done():
+            self._head.set_result((status, self._headers))
+
+    def on_body(self, body: bytes) -> None:
+        if not body:
+            return
+        self._chunks.append(body)
+        self._buffered += len(body)
+        if self._buffered > _HIGH_WATER and self.transport is not None and not self._paused_reading:
+            self._paused_reading = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        if self._head is None or not self._head.done() or self._complete:
+            return  # the end of an interim response
+        self._complete = True
+        self._keep_alive = self.parser.should_keep_alive()  # only meaningful inside this callback
+        self._chunks.append(b"")  # the end marker
+        self._wake()
+
+    # -- the exchange ------------------------------------------------------------------------
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]]:
+        self._head = loop.create_future()
+        self._headers = []
+        self._chunks.clear()
+        self._buffered = 0
+        self._complete = False
+        self._error = None
+        self.received_any = False
+        self._until_eof = False
+        return self._head
+
+    def write(self, data: bytes) -> None:
+        assert self.transport is not None
+        if self.closed:
+            raise httpx.WriteError("the upstream closed the connection")
+        self.transport.write(data)
+
+    async def drained(self, within_s: float | None) -> None:
+        if self._drain is not None:
+            async with asyncio.timeout(within_s):
+                await asyncio.shield(self._drain)
+
+    async def next_chunk(self, within_s: float | None) -> bytes:
+        """The next body chunk as it arrived, ``b""`` at the end."""
+        while not self._chunks:
+            if self._error is not None:
+                raise self._error
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await wait(self._waiter, within_s)
+            finally:
+                self._waiter = None
+        chunk = self._chunks.popleft()
+        self._buffered -= len(chunk)
+        if self._paused_reading and self._buffered < _LOW_WATER and self.transport is not None:
+            self._paused_reading = False
+            self.transport.resume_reading()
+        return chunk
+
+    @property
+    def complete(self) -> bool:
+        return self._complete
+
+    @property
+    def reusable(self) -> bool:
+        return self._complete and self._keep_alive and not self.closed and not self._until_eof
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._error = exc
+        if self._head is not None and not self._head.done():
+            self._head.set_exception(exc)
+            self._head.exception()  # retrieved: a cancelled exchange never awaits it
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+class Body(httpx.AsyncByteStream):
+    """A response body as the upstream sends it; the connection goes back through ``release``."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        release: Callable[[Connection], None],
+        read_timeout: float | None,
+        request: httpx.Request,
+    ) -> None:
+        self._release = release
+        self._conn = conn
+        self._timeout = read_timeout
+        self._request = request
+        self._done = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while not self._done:
+            try:
+                chunk = await self._conn.next_chunk(self._timeout)
+            except TimeoutError as exc:
+                await self.aclose()
+                raise httpx.ReadTimeout("no data from the upstream within the read timeout", request=self._request) from exc
+            except httpx.HTTPError as exc:
+                await self.aclose()
+                exc.request = self._request
+                raise
+            if not chunk:  # the end of the body
+                self._done = True
+                self._release(self._conn)
+                return
+            yield chunk
+
+    async def aclose(self) -> None:
+        if not self._done:
+            self._done = True
+            if not self._conn.complete:
+                self._conn.close()  # a response abandoned half-way: the upstream request is cancelled
+            self._release(self._conn)
+
+
+async def wait(future: asyncio.Future[T], within_s: float | None) -> T:
+    """``await future``, raising ``TimeoutError`` after ``within_s``.
+
+    A timer on the future itself: ``asyncio.timeout`` costs several times more,
+    and this runs for every response head and every body chunk waited for.
+    """
+    if within_s is None:
+        return await future
+    timer = future.get_loop().call_later(within_s, _expire, future)
+    try:
+        return await future
+    finally:
+        timer.cancel()
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())

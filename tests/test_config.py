@@ -1,0 +1,266 @@
+"""``proxy.yaml``: errors that name file, key and problem; ``${ENV}``; ``tenants_dir``; the ops endpoints (SPEC §6, §7)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from proxy import config
+from proxy.errors import ConfigError
+from tests.conftest import PROXY_KEY, Proxy, base_config
+from tests.fake_upstream import FakeUpstream
+from tests.servers import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write(path: Path, data: Any) -> Path:
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+BAD_CONFIGS: list[tuple[Any, str, str]] = [
+    ({"defaults": {"memory": {"top_k": -1}}}, "defaults.memory.top_k", "positive"),
+    ({"defaults": {"memory": {"scope": "galaxy"}}}, "defaults.memory.scope", "must be one of user, session"),
+    ({"defaults": {"memory": {"vector_weight": 1.5}}}, "defaults.memory.vector_weight", "between 0 and 1"),
+    ({"defaults": {"upstream": {"read_timeout_s": "soon"}}}, "defaults.upstream.read_timeout_s", "must be a number"),
+    ({"defaults": {"contxt": {}}}, "defaults.contxt", "unknown key"),
+    ({"server": {"port": "80"}}, "server.port", "must be int"),
+    ({"server": {"max_body_bytes": 0}}, "server.max_body_bytes", "positive"),
+    ({"passthrough_keys": "yes"}, "passthrough_keys", "must be bool"),
+    ({"storage": {"url": "postgres://x"}}, "storage.url", "sqlite"),
+    ({"tenants": {"acme": {"api_keys": ["sha256:abc"]}}}, "tenants.acme.api_keys", "64 hex digits"),
+    ({"tenants": {"acme": {"context": {"compression_mode": "later"}}}}, "tenants.acme.context.compression_mode", "background, inline"),
+    ({"tenants": {"a": {"api_keys": ["k1"]}, "b": {"api_keys": ["k1"]}}}, "tenants.b", "also used by tenant a"),
+    ({"tenants": ["acme"]}, "tenants", "mapping"),
+    ("defaults: [unclosed", "-", "not valid YAML"),
+    ("- just\n- a list\n", "-", "top level must be a mapping"),
+]
+
+
+@pytest.mark.parametrize(("raw", "key", "problem"), BAD_CONFIGS)
+def test_config_error_names_file_key_and_problem(tmp_path: Path, raw: Any, key: str, problem: str) -> None:
+    path = write(tmp_path / "bad.yaml", raw)
+    with pytest.raises(ConfigError) as info:
+        config.load(path, env={})
+    assert info.value.source == str(path)
+    assert info.value.key == key
+    assert problem in info.value.problem
+    assert str(path) in str(info.value) and key in str(info.value)
+
+
+def test_error_in_a_tenants_dir_file_names_that_file(tmp_path: Path) -> None:
+    (tmp_path / "tenants").mkdir()
+    bad = write(tmp_path / "tenants" / "globex.yaml", {"api_keys": ["k"], "memory": {"top_k": 0}})
+    path = write(tmp_path / "proxy.yaml", {"tenants_dir": "tenants"})
+    with pytest.raises(ConfigError) as info:
+        config.load(path, env={})
+    assert info.value.source == str(bad)
+    assert info.value.key == "tenants.globex.memory.top_k"
+
+
+def test_missing_tenants_dir_and_missing_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "proxy.yaml", {"tenants_dir": "nowhere"})
+    with pytest.raises(ConfigError, match="tenants_dir") as info:
+        config.load(path, env={})
+    assert info.value.source == str(path)
+    with pytest.raises(ConfigError) as info2:
+        config.load(tmp_path / "absent.yaml", env={})
+    assert "cannot read" in info2.value.problem
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "proxy", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_serve_with_bad_config_exits_2_without_starting(tmp_path: Path) -> None:
+    port = free_port()
+    path = write(tmp_path / "bad.yaml", {"server": {"port": port}, "defaults": {"memory": {"pii": "shout"}}})
+    done = run_cli("serve", "--config", str(path))
+    assert done.returncode == 2
+    assert str(path) in done.stderr
+    assert "defaults.memory.pii" in done.stderr
+    assert "must be one of mask, keep, drop" in done.stderr
+    assert "Uvicorn running" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+
+
+def test_serve_reads_paperclip_config_env(tmp_path: Path) -> None:
+    path = write(tmp_path / "bad.yaml", {"unknown_top": 1})
+    done = run_cli("serve", env={"PAPERCLIP_CONFIG": str(path)})
+    assert done.returncode == 2
+    assert str(path) in done.stderr and "unknown_top" in done.stderr
+
+
+def test_serve_starts_and_answers(tmp_path: Path, upstream_url: str, upstream: FakeUpstream) -> None:
+    port = free_port()
+    raw = base_config(upstream_url, tmp_path / "p.db")
+    raw["server"] = {"port": port}
+    raw["defaults"]["memory"] = {"enabled": False}
+    raw["defaults"]["context"] = {"enabled": False}
+    path = write(tmp_path / "proxy.yaml", raw)
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "serve", "--config", str(path), "--log-level", "warning"],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            assert time.monotonic() < deadline, "paperclip serve did not come up"
+            time.sleep(0.05)
+        r = httpx.post(
+            url + "/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            headers={"authorization": f"Bearer {PROXY_KEY}"},
+            timeout=10,
+        )
+        assert r.status_code == 200
+        assert r.json()["choices"][0]["message"]["content"] == "Hello from upstream"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()
+
+
+def test_env_interpolation(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "proxy.yaml",
+        {
+            "defaults": {"upstream": {"api_key": "${UP_KEY}", "base_url": "http://${UP_HOST:-localhost:9}/v1"}},
+            "tenants": {
+                "acme": {"api_keys": ["${ACME_KEY}", "${UNSET_KEY}"], "admin_keys": ["${ACME_ADMIN:-admin-default}"]},
+            },
+        },
+    )
+    settings = config.load(path, env={"UP_KEY": "sk-from-env", "ACME_KEY": "pk-from-env"})
+    acme = settings.tenants[0]
+    assert acme.upstream.api_key == "sk-from-env"
+    assert acme.upstream.base_url == "http://localhost:9/v1"
+    assert acme.api_keys == ("pk-from-env",)  # an unset variable is no key, not an empty key
+    assert acme.admin_keys == ("admin-default",)
+    unset = config.load(path, env={"UP_HOST": "up.internal:8080"})
+    assert unset.defaults.upstream.api_key is None
+    assert unset.defaults.upstream.base_url == "http://up.internal:8080/v1"
+    assert unset.tenants[0].api_keys == ()
+
+
+def test_only_config_reads_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "proxy.yaml", {"defaults": {"upstream": {"api_key": "${PAPERCLIP_TEST_UP}"}}})
+    monkeypatch.setenv("PAPERCLIP_TEST_UP", "sk-process-env")
+    assert config.load(path).defaults.upstream.api_key == "sk-process-env"
+
+
+def test_tenants_dir_files_are_tenants(
+    tmp_path: Path, upstream_url: str, upstream: FakeUpstream, make_proxy: Callable[..., Proxy]
+) -> None:
+    folder = tmp_path / "tenants"
+    folder.mkdir()
+    write(folder / "globex.yaml", {"api_keys": ["${GLOBEX_KEY}"], "upstream": {"api_key": "sk-globex-up"}, "memory": {"top_k": 9}})
+    write(folder / "initech.yml", {"api_keys": ["pk-initech"], "context": {"recent_window_tokens": 6000}})
+    raw = base_config(upstream_url, tmp_path / "p.db")
+    raw["tenants_dir"] = str(folder)
+    path = write(tmp_path / "proxy.yaml", raw)
+    settings = config.load(path, env={"GLOBEX_KEY": "pk-globex"})
+    by_name = {t.name: t for t in settings.tenants}
+    assert set(by_name) == {"acme", "globex", "initech"}
+    assert by_name["globex"].memory.top_k == 9
+    assert by_name["globex"].upstream.base_url == upstream_url  # inherited from defaults
+    assert by_name["initech"].context.recent_window_tokens == 6000
+    assert by_name["initech"].memory.top_k == 5
+
+    raw["tenants_dir"] = str(folder)
+    proxy = make_proxy(raw)  # from_dict without env: ${GLOBEX_KEY} is unset, so globex has no key
+    with proxy.http(key="pk-initech") as http:
+        assert http.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}).status_code == 200
+    assert upstream.chat_requests()[-1].headers["authorization"] == "Bearer sk-upstream-acme"
+    with proxy.http(key="pk-globex") as http:
+        assert http.get("/v1/models").status_code == 401
+
+
+def test_tenant_overrides_any_default(tmp_path: Path) -> None:
+    settings = config.from_dict(
+        {
+            "defaults": {"memory": {"top_k": 3}, "upstream": {"read_timeout_s": 60}},
+            "tenants": {"acme": {"api_keys": ["k"], "memory": {"budget_tokens": 100}, "upstream": {"base_url": "http://x/v1"}}},
+        },
+        env={},
+    )
+    acme = settings.tenants[0]
+    assert (acme.memory.top_k, acme.memory.budget_tokens) == (3, 100)
+    assert (acme.upstream.base_url, acme.upstream.read_timeout_s) == ("http://x/v1", 60.0)
+    assert settings.defaults.upstream.base_url == "https://api.openai.com/v1"
+
+
+def test_shipped_proxy_yaml_is_valid_and_passes_keys_through() -> None:
+    shipped = REPO / "proxy.yaml"
+    if not shipped.exists():
+        pytest.skip("no proxy.yaml in the repo yet")
+    settings = config.load(shipped, env={})
+    assert settings.passthrough_keys is True
+
+
+# --- ops endpoints -------------------------------------------------------------------------------
+
+
+def test_healthz_readyz_metrics(proxy: Proxy, upstream: FakeUpstream) -> None:
+    with proxy.http(key=None) as http:
+        assert http.get("/healthz").status_code == 200
+        ready = http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["ready"] is True
+    with proxy.http() as http:
+        http.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        http.get("/v1/models")
+        http.post("/v1/chat/completions", content=b"{bad")
+    with proxy.http(key=None) as http:
+        metrics = http.get("/metrics")
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain")
+    text = metrics.text
+    for name in (
+        "paperclip_requests_total",
+        "paperclip_added_latency_seconds_bucket",
+        "paperclip_tokens_in_total",
+        "paperclip_tokens_forwarded_total",
+        "paperclip_tokens_saved_total",
+        "paperclip_memories_injected_total",
+        "paperclip_degraded_total",
+    ):
+        assert name in text, name
+    assert 'paperclip_requests_total{route="chat",status="200"} 1.0' in text
+    assert 'paperclip_requests_total{route="passthrough",status="200"} 1.0' in text
+    assert 'paperclip_requests_total{route="chat",status="400"} 1.0' in text
+
+
+def test_ops_endpoints_need_no_key_and_are_not_forwarded(proxy: Proxy, upstream: FakeUpstream) -> None:
+    with proxy.http(key=None) as http:
+        for path in ("/healthz", "/readyz", "/metrics"):
+            assert http.get(path).status_code == 200
+    assert upstream.requests == []
