@@ -61,7 +61,10 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         services.ready.update(config=True, database=False, embedding=False)
         tasks: list[asyncio.Future[None]] = []
-        if pipeline is None:
+        if pipeline is None and not memory_needed(settings):
+            # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
+            services.ready.update(database=True, embedding=True)
+        elif pipeline is None:
             tasks.append(asyncio.ensure_future(start_memory(services, embedder)))
             tasks.append(asyncio.ensure_future(maintain(services)))
         else:
@@ -80,6 +83,11 @@ def create_app(
     app = Starlette(routes=routes(services), lifespan=lifespan)
     app.state.services = services
     return app
+
+
+def memory_needed(settings: Settings) -> bool:
+    everyone = [settings.defaults, *settings.tenants]
+    return any(t.context.enabled or t.memory.enabled for t in everyone)
 
 
 def routes(s: Services) -> list[BaseRoute]:

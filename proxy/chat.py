@@ -65,19 +65,20 @@ class ChatEndpoint:
             model=body.get("model") if isinstance(body.get("model"), str) else None,
             headers=headers,
         )
-        prepared = await self._prepare(call, bypass=memory_off or not self._enabled(tenant))
+        bypass = memory_off or not self._enabled(tenant)
+        prepared = await self._prepare(call, bypass=bypass)
         forward = raw if prepared.messages is None else rebuild_body(body, prepared.messages)
         ex = Exchange(
             client=self.s.upstreams.client(tenant.settings.upstream),
             request=self._request(scope, tenant, forward),
             extra_headers=self._headers(call, prepared),
-            capture_limit=0 if memory_off else CAPTURE_LIMIT,
+            capture_limit=0 if bypass else CAPTURE_LIMIT,
             stop_at_done=True,
         )
         ex.body_done.set()
         self.s.metrics.added_latency.labels("chat").observe(time.perf_counter() - started)
         outcome = await run(ex, receive, send)
-        if not memory_off:
+        if not bypass:
             self.s.background.spawn("record", self.s.pipeline.record(call, prepared, outcome))
         return str(outcome.status or (outcome.error.status if outcome.error else "client_gone"))
 
