@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 Message = Mapping[str, Any]
@@ -50,3 +51,40 @@ def chain_hashes(hashes: Iterable[str], parent: str = _GENESIS) -> list[str]:
 
 def chain_of(messages: Sequence[Message]) -> list[str]:
     return chain_hashes(message_hash(m) for m in messages)
+
+
+def memo_key(message: Message) -> Hashable:
+    """A cheap in-memory key, equal exactly when two messages' canonical forms are equal.
+
+    Plain messages (string or null values: most of a chat) key on their sorted
+    items, without serialising; structured ones on the digest of their canonical
+    form. Process-local: for caches only, never stored.
+    """
+    for value in message.values():  # a plain loop: this runs for every message of every request
+        if value is not None and type(value) is not str:
+            return hashlib.sha256(canonical(message)).digest()
+    return tuple(sorted(message.items()))
+
+
+class ChainMemo:
+    """``chain_of`` that remembers: a resent history costs a lookup per message seen before."""
+
+    def __init__(self, size: int = 50_000) -> None:
+        self._known: OrderedDict[tuple[str, Hashable], str] = OrderedDict()
+        self._size = size
+
+    def chain_of(self, messages: Sequence[Message]) -> list[str]:
+        out: list[str] = []
+        parent = _GENESIS
+        for message in messages:
+            key = (parent, memo_key(message))
+            found = self._known.get(key)
+            if found is None:
+                found = self._known[key] = chain_step(parent, message_hash(message))
+                if len(self._known) > self._size:
+                    self._known.popitem(last=False)
+            else:
+                self._known.move_to_end(key)
+            out.append(found)
+            parent = found
+        return out

@@ -15,12 +15,12 @@ import json
 import os
 import tempfile
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import tiktoken
 
-from .hashing import canonical
+from .hashing import memo_key
 
 # Per OpenAI's cookbook ("How to count tokens with tiktoken"): every message
 # costs 3 tokens of framing, a name 1 more, and every reply is primed with 3.
@@ -94,14 +94,14 @@ class TokenCounter:
 
     def __init__(self, model: str | None = None, cache_size: int = 50_000) -> None:
         self.encoding = encoding_for(model)
-        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._cache: OrderedDict[Hashable, int] = OrderedDict()
         self._cache_size = cache_size
 
     def text(self, text: str) -> int:
         return len(self.encoding.encode(text, disallowed_special=()))
 
     def message(self, message: Mapping[str, Any]) -> int:
-        key = canonical(message)
+        key = memo_key(message)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)

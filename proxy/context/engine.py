@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import TenantSettings
-from ..hashing import chain_of
+from ..hashing import ChainMemo
 from ..metrics import Metrics
 from ..store.sessions import EMPTY, PrefixState, SessionStore, SummaryRow, new_summary_id
 from ..tokens import TokenCounter
@@ -68,6 +68,7 @@ class ContextEngine:
         self.sessions = sessions
         self.metrics = metrics
         self.owner = "ctx-" + uuid.uuid4().hex
+        self.chains = ChainMemo()  # clients resend their history: hash each message once
         self.failing: dict[tuple[str, str], str] = {}  # (tenant, session) → last failure
 
     async def view(
@@ -81,7 +82,7 @@ class ContextEngine:
         n = planner.split_leading(messages)
         conv = messages[n:]
         infos = planner.describe(conv, counter.messages(conv))
-        chain = chain_of(conv)
+        chain = self.chains.chain_of(conv)
         state = await self.sessions.longest_prefix(tenant, session, chain)
         budgets = planner.Budgets(
             settings.context.recent_window_tokens, settings.context.summary_budget_tokens
@@ -100,7 +101,10 @@ class ContextEngine:
     ) -> View:
         """Compress until the window is within budget (bounded); returns the updated view."""
         lock = f"compress:{tenant}:{session}"
-        if not await self.sessions.acquire(lock, self.owner, LEASE_S):
+        # One owner per pass, not per engine: the lease must also exclude this
+        # process's other requests of the session, which share the engine.
+        owner = f"{self.owner}:{uuid.uuid4().hex}"
+        if not await self.sessions.acquire(lock, owner, LEASE_S):
             return view  # another request of this session is compressing right now
         try:
             # Re-read: a compression that finished a moment ago may have moved the prefix.
@@ -117,7 +121,7 @@ class ContextEngine:
                 if on_summary is not None:
                     await on_summary(*step)
         finally:
-            await self.sessions.release(lock, self.owner)
+            await self.sessions.release(lock, owner)
         return view
 
     async def _step(
