@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from . import config
 from .admin import cli as memories_cli
 from .errors import ConfigError
+from .eval import cli as eval_cli
 
 CONFIG_ENV = "PAPERCLIP_CONFIG"
 
@@ -24,11 +25,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--log-level", default="info")
     memories_cli.add_parser(sub)
+    eval_cli.add_arguments(sub.add_parser("eval", help="replay a data set: recall, tokens, compression"))
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args)
     if args.command == "memories":
         return memories_cli.run(args, load_settings(args.config))
+    if args.command == "eval":
+        return eval_cli.eval_command(args)
     parser.error(f"unknown command {args.command}")
     return 2
 
@@ -64,6 +68,9 @@ def serve_command(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=False,
         timeout_graceful_shutdown=30,
+        # The upstream's own Date and Server headers pass through; uvicorn's would duplicate them.
+        server_header=False,
+        date_header=False,
     )
     return 0
 

@@ -140,7 +140,7 @@ def make_proxy(upstream_url: str, tmp_path: Path) -> Iterator[Callable[..., Prox
     ) -> Proxy:
         settings = config.from_dict(raw or base_config(upstream_url, tmp_path / "p.db", **overrides), env={})
         app = create_app(settings) if pipeline is None else create_app(settings, pipeline=pipeline)
-        server = ServerThread(app).start()
+        server = ServerThread(app, server_header=False, date_header=False).start()
         started.append(server)
         proxy = Proxy(server, app)
         if wait_ready:
@@ -200,7 +200,7 @@ def plain_proxy(
         defaults={"memory": {"enabled": False}, "context": {"enabled": False}},
     )
     app = create_app(config.from_dict(raw, env={}))
-    server = ServerThread(app).start()
+    server = ServerThread(app, server_header=False, date_header=False).start()
     proxy = Proxy(server, app)
     proxy.wait_ready()
     yield proxy

@@ -30,3 +30,12 @@ def test_stream_roundtrip(proxy: Proxy, upstream: FakeUpstream) -> None:
 def test_models_passthrough(proxy: Proxy, upstream: FakeUpstream) -> None:
     models = proxy.client().models.list()
     assert [m.id for m in models] == ["gpt-4o-mini"]
+
+
+def test_upstream_date_and_server_headers_are_not_duplicated(proxy: Proxy, upstream: FakeUpstream) -> None:
+    with proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert len(raw.headers.get_list("date")) == 1
+    assert raw.headers.get_list("server") == ["uvicorn"]  # the fake upstream's, passed through
