@@ -152,7 +152,9 @@ class MemoryPipeline:
         if reply:
             positions.append((len(view.conv), "assistant", reply))
         pii = call.tenant.settings.memory.pii
-        await self.index.index(call.tenant.id, call.user, call.session, positions, pii)
+        await self.index.index(
+            call.tenant.id, call.user, call.session, positions, pii, created=call.received_at
+        )
 
     async def _extract(self, call: ChatCall, view: View, *, force: bool) -> None:
         """Mine the session's messages not mined yet: on cadence, or at once (on compression)."""

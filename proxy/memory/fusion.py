@@ -8,7 +8,7 @@ of *every* candidate, since the relevance floor reads it.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -42,7 +42,7 @@ class Scored(Generic[K]):
 
 @dataclass(frozen=True)
 class Floor:
-    """Absolute evidence a candidate needs to be returned at all.
+    """Absolute evidence of relevance, read off raw scores.
 
     Normalised scores are relative (the best candidate always gets 1.0), so
     they cannot say "nothing here is relevant"; these thresholds look at raw
@@ -50,8 +50,10 @@ class Floor:
     ``min_cosine``, or when it matches the query's keywords (raw BM25 above
     ``min_bm25``) and its cosine, if known, is at least ``keyword_min_cosine``.
     Defaults were read off all-MiniLM-L6-v2, where paraphrases score ~0.4–0.7
-    and unrelated English sentences ~0.0–0.25; they are to be tuned on an eval
-    set, and mean little for other embedders (HashEmbedder is lexical).
+    and unrelated English sentences ~0.0–0.25, and checked on LoCoMo; they
+    mean little for other embedders (HashEmbedder is lexical). Recall uses it
+    as a gate on the query (some top candidate must pass); ``fuse`` can also
+    apply it to every candidate.
     """
 
     min_cosine: float = 0.35
@@ -164,6 +166,25 @@ def _boost(
     if importances is not None and key in importances:
         boost *= importance_factor(importances[key], importance_weight)
     return boost
+
+
+def supported(
+    scores: Mapping[K, float], neighbours: Mapping[K, Sequence[K]], weight: float
+) -> dict[K, float]:
+    """Each score plus ``weight`` × the best score among its ``neighbours``.
+
+    A turn next to a strong hit is likely part of the same exchange (the
+    question before the answer, the fact after the greeting that matched), so
+    it inherits part of that hit's score; two adjacent middling candidates lift
+    each other above an isolated one. Neighbours missing from ``scores`` add
+    nothing. Reads only the given scores, so the result does not depend on the
+    order of the mapping.
+    """
+    out = {}
+    for key, score in scores.items():
+        best = max((scores.get(n, 0.0) for n in neighbours.get(key, ())), default=0.0)
+        out[key] = score + weight * max(best, 0.0)
+    return out
 
 
 def _rank_key(s: Scored[K]) -> tuple[float, float, float, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,26 +21,41 @@ import numpy as np
 from ..store.fragments import Fragment, FragmentStore, NewFragment
 from ..tokens import TokenCounter
 from .embedder import Embedder
-from .fusion import Floor, Scored, fuse
-from .query import fragment_hash
+from .query import Period, focus, fragment_hash
 from .redaction import redact
 from .textindex import BM25Index, tokenize
 
-# How many candidates each retriever contributes before fusion.
-CANDIDATES = 50
+# How many candidates each retriever contributes before fusion. Generous on
+# purpose: the fused ranking, not either retriever alone, decides what fits
+# the budget, and a turn that only one of them ranks ~100th is often the one
+# that holds the answer (measured on LoCoMo: docs/retrieval.md).
+CANDIDATES = 200
+# Fragments created in a period the query names join the candidates, up to this many.
+PERIOD_CANDIDATES = 200
+# A period is widened by this much on each side: "on 3 May" asked in another time zone.
+PERIOD_SLACK_S = 86_400.0
+# A term is "common" for a user (see query.focus) when at least this many of
+# their fragments, and at least this share of them, contain it.
+COMMON_MIN_DOCS = 20
+COMMON_SHARE = 0.05
 
 
 @dataclass
 class _ScopeIndex:
     bm25: BM25Index[int] = field(default_factory=BM25Index)
+    # Document frequency of each term: which words are everywhere in this history.
+    df: Counter[str] = field(default_factory=Counter)
     last_id: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
+    def add(self, doc_id: int, terms: list[str]) -> None:
+        self.bm25.add(doc_id, terms)
+        self.df.update(set(terms))
+        self.last_id = max(self.last_id, doc_id)
 
-@dataclass(frozen=True)
-class Hit:
-    fragment: Fragment
-    scored: Scored[int]
+    def is_common(self, term: str) -> bool:
+        df = self.df.get(term, 0)
+        return df >= COMMON_MIN_DOCS and df >= COMMON_SHARE * len(self.bm25)
 
 
 class FragmentIndex:
@@ -86,51 +102,51 @@ class FragmentIndex:
         if scope is None:
             scope = self._scopes[key] = _ScopeIndex()
         async with scope.lock:
-            rows = await self.store.terms_since(tenant, user, scope.last_id)
-            for doc_id, terms in rows:
-                scope.bm25.add(doc_id, terms.split())
-                scope.last_id = max(scope.last_id, doc_id)
+            for doc_id, terms in await self.store.terms_since(tenant, user, scope.last_id):
+                scope.add(doc_id, terms.split())
         return scope
 
     def forget_scope(self, tenant: str, user: str) -> None:
         self._scopes.pop((tenant, user), None)
 
+    async def focus(self, tenant: str, user: str, query: str) -> str:
+        """The query without the names that fill this user's history (``query.focus``)."""
+        scope = await self._scope(tenant, user)
+        return focus(query, scope.is_common)
+
     async def raw_scores(
-        self, tenant: str, user: str, query_vector: np.ndarray, terms: Sequence[str], k: int = CANDIDATES
+        self,
+        tenant: str,
+        user: str,
+        query_vector: np.ndarray,
+        terms: Sequence[str],
+        k: int = CANDIDATES,
+        periods: Sequence[Period] = (),
     ) -> tuple[dict[int, float], dict[int, float]]:
-        """(cosine, BM25) of the fragment candidates: vector top-k ∪ BM25 top-k, cosine known for all."""
+        """(cosine, BM25) of the fragment candidates, cosine known for all of them.
+
+        Candidates: the vector top-k, the BM25 top-k, and the fragments created
+        in the ``periods`` the query names.
+        """
         scope = await self._scope(tenant, user)
         bm25 = scope.bm25.scores(list(terms), limit=k)
         vector = dict(await self.store.knn(tenant, user, query_vector, k))
-        missing = [i for i in bm25 if i not in vector]
+        dated = [i for p in periods for i in await self._created_in(tenant, user, p)]
+        missing = [i for i in dict.fromkeys([*bm25, *dated]) if i not in vector]
         for doc_id, vec in (await self.store.vectors(missing)).items():
             vector[doc_id] = float(np.dot(vec, query_vector))
         return vector, bm25
 
-    async def search(
-        self,
-        tenant: str,
-        user: str,
-        query: str,
-        *,
-        vector_weight: float,
-        bm25_weight: float,
-        floor: Floor,
-        exclude_hashes: frozenset[str] = frozenset(),
-        session: str | None = None,
-        k: int = CANDIDATES,
-    ) -> list[Hit]:
-        """Fused fragment hits, best first, irrelevant ones dropped by ``floor``."""
-        qvec = (await self.embed([query]))[0]
-        vector, bm25 = await self.raw_scores(tenant, user, qvec, tokenize(query), k)
-        ranked = fuse(vector, bm25, vector_weight, bm25_weight, floor=floor)
-        fragments = await self.store.get(tenant, user, [s.id for s in ranked])
-        hits = []
-        for scored in ranked:
-            frag = fragments.get(scored.id)
-            if frag is not None and usable(frag, exclude_hashes, session):
-                hits.append(Hit(frag, scored))
-        return hits
+    async def _created_in(self, tenant: str, user: str, period: Period) -> list[int]:
+        start, end = epoch_range(period)
+        return await self.store.created_between(tenant, user, start, end, PERIOD_CANDIDATES)
+
+
+def epoch_range(period: Period) -> tuple[float, float]:
+    """A period's days as UTC epoch seconds, widened by ``PERIOD_SLACK_S`` on each side."""
+    first = dt.datetime.combine(period[0], dt.time.min, dt.UTC).timestamp()
+    last = dt.datetime.combine(period[1] + dt.timedelta(days=1), dt.time.min, dt.UTC).timestamp()
+    return first - PERIOD_SLACK_S, last + PERIOD_SLACK_S
 
 
 def usable(frag: Fragment, exclude_hashes: frozenset[str], session: str | None) -> bool:

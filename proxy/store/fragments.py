@@ -149,6 +149,21 @@ class FragmentStore:
 
         return await self.db.read(read)
 
+    async def created_between(
+        self, tenant: str, user: str, start: float, end: float, limit: int
+    ) -> list[int]:
+        """Ids of the user's active fragments created in [start, end] (epoch seconds), oldest first."""
+        return await self.db.read(
+            lambda c: [
+                int(r[0])
+                for r in c.execute(
+                    "SELECT id FROM fragments WHERE tenant = ? AND user = ? AND created BETWEEN ? AND ?"
+                    " AND status = 'active' ORDER BY id LIMIT ?",
+                    (tenant, user, start, end, limit),
+                )
+            ]
+        )
+
     async def around(
         self, tenant: str, user: str, session: str, low: int, high: int
     ) -> list[Fragment]:

@@ -1,0 +1,237 @@
+"""Retrieval latency at 1k, 10k and 100k fragments, indexing throughput, RSS with the model loaded.
+
+One store holds the measured user and other users' data (30k fragments over
+three users), as a shared deployment does. Fragments are synthetic: random
+sentences over a fixed vocabulary with Zipf-like word frequencies, so BM25
+postings look like a real history. Vectors: the real bundled model embeds
+``--real`` sentences (that is also the indexing-throughput run, through
+``FragmentIndex.index`` as after-response work does it); every other
+fragment gets one of those vectors plus Gaussian noise, renormalised —
+embedding 130k texts would take the model most of an hour on two cores and
+measure nothing new. The output says so.
+
+Retrieval latency is the request path's ``recall_for`` (focus, query
+embedding, k-NN in sqlite-vec, BM25, fusion, ranking, packing into cards),
+split into the query embedding and the rest ("search"); every query is a new
+sentence, so the embedder's cache never answers.
+
+    python bench/retrieval.py [--sizes 1000,10000,100000] [--queries 200] [--real 2000] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from proxy import config  # noqa: E402
+from proxy.memory import textindex  # noqa: E402
+from proxy.memory.embedder import Embedder, load_embedder  # noqa: E402
+from proxy.memory.fusion import Floor  # noqa: E402
+from proxy.memory.index import FragmentIndex  # noqa: E402
+from proxy.memory.items import ItemIndex  # noqa: E402
+from proxy.memory.query import fragment_hash  # noqa: E402
+from proxy.memory.recall import recall_for  # noqa: E402
+from proxy.pipeline import ChatCall  # noqa: E402
+from proxy.store import Store, open_store  # noqa: E402
+from proxy.store.fragments import NewFragment  # noqa: E402
+from proxy.tenancy import Tenant  # noqa: E402
+from proxy.tokens import TokenCounter  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "retrieval.json"
+TENANT, USER = "bench", "measured-user"
+OTHERS = ("other-1", "other-2", "other-3")
+OTHER_SIZE = 10_000
+NOISE = 0.6  # relative norm of the noise added to a real vector
+
+WORDS = ["time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world", "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place", "case", "week", "company", "system", "program", "question", "work", "government", "number", "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind", "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end", "member", "law", "car", "city", "community", "name", "president", "team", "minute", "idea", "kid", "body", "information", "back", "parent", "face", "others", "level", "office", "door", "health", "person", "art", "war", "history", "party", "result", "change", "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force", "education", "foot", "boy", "age", "policy", "music", "market", "sense", "nation", "plan", "college", "interest", "death", "experience", "effect", "class", "control", "care", "field", "development", "role", "effort", "rate", "heart", "drug", "show", "leader", "light", "voice", "wife", "police", "mind", "price", "report", "decision", "son", "view", "relationship", "town", "road", "arm", "difference", "value", "building", "action", "model", "season", "society", "tax", "director", "position", "player", "record", "paper", "space", "ground", "form", "event", "official", "matter", "center", "couple", "site", "project", "activity", "star", "table", "need", "court", "oil", "situation", "cost", "industry", "figure", "street", "image", "phone", "data", "picture", "practice", "piece", "land", "product", "doctor", "wall", "patient", "worker", "news", "test", "movie", "north", "love", "support", "technology", "step", "baby", "computer", "type", "attention", "film", "tree", "source", "organization", "hair", "window", "evidence", "population", "site", "training", "garden", "dog", "cat", "peanut", "allergy", "marathon", "violin", "painting", "camping", "beach", "sunrise", "pottery", "museum", "concert", "recipe", "bread", "chess", "train", "bicycle", "river", "lake", "mountain", "island", "festival", "wedding", "birthday", "holiday", "airport", "hotel", "passport", "invoice", "deadline", "meeting", "doctor", "dentist", "gym", "yoga", "guitar", "piano", "novel", "poem", "camera", "laptop", "garden", "flower", "coffee", "tea", "pizza", "pasta", "salad", "soup", "cake", "dinner", "lunch", "breakfast", "weekend", "summer", "winter", "spring", "autumn"]
+VERBS = ["go", "make", "know", "take", "see", "come", "think", "look", "want", "give", "use", "find", "tell", "ask", "work", "seem", "feel", "try", "leave", "call", "need", "become", "put", "mean", "keep", "let", "begin", "show", "hear", "play", "run", "move", "like", "live", "believe", "hold", "bring", "happen", "write", "provide", "sit", "stand", "lose", "pay", "meet", "include", "continue", "set", "learn", "change", "lead", "understand", "watch", "follow", "stop", "create", "speak", "read", "spend", "grow", "open", "walk", "win", "offer", "remember", "love", "consider", "appear", "buy", "wait", "serve", "die", "send", "expect", "build", "stay", "fall", "cut", "reach", "kill", "remain", "paint"]
+FILL = ["the", "a", "my", "our", "your", "their", "this", "that", "with", "for", "from", "about", "after", "before", "and", "but"]
+
+
+def zipf_weights(n: int) -> list[float]:
+    return [1.0 / (rank + 1) ** 1.05 for rank in range(n)]
+
+
+class Sentences:
+    def __init__(self, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+        self.words = list(WORDS)
+        self.rng.shuffle(self.words)
+        self.weights = zipf_weights(len(self.words))
+
+    def __call__(self) -> str:
+        n = self.rng.randint(6, 28)
+        out = []
+        for i in range(n):
+            if i % 3 == 1:
+                out.append(self.rng.choice(VERBS))
+            elif i % 4 == 0:
+                out.append(self.rng.choice(FILL))
+            else:
+                out.append(self.rng.choices(self.words, self.weights)[0])
+        return " ".join(out).capitalize() + "."
+
+
+def rss_mb() -> dict[str, float]:
+    """Resident set size now and at its peak (Linux /proc), in MB."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) / 1024
+    return {"now": round(fields.get("VmRSS", 0.0), 1), "peak": round(fields.get("VmHWM", 0.0), 1)}
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+async def indexing_run(index: FragmentIndex, say: Sentences, n: int, batch: int, user: str) -> dict[str, float]:
+    """``FragmentIndex.index`` as after-response work calls it, ``batch`` new messages at a time."""
+    texts = [say() for _ in range(n)]
+    started = time.perf_counter()
+    for i in range(0, n, batch):
+        part = [(i + j, "user" if j % 2 == 0 else "assistant", t) for j, t in enumerate(texts[i : i + batch])]
+        await index.index(TENANT, user, f"s-{user}", part, "mask")
+    seconds = time.perf_counter() - started
+    return {"fragments": n, "batch": batch, "seconds": round(seconds, 2), "per_s": round(n / seconds, 1)}
+
+
+async def fill(store: Store, counter: TokenCounter, say: Sentences, basis: np.ndarray, user: str, n: int, start: int) -> None:
+    """Add ``n`` synthetic fragments to ``user`` with perturbed real vectors, bypassing the model."""
+    rng = np.random.default_rng(start + hash(user) % 1000)
+    for lo in range(0, n, 2000):
+        size = min(2000, n - lo)
+        texts = [say() for _ in range(size)]
+        base = basis[rng.integers(0, len(basis), size)]
+        noise = rng.normal(size=base.shape).astype(np.float32)
+        noise *= NOISE / np.linalg.norm(noise, axis=1, keepdims=True)
+        vectors = base + noise
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        frags = [
+            NewFragment(fragment_hash("user", f"{user}:{start + lo + i}:{t}"), "user" if i % 2 == 0 else "assistant",
+                        t, " ".join(textindex.tokenize(t)), start + lo + i, counter.text(t))
+            for i, t in enumerate(texts)
+        ]
+        await store.fragments.add(TENANT, user, f"s-{user}-{(start + lo) // 40}", frags, vectors, time.time())
+
+
+async def latency_run(index: FragmentIndex, items: ItemIndex, embedder: Embedder, say: Sentences, queries: int) -> dict[str, Any]:
+    settings = config.from_dict({}, env={}).defaults
+    tenant = Tenant(TENANT, settings, None, passthrough=False)
+    counter = TokenCounter(None)
+    floor = Floor()
+    started = time.perf_counter()
+    await index.focus(TENANT, USER, "warm up")  # loads this user's BM25 side (once per process)
+    load_s = time.perf_counter() - started
+    embed_ms, search_ms, cards = [], [], []
+    for i in range(queries):
+        question = f"What did I say about {say().lower()[:-1]}?"
+        t0 = time.perf_counter()
+        embedder.embed([question])  # the query vector, now cached
+        t1 = time.perf_counter()
+        call = ChatCall(tenant, USER, "s-question", f"t{i}", {}, [{"role": "user", "content": question}], None, {})
+        recall = await recall_for(index, call, [], counter, floor, items)
+        t2 = time.perf_counter()
+        embed_ms.append((t1 - t0) * 1000)
+        search_ms.append((t2 - t1) * 1000)
+        cards.append(len(recall.cards))
+    total = [a + b for a, b in zip(embed_ms, search_ms, strict=True)]
+    return {
+        "queries": queries,
+        "bm25_load_s": round(load_s, 2),
+        "search_p50_ms": round(pct(search_ms, 50), 1),
+        "search_p99_ms": round(pct(search_ms, 99), 1),
+        "embed_p50_ms": round(pct(embed_ms, 50), 1),
+        "total_p50_ms": round(pct(total, 50), 1),
+        "total_p99_ms": round(pct(total, 99), 1),
+        "cards_mean": round(statistics.fmean(cards), 1),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {"rss_mb": {"start": rss_mb()}, "cpus": os.cpu_count(), "load_avg": os.getloadavg()}
+    t = time.perf_counter()
+    embedder = load_embedder("bundled")
+    textindex.warm_up()
+    result["model_load_s"] = round(time.perf_counter() - t, 1)
+    result["rss_mb"]["model_loaded"] = rss_mb()
+    say = Sentences()
+    counter = TokenCounter(None)
+    with tempfile.TemporaryDirectory(prefix="paperclip-bench-") as folder:
+        store = open_store(str(Path(folder) / "bench.db"), embedder.dim)
+        index, items = FragmentIndex(store.fragments, embedder, counter), ItemIndex(store.items)
+        try:
+            result["indexing"] = [
+                await indexing_run(index, say, args.real, 64, OTHERS[0]),
+                await indexing_run(index, say, 200, 2, OTHERS[0]),
+            ]
+            basis = np.asarray(embedder.embed([say() for _ in range(256)]), dtype=np.float32)
+            for n, user in enumerate(OTHERS):
+                have = await store.fragments.count(TENANT, user)
+                await fill(store, counter, say, basis, user, OTHER_SIZE - have, have + n * 10**6)
+            result["scales"] = []
+            have = 0
+            for size in args.sizes:
+                await fill(store, counter, say, basis, USER, size - have, have)
+                have = size
+                run = await latency_run(index, items, embedder, say, args.queries)
+                result["scales"].append({"fragments": size, **run})
+                print(f"  {size:>7} fragments: search p50 {run['search_p50_ms']} ms", file=sys.stderr)
+        finally:
+            store.close()
+    result["rss_mb"]["end"] = rss_mb()
+    result["vectors"] = (
+        f"{args.real + 200} fragments embedded by the real model (the indexing runs); "
+        f"the others reuse one of 256 real vectors plus {NOISE:.1f}-norm Gaussian noise, renormalised"
+    )
+    return result
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [
+        "| fragments (user) | search p50 | search p99 | query embedding p50 | total p50 | total p99 | BM25 load |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in result["scales"]:
+        lines.append(
+            f"| {s['fragments']:,} | {s['search_p50_ms']} ms | {s['search_p99_ms']} ms | {s['embed_p50_ms']} ms"
+            f" | {s['total_p50_ms']} ms | {s['total_p99_ms']} ms | {s['bm25_load_s']} s |"
+        )
+    for run in result["indexing"]:
+        lines.append(f"\nindexing, {run['batch']} messages a call: {run['per_s']} fragments/s ({run['fragments']} fragments)")
+    rss = result["rss_mb"]
+    lines.append(
+        f"RSS: {rss['start']['now']} MB at start, {rss['model_loaded']['now']} MB with the model loaded, "
+        f"{rss['end']['now']} MB after the runs (peak {rss['end']['peak']} MB)"
+    )
+    lines.append(f"vectors: {result['vectors']}; other users: {len(OTHERS)} × {OTHER_SIZE:,} fragments")
+    lines.append(f"cpus: {result['cpus']}, load average at start: {result['load_avg'][0]:.2f}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--real", type=int, default=2000, help="fragments embedded by the real model")
+    parser.add_argument("--out", default=str(OUT))
+    args = parser.parse_args()
+    result = asyncio.run(main(args))
+    print(table(result))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

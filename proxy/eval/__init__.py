@@ -1,0 +1,1 @@
+"""Replay evaluations: conversation data sets through the pipeline that serves requests."""

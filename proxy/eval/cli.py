@@ -1,0 +1,69 @@
+"""``paperclip eval locomo PATH``: the command line of the replay eval."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DATASETS = ("locomo",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", choices=DATASETS, help="the data set format")
+    parser.add_argument("path", help="a LoCoMo-format JSON file")
+    parser.add_argument("--mode", choices=("sessions", "one-chat"), default="sessions")
+    parser.add_argument("--limit-convs", type=int, default=None, metavar="N", help="the first N conversations")
+    parser.add_argument("--embedder", default="bundled", help="embedding.model: bundled (default), hash, or a model")
+    parser.add_argument("--top-k", type=int, default=None, help="memory.top_k (default: the config default)")
+    parser.add_argument("--budget", type=int, default=None, help="memory.budget_tokens")
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--md", default=None, help="write the tables as Markdown here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    # Imported here: loading the pipeline pulls in torch.
+    from tqdm import tqdm
+
+    from . import locomo, report
+    from .replay import Options, run, total_steps
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    conversations = locomo.load(args.path)[: args.limit_convs]
+    memory: dict[str, Any] = {}
+    if args.top_k is not None:
+        memory["top_k"] = args.top_k
+    if args.budget is not None:
+        memory["budget_tokens"] = args.budget
+    options = Options(mode=args.mode, embedder=args.embedder, memory=memory)
+    bar = tqdm(total=total_steps(conversations, options), file=sys.stderr, disable=args.no_progress,
+               unit="req", desc=f"eval {args.mode}")
+    started = time.perf_counter()
+    with bar:
+        answers, stats = asyncio.run(run(conversations, options, bar.update))
+    from ..config import from_dict
+
+    defaults = from_dict({"defaults": {"memory": memory}}, env={}).defaults.memory
+    meta = {
+        "dataset": "locomo",
+        "file": Path(args.path).name,
+        "mode": args.mode,
+        "embedder": args.embedder,
+        "conversations": len(conversations),
+        "top_k": defaults.top_k,
+        "budget_tokens": defaults.budget_tokens,
+        "weights": [defaults.vector_weight, defaults.bm25_weight],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    summary = report.summarise(answers)
+    print(report.markdown(meta, stats, summary))
+    if args.out:
+        report.write_json(args.out, meta, stats, summary, answers)
+    if args.md:
+        Path(args.md).write_text(report.markdown(meta, stats, summary), encoding="utf-8")
+    return 0

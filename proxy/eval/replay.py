@@ -1,0 +1,347 @@
+"""Replaying a LoCoMo-format data set through the pipeline that serves requests.
+
+The same ``MemoryPipeline`` the proxy runs — assembled by ``start_memory``
+over a real store on a temporary SQLite file, the configured embedder, and a
+deterministic in-process compression model — is driven the way a client
+drives the proxy: ``prepare`` for each request, ``record`` after it, with the
+conversation's own next assistant turn as the upstream's reply.
+
+- ``sessions`` mode: each session is its own chat of the same user, sent
+  once, at its last user turn (the index is all that later questions see, and
+  recording a session in one request indexes the same fragments, in one
+  batch, that recording it turn by turn would).
+- ``one-chat`` mode: the whole conversation is one chat, sent at every user
+  turn, so compressions happen exactly where they would in serving.
+
+Each question is then asked once per retriever variant (fusion with the
+configured weights, BM25 alone, vector alone): in a fresh chat of the user
+(sessions) or appended to the whole history (one-chat). Questions are
+prepared, never recorded: one question must not become memory for the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import config
+from ..background import Background
+from ..engine import MemoryPipeline
+from ..memory.query import text_of
+from ..memory.recall import Recall
+from ..memory.redaction import redact
+from ..metrics import Metrics
+from ..pipeline import ChatCall, CountingPipeline, Prepared
+from ..relay import Outcome
+from ..services import Services
+from ..startup import start_memory
+from ..tenancy import KeyRing, Tenant, resolve_session
+from ..upstream import Upstreams
+from .fake import FakeCompressionModel, completion
+from .locomo import Conversation, Question, Turn, normalise
+from .scoring import ndcg_at, presence, recall_at
+
+Mode = Literal["sessions", "one-chat"]
+MODEL = "gpt-4o-mini"
+TENANT = "eval"
+RECALL_KS = (5, 10, 20)
+NDCG_K = 10
+# Sessions without a date are placed a day apart from this one.
+_UNDATED = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    vector_weight: float | None  # None: the configured weights
+    bm25_weight: float | None
+
+
+VARIANTS = (Variant("fusion", None, None), Variant("bm25", 0.0, 1.0), Variant("vector", 1.0, 0.0))
+
+
+@dataclass(frozen=True)
+class Options:
+    mode: Mode = "sessions"
+    embedder: str = "bundled"
+    memory: dict[str, Any] = field(default_factory=dict)  # overrides of defaults.memory
+    recent_window_tokens: int = 4000
+    variants: tuple[Variant, ...] = VARIANTS
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One question asked under one variant."""
+
+    conversation: str
+    index: int  # the question's position among the conversation's scored questions
+    category: int
+    variant: str
+    presence: float
+    evidence: int
+    in_window: int  # evidence turns already in the verbatim window
+    recall: dict[int, float] | None  # over evidence outside the window; None if there is none
+    ndcg: float | None
+    tokens_forwarded: int
+    tokens_memory: int
+    cards: int
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    questions: int = 0
+    skipped: int = 0
+    unindexed_turns: int = 0  # assistant turns after a chat's last user turn, beyond its reply
+    compression_calls: int = 0
+    replay_s: float = 0.0
+    questions_s: float = 0.0
+
+
+Tick = Callable[[int], None]
+
+
+class Harness:
+    """The pipeline, its tenant variants and the fake model, over one temporary database."""
+
+    def __init__(self, pipeline: MemoryPipeline, services: Services, fake: FakeCompressionModel) -> None:
+        self.pipeline = pipeline
+        self.services = services
+        self.fake = fake
+        base = services.settings.defaults
+        self.tenant = Tenant(TENANT, base, "sk-eval", passthrough=False)
+
+    def variant(self, v: Variant) -> Tenant:
+        if v.vector_weight is None or v.bm25_weight is None:
+            return self.tenant
+        mem = dataclasses.replace(
+            self.tenant.settings.memory, vector_weight=v.vector_weight, bm25_weight=v.bm25_weight
+        )
+        return dataclasses.replace(
+            self.tenant, settings=dataclasses.replace(self.tenant.settings, memory=mem)
+        )
+
+    def call(self, tenant: Tenant, user: str, messages: list[dict[str, Any]], at: float) -> ChatCall:
+        return ChatCall(
+            tenant=tenant,
+            user=user,
+            session=resolve_session({}, tenant.id, user, messages),
+            trace_id=f"t-eval-{time.monotonic_ns()}",
+            body={"model": MODEL, "messages": messages},
+            messages=messages,
+            model=MODEL,
+            headers={},
+            received_at=at,
+        )
+
+    async def send(self, user: str, messages: list[dict[str, Any]], at: float, reply: str | None) -> None:
+        """One request of the replayed client: prepare, then record with ``reply`` as the response."""
+        call = self.call(self.tenant, user, messages, at)
+        prepared = await self.pipeline.prepare(call)
+        body = bytearray(json.dumps(completion(reply, MODEL)).encode()) if reply else bytearray()
+        await self.pipeline.record(call, prepared, Outcome(status=200, body=body))
+
+    def close(self) -> None:
+        if self.services.store is not None:
+            self.services.store.close()
+
+
+async def open_harness(options: Options, folder: Path) -> Harness:
+    fake = FakeCompressionModel()
+    settings = config.from_dict(_raw_settings(options, folder / "eval.db"), env={})
+    services = Services(
+        settings=settings,
+        keys=KeyRing(settings),
+        upstreams=Upstreams(fake.transport()),
+        metrics=Metrics(),
+        background=Background(),
+        pipeline=CountingPipeline(),
+        bypass=CountingPipeline(),
+    )
+    await start_memory(services)
+    if not isinstance(services.pipeline, MemoryPipeline):
+        raise RuntimeError("the memory layer did not start (see the log above)")
+    return Harness(services.pipeline, services, fake)
+
+
+def _raw_settings(options: Options, db: Path) -> dict[str, Any]:
+    return {
+        "storage": {"url": f"sqlite:///{db}"},
+        "embedding": {"model": options.embedder},
+        "defaults": {
+            # Never contacted: the fake model's transport answers every call.
+            "upstream": {"base_url": "http://paperclip-eval.invalid/v1", "api_key": "sk-eval"},
+            "context": {"recent_window_tokens": options.recent_window_tokens},
+            "compression": {"model": "fake-compressor"},
+            "memory": options.memory,
+        },
+    }
+
+
+# --- replaying the conversation ------------------------------------------------------
+
+
+def session_times(conv: Conversation) -> list[float]:
+    return [
+        (s.date or _UNDATED + dt.timedelta(days=s.number)).timestamp() for s in conv.sessions
+    ]
+
+
+def as_message(turn: Turn) -> dict[str, Any]:
+    return {"role": turn.role, "content": turn.content}
+
+
+def requests_of(turns: Sequence[Turn], every_user_turn: bool) -> list[tuple[int, str | None]]:
+    """(end, reply) of each request a client sends over ``turns``: the history ``turns[:end]``
+    ends with a user turn, and ``reply`` is the assistant turn that follows it, if any."""
+    ends = [i + 1 for i, t in enumerate(turns) if t.role == "user"]
+    if not every_user_turn:
+        ends = ends[-1:]
+    out = []
+    for end in ends:
+        follows = turns[end] if end < len(turns) else None
+        out.append((end, follows.content if follows and follows.role == "assistant" else None))
+    return out
+
+
+def unindexed(turns: Sequence[Turn]) -> int:
+    """Assistant turns after the last user turn beyond the first: no client request carries them."""
+    last = max((i for i, t in enumerate(turns) if t.role == "user"), default=-1)
+    return max(0, len(turns) - last - 2)
+
+
+async def replay(h: Harness, conv: Conversation, mode: Mode, stats: Stats, tick: Tick) -> None:
+    times = session_times(conv)
+    if mode == "sessions":
+        for session, at in zip(conv.sessions, times, strict=True):
+            messages = [as_message(t) for t in session.turns]
+            for end, reply in requests_of(session.turns, every_user_turn=False):
+                await h.send(conv.id, messages[:end], at, reply)
+                stats.requests += 1
+            stats.unindexed_turns += unindexed(session.turns)
+            tick(1)
+        return
+    flat = [(t, at) for s, at in zip(conv.sessions, times, strict=True) for t in s.turns]
+    messages = [as_message(t) for t, _ in flat]
+    for end, reply in requests_of([t for t, _ in flat], every_user_turn=True):
+        await h.send(conv.id, messages[:end], flat[end - 1][1] + end, reply)
+        stats.requests += 1
+        tick(1)
+    stats.unindexed_turns += unindexed([t for t, _ in flat])
+
+
+def replay_steps(conv: Conversation, mode: Mode) -> int:
+    if mode == "sessions":
+        return len(conv.sessions)
+    return sum(1 for s in conv.sessions for t in s.turns if t.role == "user")
+
+
+# --- asking the questions --------------------------------------------------------------
+
+
+async def ask(
+    h: Harness, conv: Conversation, mode: Mode, variants: Sequence[Variant], tick: Tick
+) -> list[Answer]:
+    turns = conv.turns()
+    history = [] if mode == "sessions" else [as_message(t) for s in conv.sessions for t in s.turns]
+    at = max(session_times(conv), default=_UNDATED.timestamp()) + 86_400
+    pii = h.tenant.settings.memory.pii
+    lookup = _fragment_lookup(turns.values(), pii)
+    out = []
+    for index, q in enumerate(conv.questions):
+        messages = [*history, {"role": "user", "content": q.text}]
+        for v in variants:
+            call = h.call(h.variant(v), conv.id, messages, at)
+            prepared = await h.pipeline.prepare(call)
+            sent = prepared.messages if prepared.messages is not None else call.messages
+            out.append(measure(conv.id, index, q, v.name, prepared, sent, turns, lookup))
+            tick(1)
+    return out
+
+
+def _fragment_lookup(turns: Any, pii: str) -> dict[str, set[str]]:
+    """Normalised stored text → the dia_ids of the turns it is (stored text is masked as in serving)."""
+    out: dict[str, set[str]] = {}
+    for t in turns:
+        text = redact(t.content, pii) if pii != "keep" else t.content
+        out.setdefault(normalise(text), set()).add(t.dia_id)
+    return out
+
+
+def measure(
+    conv: str,
+    index: int,
+    q: Question,
+    variant: str,
+    prepared: Prepared,
+    sent: list[dict[str, Any]],
+    turns: dict[str, Turn],
+    lookup: dict[str, set[str]],
+) -> Answer:
+    """Score what ``prepare`` forwarded (``sent``) for question ``q``."""
+    recall: Recall | None = prepared.state.get("recall")
+    view = prepared.state["view"]
+    text = "\n".join(text_of(m) for m in sent)
+    for summary, _, _ in view.summaries:
+        text = text.replace(summary, " ")  # a paraphrase in a summary does not count
+    evidence = [turns[d].content for d in q.evidence]
+    window = normalise("\n".join(text_of(m) for m in view.window[:-1]))
+    outside = {d for d in q.evidence if normalise(turns[d].content) not in window}
+    ranked = [
+        lookup.get(normalise(hit.fragment.text), set())
+        for hit in (recall.hits if recall else [])
+        if hit.fragment is not None
+    ]
+    counter = prepared.state["counter"]
+    return Answer(
+        conversation=conv,
+        index=index,
+        category=q.category,
+        variant=variant,
+        presence=presence(evidence, text),
+        evidence=len(evidence),
+        in_window=len(evidence) - len(outside),
+        recall={k: recall_at(ranked, outside, k) for k in RECALL_KS} if outside else None,
+        ndcg=ndcg_at(ranked, outside, NDCG_K) if outside else None,
+        tokens_forwarded=prepared.tokens_forwarded,
+        tokens_memory=counter.text(recall.block) if recall and recall.block else 0,
+        cards=prepared.memories,
+    )
+
+
+async def run(
+    conversations: Sequence[Conversation], options: Options, tick: Tick = lambda n: None
+) -> tuple[list[Answer], Stats]:
+    """Replay every conversation (one user each) into one store, then ask its questions."""
+    stats = Stats(skipped=sum(c.skipped for c in conversations))
+    answers: list[Answer] = []
+    with tempfile.TemporaryDirectory(prefix="paperclip-eval-") as folder:
+        h = await open_harness(options, Path(folder))
+        try:
+            for conv in conversations:
+                started = time.perf_counter()
+                await replay(h, conv, options.mode, stats, tick)
+                await h.services.background.drain()
+                stats.replay_s += time.perf_counter() - started
+                started = time.perf_counter()
+                answers += await ask(h, conv, options.mode, options.variants, tick)
+                stats.questions_s += time.perf_counter() - started
+                stats.questions += len(conv.questions)
+        finally:
+            h.close()
+        stats.compression_calls = h.fake.calls
+    return answers, stats
+
+
+def total_steps(conversations: Sequence[Conversation], options: Options) -> int:
+    per_question = len(options.variants)
+    return sum(
+        replay_steps(c, options.mode) + per_question * len(c.questions) for c in conversations
+    )

@@ -1,0 +1,100 @@
+"""Aggregating answers into the tables the eval prints, and its JSON and Markdown files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .locomo import ANSWERABLE, CATEGORIES
+from .replay import NDCG_K, RECALL_KS, Answer, Stats
+
+COLUMNS = [
+    "cats 1-4", *CATEGORIES.values(), *(f"R@{k}" for k in RECALL_KS), f"NDCG@{NDCG_K}",
+    "memory tok", "max memory tok", "forwarded tok", "no memory",
+]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def summarise(answers: Sequence[Answer]) -> dict[str, dict[str, Any]]:
+    """Per variant: presence by category and over cats 1–4, recall@k, NDCG, tokens."""
+    out: dict[str, dict[str, Any]] = {}
+    for variant in dict.fromkeys(a.variant for a in answers):
+        rows = [a for a in answers if a.variant == variant]
+        scored = [a for a in rows if a.category in ANSWERABLE]
+        ranked = [a for a in scored if a.recall is not None]
+        row: dict[str, Any] = {
+            "questions": len(rows),
+            "cats 1-4": _mean([a.presence for a in scored]),
+            **{
+                name: _mean([a.presence for a in rows if a.category == cat])
+                for cat, name in CATEGORIES.items()
+            },
+            **{f"R@{k}": _mean([a.recall[k] for a in ranked if a.recall]) for k in RECALL_KS},
+            f"NDCG@{NDCG_K}": _mean([a.ndcg for a in ranked if a.ndcg is not None]),
+            "memory tok": _mean([a.tokens_memory for a in rows]),
+            "max memory tok": max((a.tokens_memory for a in rows), default=0),
+            "forwarded tok": _mean([a.tokens_forwarded for a in rows]),
+            "no memory": _mean([float(a.cards == 0) for a in rows]),
+            "cards": _mean([a.cards for a in rows]),
+        }
+        out[variant] = row
+    return out
+
+
+def table(summary: Mapping[str, Mapping[str, Any]]) -> str:
+    """A Markdown table, one row per variant."""
+    lines = [
+        "| retriever | " + " | ".join(COLUMNS) + " |",
+        "|---|" + "---|" * len(COLUMNS),
+    ]
+    for variant, row in summary.items():
+        lines.append(f"| {variant} | " + " | ".join(_cell(c, row.get(c)) for c in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None:
+        return "–"
+    if "tok" in column:
+        return f"{value:.0f}"
+    return f"{value:.3f}"
+
+
+def headline(meta: Mapping[str, Any], stats: Stats) -> str:
+    return (
+        f"LoCoMo · mode {meta['mode']} · embedder {meta['embedder']} · "
+        f"{meta['conversations']} conversations · {stats.questions} questions "
+        f"({stats.skipped} without evidence skipped) · top_k {meta['top_k']} · "
+        f"budget {meta['budget_tokens']} tokens · {stats.requests} requests replayed in "
+        f"{stats.replay_s:.0f} s, questions in {stats.questions_s:.0f} s · "
+        f"{stats.compression_calls} compression-model calls"
+    )
+
+
+def markdown(meta: Mapping[str, Any], stats: Stats, summary: Mapping[str, Mapping[str, Any]]) -> str:
+    notes = (
+        "Evidence presence per category; R@k and NDCG over the ranked candidates "
+        "(evidence already in the verbatim window excluded); tokens per question "
+        "(all categories)."
+    )
+    return f"{headline(meta, stats)}\n\n{table(summary)}\n\n{notes}\n"
+
+
+def write_json(
+    path: str | Path, meta: Mapping[str, Any], stats: Stats, summary: Mapping[str, Any], answers: Sequence[Answer]
+) -> None:
+    # Scores only: the data set's text (questions, turns) never goes into a results file.
+    payload = {
+        "meta": dict(meta),
+        "stats": dataclasses.asdict(stats),
+        "summary": summary,
+        "answers": [dataclasses.asdict(a) for a in answers],
+    }
+    Path(path).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")

@@ -1,0 +1,128 @@
+"""The replay eval on a tiny synthetic LoCoMo-format file: parsing, the protocol, the scoring."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.cli import main
+from proxy.eval import locomo
+from proxy.eval.locomo import Turn, parse_evidence
+from proxy.eval.replay import requests_of, unindexed
+from proxy.eval.scoring import ndcg_at, presence, recall_at
+
+SAMPLE: dict[str, Any] = {
+    "sample_id": "conv-x",
+    "conversation": {
+        "speaker_a": "Ana",
+        "speaker_b": "Ben",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Ben! I adopted a greyhound called Pixel yesterday."},
+            {"speaker": "Ben", "dia_id": "D1:2", "text": "Congrats! What a lovely name.",
+             "blip_caption": "a grey dog asleep on a sofa"},
+            {"speaker": "Ana", "dia_id": "D1:3", "text": "Thanks! She sleeps all day."},
+            {"speaker": "Ana", "dia_id": "D1:4", "text": "Also, my sister moved to Lisbon."},
+            {"speaker": "Ben", "dia_id": "D1:5", "text": "Lisbon is sunny, she will love it."},
+        ],
+        "session_2_date_time": "10:31 am on 13 October, 2023",
+        "session_2": [
+            {"speaker": "Ben", "dia_id": "D2:1", "text": "Hey Ana, I started learning the cello."},
+            {"speaker": "Ana", "dia_id": "D2:2", "text": "Wow, the cello! I play the violin on weekends."},
+            {"speaker": "Ben", "dia_id": "D2:3", "text": "We should play a duet together some day."},
+        ],
+    },
+    "qa": [
+        {"question": "What is the name of the greyhound Ana adopted?", "answer": "Pixel",
+         "evidence": ["D1:1"], "category": 4},
+        {"question": "Which instruments do Ana and Ben play?", "answer": "violin, cello",
+         "evidence": ["D:2:1; D2:02"], "category": 1},
+        {"question": "What was in the photo of the dog on the sofa?", "answer": "a dog",
+         "evidence": ["D1:2", "D7:7"], "category": 3},
+        {"question": "What did Ben paint?", "answer": "nothing", "evidence": ["D9:9"], "category": 5},
+    ],
+}
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny-locomo.json"
+    path.write_text(json.dumps([SAMPLE]), encoding="utf-8")
+    return path
+
+
+def test_evidence_ids_are_read_as_the_protocol_says() -> None:
+    known = {"D11:26", "D30:5", "D8:6", "D9:17", "D1:1", "D1:2"}
+    assert parse_evidence(["D:11:26", "D30:05"], known) == ("D11:26", "D30:5")
+    assert parse_evidence(["D8:6; D9:17", "D1:1,D1:2 D"], known) == ("D8:6", "D9:17", "D1:1", "D1:2")
+    assert parse_evidence(["D3:3", "D1:1", "D1:1"], known) == ("D1:1",)
+
+
+def test_the_file_is_read_with_roles_captions_dates_and_skips(dataset: Path) -> None:
+    (conv,) = locomo.load(dataset)
+    assert [s.number for s in conv.sessions] == [1, 2]
+    first = conv.sessions[0]
+    assert first.date is not None and first.date.isoformat() == "2023-05-08T13:56:00+00:00"
+    assert [t.role for t in first.turns] == ["user", "assistant", "user", "user", "assistant"]
+    assert first.turns[1].content == "Congrats! What a lovely name. [shares a photo: a grey dog asleep on a sofa]"
+    assert [q.evidence for q in conv.questions] == [("D1:1",), ("D2:1", "D2:2"), ("D1:2",)]
+    assert conv.skipped == 1
+
+
+def turns(roles: str) -> list[Turn]:
+    return [Turn(f"D1:{i}", "user" if r == "u" else "assistant", f"turn {i}") for i, r in enumerate(roles)]
+
+
+def test_requests_end_at_user_turns_even_when_speakers_do_not_alternate() -> None:
+    # u u a a u : a request at each user turn; the reply is the assistant turn right after.
+    every = requests_of(turns("uuaau"), every_user_turn=True)
+    assert every == [(1, None), (2, "turn 2"), (5, None)]
+    assert requests_of(turns("auua"), every_user_turn=False) == [(3, "turn 3")]
+    assert unindexed(turns("uaaa")) == 2  # no client request carries the last two
+    assert unindexed(turns("aa")) == 1
+
+
+def test_scoring_functions() -> None:
+    assert presence(["a  b\nc", "zzz"], "x a b c y") == 0.5
+    ranked = [{"D1"}, set(), {"D2", "D3"}]
+    assert recall_at(ranked, {"D2", "D9"}, 2) == 0.0
+    assert recall_at(ranked, {"D2", "D9"}, 3) == 0.5
+    assert ndcg_at(ranked, {"D1"}, 10) == 1.0
+    assert ndcg_at([set(), {"D1"}], {"D1"}, 10) == pytest.approx(1 / 1.584962500721156)
+
+
+def run_eval(dataset: Path, tmp_path: Path, *mode: str) -> dict[str, Any]:
+    out, md = tmp_path / "results.json", tmp_path / "results.md"
+    args = ["eval", "locomo", str(dataset), "--embedder", "hash", "--no-progress", "--out", str(out)]
+    assert main([*args, "--md", str(md), *mode]) == 0
+    assert "| fusion |" in md.read_text()
+    result: dict[str, Any] = json.loads(out.read_text())
+    assert "greyhound" not in out.read_text()  # scores only, never the data set's text
+    return result
+
+
+def test_sessions_mode_end_to_end(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_eval(dataset, tmp_path)
+    assert "| retriever | cats 1-4 |" in capsys.readouterr().out
+    assert result["meta"]["mode"] == "sessions"
+    assert result["stats"]["questions"] == 3 and result["stats"]["skipped"] == 1
+    assert result["stats"]["requests"] == 2  # each session sent once, at its last user turn
+    assert set(result["summary"]) == {"fusion", "bm25", "vector"}
+    answers = {(a["variant"], a["index"]): a for a in result["answers"]}
+    assert len(answers) == 9
+    greyhound = answers[("fusion", 0)]
+    assert greyhound["presence"] == 1.0 and greyhound["in_window"] == 0
+    assert greyhound["recall"]["5"] == 1.0 and greyhound["tokens_memory"] > 0
+    assert answers[("fusion", 2)]["presence"] == 1.0  # the turn's photo caption is part of it
+
+
+def test_one_chat_mode_counts_the_verbatim_window(dataset: Path, tmp_path: Path) -> None:
+    result = run_eval(dataset, tmp_path, "--mode", "one-chat")
+    assert result["stats"]["requests"] == 4  # every user turn
+    for answer in result["answers"]:
+        # The whole tiny chat fits the window: everything is there verbatim, nothing to retrieve.
+        assert answer["presence"] == 1.0 and answer["in_window"] == answer["evidence"]
+        assert answer["recall"] is None and answer["tokens_memory"] == 0

@@ -1,0 +1,233 @@
+"""Retrieval end to end: the real proxy on loopback in front of the fake upstream (hash embedder)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy import config
+from proxy.app import create_app
+from proxy.memory.cards import BLOCK_END, BLOCK_START
+from proxy.memory.embedder import HashEmbedder, Vectors
+from proxy.tokens import TokenCounter
+from tests.conftest import ADMIN_KEY, Proxy, base_config
+from tests.fake_upstream import FakeUpstream
+from tests.servers import ServerThread
+
+FACT = "My cat Biscuit is allergic to peanuts, remember that."
+QUESTION = "Which food is my cat Biscuit allergic to?"
+UNRELATED = "Can you explain how photosynthesis works in green plants?"
+GLOBEX_KEY = "pk-test-globex"
+
+
+def send(
+    proxy: Proxy, messages: list[dict[str, Any]], user: str = "ana", key: str | None = None, **headers: str
+) -> dict[str, str]:
+    with proxy.client(key) if key else proxy.client() as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini",
+            messages=messages,  # type: ignore[arg-type]
+            extra_headers={"X-Paperclip-User": user, **headers},
+        )
+    proxy.drain()
+    return dict(raw.headers)
+
+
+def forwarded(upstream: FakeUpstream) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = upstream.chat_requests()[-1].json()["messages"]
+    return messages
+
+
+def block_of(messages: Sequence[dict[str, Any]]) -> str:
+    text = str([m.get("content") for m in messages])
+    start = text.find(BLOCK_START)
+    return "" if start < 0 else text[start : text.find(BLOCK_END) + len(BLOCK_END)]
+
+
+def long_history(fact: str, filler: Callable[[int], tuple[str, str]], pairs: int = 150) -> list[dict[str, Any]]:
+    """A fact, then ``pairs`` filler exchanges: the fact ends up ``2 * pairs`` turns back."""
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": fact},
+        {"role": "assistant", "content": "Noted, I will keep that in mind."},
+    ]
+    for i in range(pairs):
+        user, assistant = filler(i)
+        history += [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+    return history
+
+
+def english(i: int) -> tuple[str, str]:
+    return f"Let us talk about topic number {i} of the weather and trains.", f"Sure, topic {i}: trains run on rails."
+
+
+def chinese(i: int) -> tuple[str, str]:
+    return f"我们聊聊第{i}个话题：天气和火车。", f"好的，第{i}个话题：火车在铁轨上行驶。"
+
+
+def trace(proxy: Proxy, trace_id: str) -> dict[str, Any]:
+    with proxy.http(ADMIN_KEY) as http:
+        got = http.get(f"/paperclip/v1/traces/{trace_id}")
+    assert got.status_code == 200, got.text
+    data: dict[str, Any] = got.json()
+    return data
+
+
+def test_a_fact_said_300_turns_ago_is_recalled(proxy: Proxy, upstream: FakeUpstream) -> None:
+    history = long_history(FACT, english)
+    send(proxy, [*history, {"role": "user", "content": "Thanks."}])  # indexed after the response
+    headers = send(proxy, [*history, {"role": "user", "content": QUESTION}])
+    assert int(headers["x-paperclip-memories"]) >= 1
+    block = block_of(forwarded(upstream))
+    assert FACT in block
+    assert block.count("topic number") < 10  # the filler is not what fills the block
+
+
+def test_a_chinese_question_finds_chinese_text_by_keywords(proxy: Proxy, upstream: FakeUpstream) -> None:
+    history = long_history("我的猫咪小花对花生严重过敏，请记住。", chinese)
+    send(proxy, [*history, {"role": "user", "content": "谢谢。"}])
+    headers = send(proxy, [*history, {"role": "user", "content": "我的猫对什么过敏？"}])
+    assert "花生" in block_of(forwarded(upstream))
+    found = trace(proxy, headers["x-paperclip-trace"])["candidates"]
+    fact = [c for c in found if c["kind"] == "fragment" and "花生" in c["text"]]
+    assert fact and fact[0]["bm25"] > 0, found[:3]
+
+
+def test_an_unrelated_question_injects_nothing(proxy: Proxy, upstream: FakeUpstream) -> None:
+    history = long_history(FACT, english, pairs=20)
+    send(proxy, [*history, {"role": "user", "content": "Thanks."}])
+    question = [{"role": "user", "content": UNRELATED}]
+    headers = send(proxy, question)
+    assert headers["x-paperclip-memories"] == "0"
+    assert forwarded(upstream) == question
+
+
+def test_recalled_in_another_session_of_the_same_user(proxy: Proxy, upstream: FakeUpstream) -> None:
+    first = send(proxy, long_history(FACT, english, pairs=3))
+    second = send(proxy, [{"role": "user", "content": QUESTION}])
+    assert first["x-paperclip-session"] != second["x-paperclip-session"]
+    assert FACT in block_of(forwarded(upstream))
+
+
+def test_never_across_users_or_tenants(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = make_proxy(tenants={"globex": {"api_keys": [GLOBEX_KEY]}})
+    send(proxy, long_history(FACT, english, pairs=3), user="ana")
+    question = [{"role": "user", "content": QUESTION}]
+    assert send(proxy, question, user="bob")["x-paperclip-memories"] == "0"
+    assert forwarded(upstream) == question
+    # Same user name, other tenant: nothing either.
+    assert send(proxy, question, user="ana", key=GLOBEX_KEY)["x-paperclip-memories"] == "0"
+    assert forwarded(upstream) == question
+    assert send(proxy, question, user="ana")["x-paperclip-memories"] != "0"
+
+
+def test_budget_and_top_k_hold_with_long_fragments(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = make_proxy(defaults={"memory": {"budget_tokens": 200, "top_k": 2}})
+    history: list[dict[str, Any]] = []
+    for i in range(6):
+        body = " ".join(f"invoice {i} line {j} costs {i * j} euros" for j in range(40))
+        history += [{"role": "user", "content": body}, {"role": "assistant", "content": f"Invoice {i} noted."}]
+    send(proxy, [*history, {"role": "user", "content": "ok"}])
+    headers = send(proxy, [{"role": "user", "content": "What did the invoice lines cost in euros?"}])
+    block = block_of(forwarded(upstream))
+    assert 1 <= int(headers["x-paperclip-memories"]) <= 2
+    assert 0 < TokenCounter(None).text(block) <= 200
+
+
+def test_array_content_gets_the_block_as_a_text_part(proxy: Proxy, upstream: FakeUpstream) -> None:
+    send(proxy, long_history(FACT, english, pairs=3))
+    part = {"type": "text", "text": QUESTION}
+    send(proxy, [{"role": "user", "content": [part]}])
+    content = forwarded(upstream)[-1]["content"]
+    assert content[0]["type"] == "text" and FACT in content[0]["text"]
+    assert content[1:] == [part]
+
+
+def test_memory_off_injects_and_records_nothing(proxy: Proxy, upstream: FakeUpstream) -> None:
+    send(proxy, long_history(FACT, english, pairs=3))
+    secret = [{"role": "user", "content": "My locker code is 4711, do not forget it."}]
+    question = [{"role": "user", "content": QUESTION}]
+    assert send(proxy, question, **{"X-Paperclip-Memory": "off"})["x-paperclip-memories"] == "0"
+    assert forwarded(upstream) == question
+    before = proxy.server.call(proxy.services.store.fragments.count("acme", "ana"))
+    send(proxy, secret, **{"X-Paperclip-Memory": "off"})
+    assert proxy.server.call(proxy.services.store.fragments.count("acme", "ana")) == before
+
+
+@pytest.mark.parametrize("position", ["system_tail", "system_head"])
+def test_memory_positions(make_proxy: Callable[..., Proxy], upstream: FakeUpstream, position: str) -> None:
+    proxy = make_proxy(defaults={"memory": {"position": position}})
+    send(proxy, long_history(FACT, english, pairs=3))
+    lead = {"role": "system", "content": "You are helpful."}
+    question = {"role": "user", "content": QUESTION}
+    send(proxy, [lead, question])
+    sent = forwarded(upstream)
+    assert sent[0] == lead and sent[-1] == question
+    assert len(sent) == 3 and sent[1]["role"] == "system" and FACT in sent[1]["content"]
+
+
+class FlakyEmbedder(HashEmbedder):
+    """A real (hashing) embedder that can be made to fail, like a model whose worker died."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken = False
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if self.broken:
+            raise RuntimeError("embedding worker died")
+        return super().embed(texts)
+
+
+@pytest.fixture
+def flaky_proxy(upstream_url: str, tmp_path: Path) -> Iterator[tuple[Proxy, FlakyEmbedder]]:
+    embedder = FlakyEmbedder()
+    settings = config.from_dict(base_config(upstream_url, tmp_path / "p.db"), env={})
+    app = create_app(settings, embedder=embedder)
+    server = ServerThread(app, server_header=False, date_header=False).start()
+    proxy = Proxy(server, app)
+    proxy.wait_ready()
+    yield proxy, embedder
+    server.stop()
+
+
+def test_embedder_failure_falls_back_to_plain_forwarding(
+    flaky_proxy: tuple[Proxy, FlakyEmbedder], upstream: FakeUpstream
+) -> None:
+    proxy, embedder = flaky_proxy
+    send(proxy, long_history(FACT, english, pairs=3))
+    embedder.broken = True
+    question = [{"role": "user", "content": QUESTION}]
+    headers = send(proxy, question)
+    assert headers["x-paperclip-degraded"] == "RuntimeError"
+    assert forwarded(upstream) == question
+    embedder.broken = False
+    assert "x-paperclip-degraded" not in send(proxy, question)
+    assert FACT in block_of(forwarded(upstream))
+
+
+def test_store_failure_falls_back_to_plain_forwarding(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    proxy = make_proxy()
+    send(proxy, long_history(FACT, english, pairs=3))
+    with sqlite3.connect(tmp_path / "p.db") as db:  # the table goes away under the running proxy
+        db.execute("ALTER TABLE fragments RENAME TO fragments_gone")
+    question = [{"role": "user", "content": QUESTION}]
+    headers = send(proxy, question)
+    assert headers["x-paperclip-degraded"]
+    assert forwarded(upstream) == question
+
+
+def test_with_the_bundled_model(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    """The real model: a paraphrase is found without a shared keyword; an unrelated question gets nothing."""
+    proxy = make_proxy(embedding={"model": "bundled"})
+    fact = "I'm training hard for the Berlin marathon this September."
+    send(proxy, long_history(fact, english, pairs=20))
+    send(proxy, [{"role": "user", "content": "Which race am I getting ready for?"}])
+    assert fact in block_of(forwarded(upstream))
+    unrelated = [{"role": "user", "content": "What is the capital of France?"}]
+    assert send(proxy, unrelated)["x-paperclip-memories"] == "0"

@@ -1,0 +1,127 @@
+"""The pure parts of retrieval: query focus, named periods, neighbour support, excerpt packing."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from proxy.memory.cards import render_block
+from proxy.memory.fusion import Part, Scored, supported
+from proxy.memory.query import focus, periods_in
+from proxy.memory.recall import Excerpt, Hit, Key, place, rank, select
+from proxy.store.fragments import Fragment
+from proxy.tokens import TokenCounter
+
+NAMES = {"caroline", "melanie"}
+MAY_8 = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC).timestamp()
+
+
+def common(term: str) -> bool:
+    return term in NAMES
+
+
+def test_focus_drops_names_that_are_everywhere_but_keeps_the_rest() -> None:
+    assert focus("When did Caroline go to the support group?", common) == "When did go to the support group?"
+    assert focus("What is Caroline's book, (Melanie)?", common) == "What is book,"
+    # The first word may be any capitalised word; rare names are what the query is about.
+    assert focus("Caroline said what?", common) == "Caroline said what?"
+    assert focus("Where is Biscuit now?", common) == "Where is Biscuit now?"
+    assert focus("我的猫对什么过敏？", common) == "我的猫对什么过敏？"
+
+
+def test_focus_never_empties_the_query() -> None:
+    assert focus("Hi Caroline", lambda t: True) == "Hi"
+    assert focus("Caroline", common) == "Caroline"
+
+
+def test_periods_named_with_a_year() -> None:
+    day = dt.date(2023, 2, 1)
+    for text in ("on 1 February, 2023", "on February 1st, 2023", "2023-02-01", "2023年2月1日"):
+        assert periods_in(f"What did I say {text}?") == [(day, day)], text
+    october = (dt.date(2023, 10, 1), dt.date(2023, 10, 31))
+    assert periods_in("What happened in October 2023?") == [october]
+    assert periods_in("2023年10月的会议") == [october]
+
+
+def test_periods_without_a_year_or_impossible_are_ignored() -> None:
+    assert periods_in("What did I do on 3 May?") == []
+    assert periods_in("Meet me at 10:30 tomorrow") == []
+    # "31 February" is no day; the month it names still is a period.
+    assert periods_in("on 31 February, 2023") == [(dt.date(2023, 2, 1), dt.date(2023, 2, 28))]
+
+
+def test_supported_adds_a_share_of_the_best_neighbour() -> None:
+    scores = {"a": 0.5, "b": 0.2, "c": 0.1, "far": 0.4}
+    neighbours = {"a": ["b"], "b": ["a", "c"], "c": ["b"]}
+    out = supported(scores, neighbours, 0.5)
+    assert out == {"a": 0.6, "b": 0.45, "c": 0.2, "far": 0.4}
+
+
+def frag(fid: int, position: int, text: str = "words", *, session: str = "s1", role: str = "user",
+         created: float = MAY_8) -> Fragment:
+    return Fragment(fid, session, f"h{fid}", role, text, position, 1, created)
+
+
+def hit(f: Fragment, score: float) -> Hit:
+    key: Key = ("f", f.id)
+    return Hit(Scored(key, Part(0.5, score), Part(None, 0.0), score), fragment=f, score=score)
+
+
+def test_rank_lifts_a_turn_next_to_a_strong_hit_and_a_named_day() -> None:
+    a, b, c = frag(1, 0), frag(2, 1), frag(3, 7)
+    d = frag(4, 3, session="s2", created=MAY_8 + 40 * 86400)
+    hits = [hit(a, 0.9), hit(c, 0.3), hit(b, 0.25), hit(d, 0.2)]
+    ranked = rank(hits, [(dt.date(2023, 6, 17), dt.date(2023, 6, 17))])
+    # f2 inherits from f1 next to it; f4 was said on the day the query names.
+    assert [h.id for h in ranked] == ["f1", "f2", "f4", "f3"]
+    assert ranked[2].dated and not ranked[0].dated
+
+
+def test_rank_drops_candidates_without_score() -> None:
+    assert rank([hit(frag(1, 0), 0.0)], []) == []
+
+
+def test_place_merges_adjacent_turns_into_one_excerpt() -> None:
+    a, b, c = hit(frag(1, 4), 0.9), hit(frag(2, 6), 0.8), hit(frag(3, 5), 0.7)
+    chosen = place([], a)
+    assert chosen is not None
+    chosen = place(chosen, b)
+    assert chosen is not None and len(chosen) == 2
+    chosen = place(chosen, c)  # bridges the two
+    assert chosen is not None and len(chosen) == 1
+    assert [h.id for h in chosen[0].members] == ["f1", "f3", "f2"]
+    assert chosen[0].lead is a
+    assert place(chosen, c) is None  # already in
+
+
+def test_turns_of_other_sessions_or_days_stay_apart() -> None:
+    a = hit(frag(1, 4), 0.9)
+    other_session = hit(frag(2, 5, session="s2"), 0.8)
+    other_day = hit(frag(3, 3, created=MAY_8 + 86400), 0.7)
+    chosen = place(place(place([], a) or [], other_session) or [], other_day)
+    assert chosen is not None and len(chosen) == 3
+
+
+def test_an_excerpt_is_one_card_with_a_line_per_turn() -> None:
+    a = hit(frag(1, 4, "I adopted a cat", role="user"), 0.9)
+    b = hit(frag(2, 5, "What is its name?", role="assistant"), 0.5)
+    card = Excerpt(a, (a, b)).card()
+    assert card.text == "User: I adopted a cat\nAssistant: What is its name?"
+    assert (card.source, card.date, card.id) == ("user said", "2023-05-08", "f1,f2")
+
+
+def test_select_respects_budget_and_top_k_and_skips_what_does_not_fit() -> None:
+    counter = TokenCounter(None)
+    medium = [hit(frag(i, 10 * i, "word " * 80), 0.9 - i / 100) for i in (1, 2)]
+    shorts = [hit(frag(i, 10 * i, f"short fact number {i}"), 0.8 - i / 100) for i in range(3, 9)]
+    cards = select([*medium, *shorts], counter, top_k=4, budget=210)
+    # The second medium turn does not fit after the first: shorter ones take its place, whole.
+    assert [c.id for c in cards] == ["f1", "f3", "f4", "f5"]
+    assert counter.text(render_block(cards)) <= 210
+    assert all("…" not in c.text for c in cards)
+
+
+def test_select_truncates_a_single_huge_turn_rather_than_losing_it() -> None:
+    counter = TokenCounter(None)
+    cards = select([hit(frag(1, 0, "word " * 2000), 0.9)], counter, top_k=5, budget=300)
+    assert len(cards) == 1 and cards[0].text.endswith("…")
+    assert counter.text(render_block(cards)) <= 300
