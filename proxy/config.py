@@ -45,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "memory": {
         "enabled": True,
         "scope": "user",
-        "top_k": 5,
+        "top_k": 8,  # the spec says 5; the eval chose 8 (docs/retrieval.md)
         "budget_tokens": 800,
         "vector_weight": 0.6,
         "bm25_weight": 0.4,
