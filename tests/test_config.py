@@ -194,7 +194,7 @@ def test_tenants_dir_files_are_tenants(
     assert by_name["globex"].memory.top_k == 9
     assert by_name["globex"].upstream.base_url == upstream_url  # inherited from defaults
     assert by_name["initech"].context.recent_window_tokens == 6000
-    assert by_name["initech"].memory.top_k == 5
+    assert by_name["initech"].memory.top_k == config.DEFAULTS["memory"]["top_k"] == 8
 
     raw["tenants_dir"] = str(folder)
     proxy = make_proxy(raw)  # from_dict without env: ${GLOBEX_KEY} is unset, so globex has no key
