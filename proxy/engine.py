@@ -34,7 +34,7 @@ from .prompts import Prompts
 from .relay import Outcome
 from .sse import assistant_text
 from .store.traces import TraceStore
-from .tokens import TokenCounter
+from .tokens import Counters, TokenCounter
 from .upstream import Upstreams, join_url
 
 log = logging.getLogger("paperclip.engine")
@@ -69,16 +69,10 @@ class MemoryPipeline:
         self.metrics = metrics
         self.floor = floor or Floor()
         self.extractor = extractor
-        self._counters: dict[str | None, TokenCounter] = {}
+        self.counter = Counters()
         # Inline compressions that outlived their deadline, by trace: record() awaits
         # them, so they are tracked after-response work, never left running unowned.
         self._overrun: dict[str, asyncio.Future[View]] = {}
-
-    def counter(self, model: str | None) -> TokenCounter:
-        found = self._counters.get(model)
-        if found is None:
-            found = self._counters[model] = TokenCounter(model)
-        return found
 
     # --- request path -----------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from .relay import Outcome
 from .tenancy import Tenant
-from .tokens import TokenCounter
+from .tokens import Counters
 
 
 @dataclass
@@ -51,13 +51,7 @@ class CountingPipeline:
     """Forwards everything unchanged and counts tokens: the proxy without memory."""
 
     def __init__(self) -> None:
-        self._counters: dict[str | None, TokenCounter] = {}
-
-    def counter(self, model: str | None) -> TokenCounter:
-        found = self._counters.get(model)
-        if found is None:
-            found = self._counters[model] = TokenCounter(model)
-        return found
+        self.counter = Counters()
 
     async def prepare(self, call: ChatCall) -> Prepared:
         n = self.counter(call.model).total(call.messages)

@@ -150,3 +150,16 @@ class TokenCounter:
             detail = (part.get("image_url") or {}).get("detail")
             return IMAGE_LOW_TOKENS if detail == "low" else IMAGE_DEFAULT_TOKENS
         return OTHER_PART_TOKENS
+
+
+class Counters:
+    """One ``TokenCounter`` per model, made on first use (their caches are per encoding)."""
+
+    def __init__(self) -> None:
+        self._by_model: dict[str | None, TokenCounter] = {}
+
+    def __call__(self, model: str | None) -> TokenCounter:
+        found = self._by_model.get(model)
+        if found is None:
+            found = self._by_model[model] = TokenCounter(model)
+        return found

@@ -29,6 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.eval.fake import fake_summary
+
 Handler = Callable[[Request, dict[str, Any]], Awaitable[Response]]
 
 
@@ -93,17 +95,6 @@ def stream_response(parts: list[bytes], delay: float = 0.0, hold_open: float = 0
     return StreamingResponse(gen(), media_type="text/event-stream", **kw)
 
 
-_INNER = re.compile(r"<(transcript|summaries)>\n?(.*?)</\1>", re.S)
-
-
-def fake_summary(messages: list[dict[str, Any]]) -> str:
-    """A deterministic 'summary': the first six words of every source line, at most a third of it."""
-    prompt = str(messages[-1].get("content", ""))
-    found = _INNER.search(prompt)
-    source = found.group(2) if found else prompt
-    lines = [ln for ln in source.splitlines() if ln.strip()]
-    words = " / ".join(" ".join(ln.split()[:6]) for ln in lines).split()
-    return "Summary: " + " ".join(words[: max(3, len(source.split()) // 3)])
 
 
 @dataclass
