@@ -134,6 +134,22 @@ class FragmentStore:
             ]
         )
 
+    async def terms_and_vectors_since(
+        self, tenant: str, user: str, after_id: int, limit: int
+    ) -> list[tuple[int, str, np.ndarray]]:
+        """(id, terms, vector) of the user's active fragments with id > ``after_id``, by id, at most ``limit``."""
+
+        def read(c: Connection) -> list[tuple[int, str, np.ndarray]]:
+            rows = c.execute(
+                "SELECT f.id, f.terms, v.embedding FROM fragments f JOIN vec_fragments v ON v.rowid = f.id"
+                " WHERE f.tenant = ? AND f.user = ? AND f.id > ? AND f.status = 'active'"
+                " ORDER BY f.id LIMIT ?",
+                (tenant, user, after_id, limit),
+            ).fetchall()
+            return [(int(r[0]), str(r[1]), np.frombuffer(r[2], dtype=np.float32)) for r in rows]
+
+        return await self.db.read(read)
+
     async def get(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, Fragment]:
         if not ids:
             return {}
