@@ -2,8 +2,9 @@
 
 One store holds the measured user and other users' data (30k fragments over
 three users), as a shared deployment does. Fragments are synthetic: random
-sentences over a fixed vocabulary with Zipf-like word frequencies, so BM25
-postings look like a real history. Vectors: the real bundled model embeds
+sentences whose content words follow Zipf's law over 8,000 words (common
+English words first, made-up ones in the tail), so BM25 postings look like a
+real history's: a few terms in a tenth of the fragments, most in very few. Vectors: the real bundled model embeds
 ``--real`` sentences (that is also the indexing-throughput run, through
 ``FragmentIndex.index`` as after-response work does it); every other
 fragment gets one of those vectors plus Gaussian noise, renormalised —
@@ -62,15 +63,30 @@ VERBS = ["go", "make", "know", "take", "see", "come", "think", "look", "want", "
 FILL = ["the", "a", "my", "our", "your", "their", "this", "that", "with", "for", "from", "about", "after", "before", "and", "but"]
 
 
+VOCABULARY = 8_000  # the real words above first, then made-up ones: a long tail, as in real text
+
+
 def zipf_weights(n: int) -> list[float]:
-    return [1.0 / (rank + 1) ** 1.05 for rank in range(n)]
+    # Zipf–Mandelbrot: the offset flattens the head, where stop words would sit in real text.
+    return [1.0 / (rank + 10) ** 1.05 for rank in range(n)]
+
+
+def made_up_words(rng: random.Random, n: int) -> list[str]:
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+    out: set[str] = set()
+    while len(out) < n:
+        out.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
+    return sorted(out)
 
 
 class Sentences:
+    """Random sentences whose content words follow Zipf's law over ``VOCABULARY`` words."""
+
     def __init__(self, seed: int = 7) -> None:
         self.rng = random.Random(seed)
-        self.words = list(WORDS)
-        self.rng.shuffle(self.words)
+        real = list(dict.fromkeys(WORDS))
+        self.rng.shuffle(real)
+        self.words = real + made_up_words(self.rng, VOCABULARY - len(real))
         self.weights = zipf_weights(len(self.words))
 
     def __call__(self) -> str:
