@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
+import pytest
+
 from proxy.memory.cards import render_block
 from proxy.memory.fusion import Part, Scored, supported
+from proxy.memory.index import _ScopeIndex, nearest
 from proxy.memory.query import focus, periods_in
 from proxy.memory.recall import Excerpt, Hit, Key, place, rank, select
 from proxy.store.fragments import Fragment
@@ -125,3 +129,26 @@ def test_select_truncates_a_single_huge_turn_rather_than_losing_it() -> None:
     cards = select([hit(frag(1, 0, "word " * 2000), 0.9)], counter, top_k=5, budget=300)
     assert len(cards) == 1 and cards[0].text.endswith("…")
     assert counter.text(render_block(cards)) <= 300
+
+
+def test_nearest_is_exact_top_k_by_cosine() -> None:
+    rng = np.random.default_rng(3)
+    matrix = rng.normal(size=(500, 16)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    ids = np.arange(1000, 1500, dtype=np.int64)
+    query = matrix[42]
+    found = nearest(matrix, ids, query, 5)
+    expected = sorted(range(500), key=lambda i: -float(matrix[i] @ query))[:5]
+    assert set(found) == {1000 + i for i in expected}
+    assert found[1042] == pytest.approx(1.0)
+    assert nearest(matrix[:3], ids[:3], query, 10).keys() == {1000, 1001, 1002}
+
+
+def test_scope_index_grows_and_scores_known_rows() -> None:
+    scope = _ScopeIndex(4)
+    for i in range(1500):  # past the first capacity
+        scope.add(i + 1, [f"t{i % 7}"], np.eye(4, dtype=np.float32)[i % 4])
+    matrix, ids = scope.snapshot()
+    assert matrix.shape == (1500, 4) and ids[-1] == 1500
+    assert scope.cosines([1, 2, 99_999], np.eye(4, dtype=np.float32)[0]) == {1: 1.0, 2: 0.0}
+    assert scope.df["t0"] == 215

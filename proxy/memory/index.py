@@ -38,11 +38,11 @@ PERIOD_SLACK_S = 86_400.0
 COMMON_MIN_DOCS = 20
 COMMON_SHARE = 0.05
 # The in-memory side of the index (BM25 postings and a float32 matrix of the
-# vectors) is kept for the users searched most recently, up to this many
-# fragments in all (~3.5 kB each); an evicted user is reloaded on their next
-# request. In memory because sqlite-vec scans 100k vectors in ~85 ms where a
-# matrix product takes ~10.
-CACHED_FRAGMENTS = 150_000
+# vectors, ~5 kB a fragment in all) is kept for the users searched most
+# recently, up to this many fragments; an evicted user is reloaded on their
+# next request (~0.3 s per 10k fragments). In memory because sqlite-vec scans
+# 100k vectors in ~85 ms where a matrix product takes ~10 ms.
+CACHED_FRAGMENTS = 100_000
 _LOAD_BATCH = 5_000
 
 

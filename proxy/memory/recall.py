@@ -53,7 +53,7 @@ GATE_DEPTH = 10
 # Ranked candidates kept in the trace (and read by the eval's recall@k).
 TRACE_HITS = 50
 # Packing stops scanning after this many candidates, or when less room is left.
-SCAN_LIMIT = 300
+SCAN_LIMIT = 120
 MIN_ROOM = 12
 
 
