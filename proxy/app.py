@@ -17,7 +17,7 @@ from .admin.routes import admin_routes
 from .background import Background
 from .chat import ChatEndpoint
 from .config import Settings
-from .errors import NotFound, envelope
+from .errors import NotFound
 from .memory.embedder import Embedder
 from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
@@ -118,7 +118,3 @@ def routes(s: Services) -> list[BaseRoute]:
         *admin_routes(s),
         Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]
-
-
-def error_response(status: int, message: str, type: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse(envelope(message, type), status_code=status)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import zlib
 from typing import Any
 
@@ -38,12 +37,6 @@ from .tokens import Counters, TokenCounter
 from .upstream import Upstreams, join_url
 
 log = logging.getLogger("paperclip.engine")
-
-
-class Degraded(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class MemoryPipeline:
@@ -240,7 +233,3 @@ def _reply_text(outcome: Outcome) -> str | None:
     except (ValueError, KeyError, IndexError, TypeError):
         return None
     return text_of(message) or None
-
-
-def now() -> float:
-    return time.time()

@@ -24,7 +24,7 @@ import anyio
 import httpx
 from starlette.types import Message, Receive, Send
 
-from .errors import PaperclipError, PayloadTooLarge, envelope
+from .errors import PaperclipError, PayloadTooLarge
 from .upstream import response_headers, translate
 
 _DONE = b"data: [DONE]"
@@ -215,7 +215,3 @@ async def read_body(receive: Receive, limit: int) -> bytes:
 
 class ClientGone(Exception):
     """The client disconnected while we were still reading its request."""
-
-
-def internal_error(message: str) -> dict[str, object]:
-    return envelope(message, "server_error", None, "paperclip_internal_error")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,11 +184,3 @@ class ContextEngine:
 
 def _with_state(view: View, state: PrefixState) -> View:
     return View(view.leading, view.conv, view.infos, view.chain, state, view.budgets)
-
-
-def compressors_needed(view: View) -> bool:
-    return view.over_watermark()
-
-
-def conversation_tokens(infos: Sequence[planner.MsgInfo]) -> int:
-    return sum(m.tokens for m in infos)
