@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from proxy.memory.fusion import (
     Floor,
     Normalisation,
     Part,
     fuse,
+    fuse_arrays,
     importance_factor,
     normalise,
     recency_factor,
@@ -120,3 +123,20 @@ def test_importance_scales_the_score() -> None:
     assert importance_factor(1.0, 0.3) == 1.0
     assert importance_factor(0.0, 0.3) == pytest.approx(0.7)
     assert importance_factor(7.0, 0.3) == 1.0  # clamped to [0, 1]
+
+
+_scores = st.dictionaries(
+    st.tuples(st.sampled_from("fi"), st.integers(0, 40)),
+    # Few distinct values, so that ties (and the tie-breaks) happen often.
+    st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, 1.0, -0.2, 3.5, 7.25]),
+    max_size=30,
+)
+
+
+@given(vector=_scores, bm25=_scores, method=st.sampled_from(["minmax", "max"]))
+def test_fuse_arrays_is_fuse_on_arrays(
+    vector: dict[tuple[str, int], float], bm25: dict[tuple[str, int], float], method: Normalisation
+) -> None:
+    fused = fuse_arrays(vector, bm25, 0.6, 0.4, vector_norm="minmax", bm25_norm=method)
+    expected = fuse(vector, bm25, 0.6, 0.4, floor=None, vector_norm="minmax", bm25_norm=method)
+    assert [fused.scored(i) for i in range(len(fused))] == expected

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from proxy.memory.cards import render_block
+from proxy.memory.embedder import HashEmbedder
 from proxy.memory.fusion import Part, Scored, supported
-from proxy.memory.index import _ScopeIndex, nearest
+from proxy.memory.index import FragmentIndex, _ScopeIndex, nearest
 from proxy.memory.query import focus, periods_in
-from proxy.memory.recall import Excerpt, Hit, Key, place, rank, select
-from proxy.store.fragments import Fragment
+from proxy.memory.recall import Candidate, Excerpt, Hit, Key, place, rank, select
+from proxy.store import open_store
+from proxy.store.fragments import Fragment, NewFragment
 from proxy.tokens import TokenCounter
 
 NAMES = {"caroline", "melanie"}
@@ -62,7 +65,8 @@ def test_supported_adds_a_share_of_the_best_neighbour() -> None:
 
 def frag(fid: int, position: int, text: str = "words", *, session: str = "s1", role: str = "user",
          created: float = MAY_8) -> Fragment:
-    return Fragment(fid, session, f"h{fid}", role, text, position, 1, created)
+    return Fragment(id=fid, session=session, hash=f"h{fid}", role=role, text=text, position=position, tokens=1,
+                    created=created)
 
 
 def hit(f: Fragment, score: float) -> Hit:
@@ -70,18 +74,28 @@ def hit(f: Fragment, score: float) -> Hit:
     return Hit(Scored(key, Part(0.5, score), Part(None, 0.0), score), fragment=f, score=score)
 
 
+def cand(f: Fragment, score: float, at: int = 0) -> Candidate:
+    return Candidate(at, score, f, None)
+
+
 def test_rank_lifts_a_turn_next_to_a_strong_hit_and_a_named_day() -> None:
     a, b, c = frag(1, 0), frag(2, 1), frag(3, 7)
     d = frag(4, 3, session="s2", created=MAY_8 + 40 * 86400)
-    hits = [hit(a, 0.9), hit(c, 0.3), hit(b, 0.25), hit(d, 0.2)]
-    ranked = rank(hits, [(dt.date(2023, 6, 17), dt.date(2023, 6, 17))])
+    cands = [cand(a, 0.9), cand(c, 0.3), cand(b, 0.25), cand(d, 0.2)]
+    ranked = rank(cands, [(dt.date(2023, 6, 17), dt.date(2023, 6, 17))])
     # f2 inherits from f1 next to it; f4 was said on the day the query names.
-    assert [h.id for h in ranked] == ["f1", "f2", "f4", "f3"]
-    assert ranked[2].dated and not ranked[0].dated
+    assert [c.fragment.id for c, _, _ in ranked if c.fragment] == [1, 2, 4, 3]
+    assert [score for _, score, _ in ranked] == pytest.approx([0.9 + 0.3 * 0.25, 0.25 + 0.3 * 0.9, 0.5, 0.3])
+    assert ranked[2][2] and not ranked[0][2]
+
+
+def test_rank_keeps_the_fused_order_on_ties_and_stops_at_the_limit() -> None:
+    cands = [cand(frag(i, 10 * i), 0.5, at=i) for i in range(1, 6)]
+    assert [c.at for c, _, _ in rank(cands, [], limit=3)] == [1, 2, 3]
 
 
 def test_rank_drops_candidates_without_score() -> None:
-    assert rank([hit(frag(1, 0), 0.0)], []) == []
+    assert rank([cand(frag(1, 0), 0.0)], []) == []
 
 
 def test_place_merges_adjacent_turns_into_one_excerpt() -> None:
@@ -147,8 +161,64 @@ def test_nearest_is_exact_top_k_by_cosine() -> None:
 def test_scope_index_grows_and_scores_known_rows() -> None:
     scope = _ScopeIndex(4)
     for i in range(1500):  # past the first capacity
-        scope.add(i + 1, [f"t{i % 7}"], np.eye(4, dtype=np.float32)[i % 4])
+        scope.add(frag(i + 1, i, created=MAY_8 + 3600 * i), [f"t{i % 7}"], np.eye(4, dtype=np.float32)[i % 4])
     matrix, ids = scope.snapshot()
     assert matrix.shape == (1500, 4) and ids[-1] == 1500
     assert scope.cosines([1, 2, 99_999], np.eye(4, dtype=np.float32)[0]) == {1: 1.0, 2: 0.0}
     assert scope.df["t0"] == 215
+    assert scope.fragments[1500].position == 1499
+
+
+def test_scope_index_finds_what_was_said_in_a_period_oldest_first() -> None:
+    scope = _ScopeIndex(4)
+    for i in range(1, 2001):  # one fragment an hour, for ~83 days
+        scope.add(frag(i, i, created=MAY_8 + 3600 * i), ["t"], np.eye(4, dtype=np.float32)[0])
+    day = MAY_8 + 3600 * 1000
+    assert scope.created_between(day, day + 3600 * 5, 100) == [1000, 1001, 1002, 1003, 1004, 1005]
+    assert scope.created_between(day, day + 3600 * 500, 3) == [1000, 1001, 1002]
+    assert scope.created_between(MAY_8 - 10, MAY_8, 10) == []
+
+
+async def test_in_memory_knn_agrees_with_sqlite_vec_and_stays_in_its_user(tmp_path: Path) -> None:
+    """The vectors live in sqlite-vec; searches read a copy in memory. Both must rank alike."""
+    store = open_store(str(tmp_path / "m.db"), 16)
+    try:
+        index = FragmentIndex(store.fragments, HashEmbedder(16), TokenCounter(None))
+        rng = np.random.default_rng(5)
+        for user in ("ana", "bob"):
+            vectors = rng.normal(size=(300, 16)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            news = [NewFragment(f"{user}{i}", "user", f"t{i}", f"t{i}", i, 1) for i in range(300)]
+            await store.fragments.add("t", user, "s", news, vectors)
+        scope = await index.scope("t", "ana")
+        assert scope.size == 300 and {m.session for m in scope.fragments.values()} == {"s"}
+        query = rng.normal(size=16).astype(np.float32)
+        query /= np.linalg.norm(query)
+        matrix, ids = scope.snapshot()
+        mine = nearest(matrix, ids, query, 10)
+        theirs = dict(await store.fragments.knn("t", "ana", query, 10))
+        assert mine.keys() == theirs.keys()
+        assert all(mine[i] == pytest.approx(theirs[i], abs=1e-5) for i in mine)
+        assert all(scope.fragments[i].hash.startswith("ana") for i in mine)
+    finally:
+        store.close()
+
+
+async def test_a_hidden_or_forgotten_fragment_leaves_the_index_in_memory(tmp_path: Path) -> None:
+    """Another process suppresses or forgets: the next search rebuilds from what is active."""
+    store = open_store(str(tmp_path / "g.db"), 16)
+    try:
+        index = FragmentIndex(store.fragments, HashEmbedder(16), TokenCounter(None))
+        news = [NewFragment(f"h{i}", "user", f"fact {i}", f"fact {i}", i, 2) for i in range(5)]
+        await store.fragments.add("t", "ana", "s", news, np.eye(16, dtype=np.float32)[:5])
+        before = await index.scope("t", "ana")
+        assert sorted(f.text for f in before.fragments.values()) == [f"fact {i}" for i in range(5)]
+        await store.fragments.suppress("t", "ana", ["h1"])
+        after = await index.scope("t", "ana")
+        assert after is not before
+        assert sorted(f.text for f in after.fragments.values()) == ["fact 0", "fact 2", "fact 3", "fact 4"]
+        assert await index.scope("t", "ana") is after  # nothing changed since: no rebuild
+        await store.users.forget("t", "ana")
+        assert not (await index.scope("t", "ana")).fragments
+    finally:
+        store.close()

@@ -12,6 +12,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
+import numpy as np
+
 K = TypeVar("K", bound=Hashable)
 
 Normalisation = Literal["minmax", "max"]
@@ -149,6 +151,77 @@ def fuse(
         if floor is None or score >= floor.min_score:
             out.append(Scored(key, v, b, score, boost))
     out.sort(key=_rank_key)
+    return out
+
+
+@dataclass(frozen=True)
+class Fused(Generic[K]):
+    """``fuse``'s result as parallel lists in fused order, without an object per candidate.
+
+    ``scored(i)`` is the i-th ``Scored`` that ``fuse`` (no floor, no boosts)
+    would return; the request path builds it only for the few it keeps.
+    """
+
+    keys: list[K]
+    vector_raw: list[float | None]
+    vector_norm: list[float]
+    bm25_raw: list[float | None]
+    bm25_norm: list[float]
+    score: list[float]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def scored(self, i: int) -> Scored[K]:
+        return Scored(
+            self.keys[i],
+            Part(self.vector_raw[i], self.vector_norm[i]),
+            Part(self.bm25_raw[i], self.bm25_norm[i]),
+            self.score[i],
+        )
+
+
+def fuse_arrays(
+    vector: Mapping[K, float],
+    bm25: Mapping[K, float],
+    vector_weight: float,
+    bm25_weight: float,
+    *,
+    vector_norm: Normalisation = "minmax",
+    bm25_norm: Normalisation = "max",
+) -> Fused[K]:
+    """``fuse(..., floor=None)`` without boosts, computed on arrays: the same scores, the same order."""
+    keys = list({**vector, **bm25})
+    v = np.array([vector.get(k, math.nan) for k in keys], dtype=np.float64)
+    b = np.array([bm25.get(k, math.nan) for k in keys], dtype=np.float64)
+    vn, bn = _normalised(v, vector_norm), _normalised(b, bm25_norm)
+    score = (vector_weight * vn + bm25_weight * bn) * 1.0
+    # np.lexsort sorts by its last key first: score, then vector, then BM25, then str(id), as _rank_key.
+    order = np.lexsort((np.array([str(k) for k in keys]), -bn, -vn, -score)) if keys else np.zeros(0, np.int64)
+    raw_v, raw_b = v[order].tolist(), b[order].tolist()
+    return Fused(
+        [keys[i] for i in order.tolist()],
+        [None if math.isnan(x) else x for x in raw_v],
+        vn[order].tolist(),
+        [None if math.isnan(x) else x for x in raw_b],
+        bn[order].tolist(),
+        score[order].tolist(),
+    )
+
+
+def _normalised(scores: np.ndarray, method: Normalisation) -> np.ndarray:
+    """``normalise`` over the present (non-NaN) scores; an absent one gets 0."""
+    out = np.zeros(len(scores), dtype=np.float64)
+    present = ~np.isnan(scores)
+    if not present.any():
+        return out
+    hi, lo = float(scores[present].max()), float(scores[present].min())
+    if method == "max":
+        lo = min(lo, 0.0)
+    if hi == lo:
+        out[present] = 1.0
+    else:
+        out[present] = (scores[present] - lo) / (hi - lo)
     return out
 
 

@@ -43,11 +43,19 @@ COMMON_SHARE = 0.05
 # next request (~0.3 s per 10k fragments). In memory because sqlite-vec scans
 # 100k vectors in ~85 ms where a matrix product takes ~10 ms.
 CACHED_FRAGMENTS = 100_000
+# Up to this many vectors the k-NN runs on the event loop (~1 ms at 20k);
+# past it, in a worker thread.
+INLINE_ROWS = 20_000
 _LOAD_BATCH = 5_000
 
 
 class _ScopeIndex:
-    """One user's fragments in memory: BM25, document frequencies, vectors by row."""
+    """One user's fragments in memory: BM25, document frequencies, vectors by row, fragments by id.
+
+    Fragments are held whole (texts too). A fragment deleted or suppressed
+    since it was loaded is never shown: that bumps the scope's generation in
+    the store, and ``FragmentIndex.scope`` rebuilds the index on seeing it.
+    """
 
     def __init__(self, dim: int) -> None:
         self.bm25: BM25Index[int] = BM25Index()
@@ -55,12 +63,17 @@ class _ScopeIndex:
         self.df: Counter[str] = Counter()
         self.last_id = 0
         self.lock = asyncio.Lock()
+        self.generation = -1  # the store's, when this index last read it; -1: not yet
         self.size = 0
         self.ids = np.zeros(0, dtype=np.int64)
+        self.created = np.zeros(0, dtype=np.float64)
         self.matrix = np.zeros((0, dim), dtype=np.float32)
         self.rows: dict[int, int] = {}
+        self.fragments: dict[int, Fragment] = {}
 
-    def add(self, doc_id: int, terms: list[str], vector: np.ndarray) -> None:
+    def add(self, fragment: Fragment, terms: list[str], vector: np.ndarray) -> None:
+        doc_id = fragment.id
+        self.fragments[doc_id] = fragment
         self.bm25.add(doc_id, terms)
         self.df.update(set(terms))
         self.last_id = max(self.last_id, doc_id)
@@ -70,6 +83,7 @@ class _ScopeIndex:
         # a worker thread meanwhile never reads a row that is not there yet.
         self.matrix[self.size] = vector
         self.ids[self.size] = doc_id
+        self.created[self.size] = fragment.created
         self.rows[doc_id] = self.size
         self.size += 1
 
@@ -78,7 +92,9 @@ class _ScopeIndex:
         matrix[: self.size] = self.matrix[: self.size]
         ids = np.zeros(capacity, dtype=np.int64)
         ids[: self.size] = self.ids[: self.size]
-        self.matrix, self.ids = matrix, ids
+        created = np.zeros(capacity, dtype=np.float64)
+        created[: self.size] = self.created[: self.size]
+        self.matrix, self.ids, self.created = matrix, ids, created
 
     def is_common(self, term: str) -> bool:
         df = self.df.get(term, 0)
@@ -87,6 +103,12 @@ class _ScopeIndex:
     def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
         """Views of the vectors and their ids as they are now, safe to read in another thread."""
         return self.matrix[: self.size], self.ids[: self.size]
+
+    def created_between(self, start: float, end: float, limit: int) -> list[int]:
+        """Ids of fragments created in [start, end] (epoch seconds), oldest first, at most ``limit``."""
+        n = self.size
+        inside = np.flatnonzero((self.created[:n] >= start) & (self.created[:n] <= end))[:limit]
+        return [int(i) for i in self.ids[inside]]
 
     def cosines(self, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
         found = [(i, self.rows[i]) for i in ids if i in self.rows]
@@ -105,17 +127,42 @@ def nearest(matrix: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int) -> d
     return dict(zip(ids[top].tolist(), sims[top].tolist(), strict=True))
 
 
+def single_threaded_blas() -> None:
+    """One BLAS thread for numpy, process-wide.
+
+    The k-NN is one matrix-vector product, bound by memory bandwidth: a
+    second BLAS thread gains little (100k vectors: 23 ms with two, 17 ms with
+    one, measured while the other core was busy) and stalls when the other
+    core is taken by the embedder or another process (10k vectors: p99 13 ms
+    with two, 1.7 ms with one).
+    """
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 class FragmentIndex:
     def __init__(self, store: FragmentStore, embedder: Embedder, counter: TokenCounter) -> None:
+        single_threaded_blas()
         self.store = store
         self.embedder = embedder
         self.counter = counter
+        # Two threads: a query's embedding (request path) never waits behind
+        # a batch being indexed after some other response.
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="paperclip-embed")
+        self._query_pool = ThreadPoolExecutor(1, thread_name_prefix="paperclip-embed-query")
         self._scopes: OrderedDict[tuple[str, str], _ScopeIndex] = OrderedDict()
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings for background work (indexing, extraction, admin)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self.embedder.embed, list(texts))
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        """One query's embedding, on the request path."""
+        loop = asyncio.get_running_loop()
+        vectors: np.ndarray = await loop.run_in_executor(self._query_pool, self.embedder.embed, [text])
+        return np.asarray(vectors[0])
 
     async def index(
         self,
@@ -143,21 +190,44 @@ class FragmentIndex:
         vectors = await self.embed([f.text for f in fresh])
         return await self.store.add(tenant, user, session, fresh, vectors, created)
 
-    async def _scope(self, tenant: str, user: str) -> _ScopeIndex:
+    def cached(self, tenant: str, user: str) -> _ScopeIndex | None:
+        """The user's in-memory index as it is, if loaded (it may lack the latest fragments)."""
+        return self._scopes.get((tenant, user))
+
+    async def scope(self, tenant: str, user: str) -> _ScopeIndex:
+        """The user's in-memory index, with the fragments stored since it was last read.
+
+        Rebuilt from the store when the scope's generation changed (a forget
+        or a supersede, in this process or another): what it holds is then
+        exactly the active fragments.
+        """
         key = (tenant, user)
         scope = self._scopes.get(key)
         if scope is None:
             scope = self._scopes[key] = _ScopeIndex(self.embedder.dim)
         self._scopes.move_to_end(key)
         async with scope.lock:
-            while True:
-                rows = await self.store.terms_and_vectors_since(tenant, user, scope.last_id, _LOAD_BATCH)
-                for doc_id, terms, vector in rows:
-                    scope.add(doc_id, terms.split(), vector)
-                if len(rows) < _LOAD_BATCH:
-                    break
+            current = await self._load(scope, tenant, user)
+        if not current:
+            # Older fragments went away or were hidden: start again, in a new
+            # object (a search already holding the old one finishes with it).
+            if self._scopes.get(key) is scope:
+                self._scopes[key] = _ScopeIndex(self.embedder.dim)
+            return await self.scope(tenant, user)
         self._evict()
         return scope
+
+    async def _load(self, scope: _ScopeIndex, tenant: str, user: str) -> bool:
+        """Add what was stored since ``scope`` last read; False if it must be rebuilt instead."""
+        while True:
+            generation, rows = await self.store.load_since(tenant, user, scope.last_id, _LOAD_BATCH)
+            if scope.generation >= 0 and generation != scope.generation:
+                return False
+            scope.generation = generation
+            for row in rows:
+                scope.add(row.fragment, row.terms.split(), row.vector)
+            if len(rows) < _LOAD_BATCH:
+                return True
 
     def _evict(self) -> None:
         """Drop the least recently searched users while over ``CACHED_FRAGMENTS`` (never the latest)."""
@@ -171,37 +241,31 @@ class FragmentIndex:
 
     async def focus(self, tenant: str, user: str, query: str) -> str:
         """The query without the names that fill this user's history (``query.focus``)."""
-        scope = await self._scope(tenant, user)
+        scope = await self.scope(tenant, user)
         return focus(query, scope.is_common)
 
-    async def raw_scores(
-        self,
-        tenant: str,
-        user: str,
-        query_vector: np.ndarray,
-        terms: Sequence[str],
-        k: int = CANDIDATES,
-        periods: Sequence[Period] = (),
-    ) -> tuple[dict[int, float], dict[int, float]]:
-        """(cosine, BM25) of the fragment candidates, cosine known for all of them.
 
-        Candidates: the vector top-k, the BM25 top-k, and the fragments created
-        in the ``periods`` the query names.
-        """
-        scope = await self._scope(tenant, user)
-        query = np.asarray(query_vector, dtype=np.float32)
-        matrix, ids = scope.snapshot()
-        # A matrix product over 100k vectors takes ~10 ms: off the event loop.
+def keyword_scores(
+    scope: _ScopeIndex, terms: Sequence[str], periods: Sequence[Period] = (), k: int = CANDIDATES
+) -> tuple[dict[int, float], list[int]]:
+    """The BM25 top-``k`` (id → raw score) and the fragments created in the ``periods`` the query names."""
+    bm25 = scope.bm25.scores(list(terms), limit=k)
+    dated = [i for p in periods for i in scope.created_between(*epoch_range(p), PERIOD_CANDIDATES)]
+    return bm25, dated
+
+
+async def vector_scores(
+    scope: _ScopeIndex, query_vector: np.ndarray, also: Sequence[int], k: int = CANDIDATES
+) -> dict[int, float]:
+    """Cosines of the vector top-``k`` and of the fragments in ``also`` (the other candidates)."""
+    query = np.asarray(query_vector, dtype=np.float32)
+    matrix, ids = scope.snapshot()
+    if len(ids) <= INLINE_ROWS:
+        vector = nearest(matrix, ids, query, k)
+    else:  # ~15 ms at 100k vectors: off the event loop
         vector = await asyncio.to_thread(nearest, matrix, ids, query, k)
-        bm25 = scope.bm25.scores(list(terms), limit=k)
-        dated = [i for p in periods for i in await self._created_in(tenant, user, p)]
-        missing = [i for i in dict.fromkeys([*bm25, *dated]) if i not in vector]
-        vector.update(scope.cosines(missing, query))
-        return vector, bm25
-
-    async def _created_in(self, tenant: str, user: str, period: Period) -> list[int]:
-        start, end = epoch_range(period)
-        return await self.store.created_between(tenant, user, start, end, PERIOD_CANDIDATES)
+    vector.update(scope.cosines([i for i in dict.fromkeys(also) if i not in vector], query))
+    return vector
 
 
 def epoch_range(period: Period) -> tuple[float, float]:

@@ -41,7 +41,7 @@ MODEL_CATCH_UP = 40
 
 
 @dataclass
-class _ItemScope:
+class ItemScope:
     version: tuple[int, float] = (-1, 0.0)
     rows: list[ItemRow] = field(default_factory=list)
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
@@ -69,10 +69,11 @@ class ItemIndex:
 
     def __init__(self, store: ItemStore) -> None:
         self.store = store
-        self._scopes: dict[tuple[str, str], _ItemScope] = {}
+        self._scopes: dict[tuple[str, str], ItemScope] = {}
 
-    async def _scope(self, tenant: str, user: str) -> _ItemScope:
-        scope = self._scopes.setdefault((tenant, user), _ItemScope())
+    async def scope(self, tenant: str, user: str) -> ItemScope:
+        """The user's live items in memory, reloaded when the stored ones changed."""
+        scope = self._scopes.setdefault((tenant, user), ItemScope())
         async with scope.lock:
             version = await self.store.version(tenant, user)
             if version != scope.version:
@@ -87,31 +88,32 @@ class ItemIndex:
                 scope.version = version
         return scope
 
-    async def candidates(
-        self, tenant: str, user: str, query_vector: np.ndarray, terms: Sequence[str], k: int
-    ) -> ItemCandidates:
-        scope = await self._scope(tenant, user)
-        if not scope.rows:
-            return ItemCandidates({}, {}, {})
-        now = dt.datetime.now(dt.UTC)
-        live = [i for i, r in enumerate(scope.rows) if not is_expired(r.expires_at, now)]
-        cosines = scope.matrix @ np.asarray(query_vector, dtype=np.float32)
-        top = sorted(live, key=lambda i: -float(cosines[i]))[:k]
-        bm25 = scope.bm25.scores(list(terms), limit=k)
-        ids = {scope.rows[i].id: i for i in live}
-        vector = {scope.rows[i].id: float(cosines[i]) for i in top}
-        for item_id in bm25:
-            if item_id in ids:
-                vector[item_id] = float(cosines[ids[item_id]])
-        bm25 = {i: s for i, s in bm25.items() if i in ids}
-        rows = {r.id: r for r in scope.rows if r.id in vector or r.id in bm25}
-        return ItemCandidates(vector, bm25, rows)
-
     async def touch(self, tenant: str, user: str, ids: Sequence[int]) -> None:
         await self.store.touch(tenant, user, ids)
 
     def forget_scope(self, tenant: str, user: str) -> None:
         self._scopes.pop((tenant, user), None)
+
+
+def item_candidates(
+    scope: ItemScope, query_vector: np.ndarray, terms: Sequence[str], k: int
+) -> ItemCandidates:
+    """Raw cosine and BM25 of the scope's unexpired items: the ``k`` best of each, cosine known for all."""
+    if not scope.rows:
+        return ItemCandidates({}, {}, {})
+    now = dt.datetime.now(dt.UTC)
+    live = [i for i, r in enumerate(scope.rows) if not is_expired(r.expires_at, now)]
+    cosines = scope.matrix @ np.asarray(query_vector, dtype=np.float32)
+    top = sorted(live, key=lambda i: -float(cosines[i]))[:k]
+    bm25 = scope.bm25.scores(list(terms), limit=k)
+    ids = {scope.rows[i].id: i for i in live}
+    vector = {scope.rows[i].id: float(cosines[i]) for i in top}
+    for item_id in bm25:
+        if item_id in ids:
+            vector[item_id] = float(cosines[ids[item_id]])
+    bm25 = {i: s for i, s in bm25.items() if i in ids}
+    rows = {r.id: r for r in scope.rows if r.id in vector or r.id in bm25}
+    return ItemCandidates(vector, bm25, rows)
 
 
 class Extractor:

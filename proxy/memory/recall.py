@@ -21,19 +21,27 @@ Nothing is injected unless one of the best candidates clears the relevance
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..pipeline import ChatCall
 from ..store.fragments import Fragment
 from ..store.items import ItemRow
 from ..tokens import TokenCounter
 from .cards import MIN_TRUNCATED_TOKENS, Card, CardSource, pack, render_block, render_card
-from .fusion import Floor, Normalisation, Scored, fuse, supported
-from .index import CANDIDATES, FragmentIndex, day_of, epoch_range, usable
-from .items import ItemCandidates, ItemIndex
-from .query import Period, build_query, fragment_hash, indexable, periods_in
+from .fusion import Floor, Fused, Normalisation, Scored, fuse_arrays, supported
+from .index import (
+    CANDIDATES,
+    FragmentIndex,
+    day_of,
+    epoch_range,
+    keyword_scores,
+    usable,
+    vector_scores,
+)
+from .items import ItemCandidates, ItemIndex, item_candidates
+from .query import Period, build_query, focus, fragment_hash, indexable, periods_in
 from .textindex import tokenize
 
 Key = tuple[Literal["f", "i"], int]
@@ -55,6 +63,10 @@ TRACE_HITS = 50
 # Packing stops scanning after this many candidates, or when less room is left.
 SCAN_LIMIT = 120
 MIN_ROOM = 12
+# A turn adds at least its own tokens less this to any card it joins (the
+# tokenizer may merge across the line's start): packing skips a turn longer
+# than the room left without rendering and counting its card.
+SLACK = 2
 
 
 @dataclass(frozen=True)
@@ -100,66 +112,86 @@ async def recall_for(
     if not query.strip():
         return Recall(query, [], [], None)
     tenant, user = call.tenant.id, call.user
-    focused = await index.focus(tenant, user, query)
-    periods = periods_in(query)
-    qvec = (await index.embed([focused]))[0]
+    scope = index.cached(tenant, user) or await index.scope(tenant, user)
+    focused = focus(query, scope.is_common)
     terms = tokenize(focused)
-    fragment_scores, item_found = await asyncio.gather(
-        index.raw_scores(tenant, user, qvec, terms, CANDIDATES, periods),
-        items.candidates(tenant, user, qvec, terms, CANDIDATES) if items else _no_items(),
-    )
-    vector: dict[Key, float] = {("f", i): s for i, s in fragment_scores[0].items()}
-    bm25: dict[Key, float] = {("f", i): s for i, s in fragment_scores[1].items()}
+    periods = periods_in(query)
+    # The query's embedding (~5 ms on a worker thread) overlaps everything
+    # that does not need it: reading what was stored since, keyword search.
+    embedding = asyncio.ensure_future(index.embed_query(focused))
+    try:
+        scope, item_scope = await asyncio.gather(
+            index.scope(tenant, user), items.scope(tenant, user) if items else _no_items()
+        )
+        bm25_f, dated = keyword_scores(scope, terms, periods)
+        qvec = await embedding
+    finally:
+        if not embedding.done():
+            embedding.cancel()
+    vector_f = await vector_scores(scope, qvec, [*bm25_f, *dated])
+    item_found = item_candidates(item_scope, qvec, terms, CANDIDATES) if item_scope else NO_ITEMS
+    vector: dict[Key, float] = {("f", i): s for i, s in vector_f.items()}
+    bm25: dict[Key, float] = {("f", i): s for i, s in bm25_f.items()}
     vector.update({("i", i): s for i, s in item_found.vector.items()})
     bm25.update({("i", i): s for i, s in item_found.bm25.items()})
-    fused = fuse(
-        vector, bm25, mem.vector_weight, mem.bm25_weight,
-        floor=None, vector_norm=VECTOR_NORM, bm25_norm=BM25_NORM,
+    fused = fuse_arrays(
+        vector, bm25, mem.vector_weight, mem.bm25_weight, vector_norm=VECTOR_NORM, bm25_norm=BM25_NORM
     )
     exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(window))
     session = call.session if mem.scope == "session" else None
-    hits = await _resolve(index, tenant, user, fused, item_found, exclude, session)
-    if not relevant(hits, floor):
-        return Recall(query, hits[:TRACE_HITS], [], None, focused)
-    ranked = rank(hits, periods)
+    cands = candidates(fused, scope.fragments, item_found.rows, exclude, session)
+    if not relevant(cands, fused, floor):
+        hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
+        return Recall(query, hits, [], None, focused)
+    ranking = rank(cands, periods, SCAN_LIMIT)
+    ranked = [Hit(fused.scored(c.at), c.fragment, c.item, score, dated) for c, score, dated in ranking]
     cards = select(ranked, counter, mem.top_k, mem.budget_tokens)
     if items is not None:
         await items.touch(tenant, user, [int(c.id[1:]) for c in cards if c.id.startswith("i")])
     return Recall(query, ranked[:TRACE_HITS], cards, render_block(cards) if cards else None, focused)
 
 
-async def _no_items() -> ItemCandidates:
-    return ItemCandidates({}, {}, {})
+NO_ITEMS = ItemCandidates({}, {}, {})
 
 
-async def _resolve(
-    index: FragmentIndex,
-    tenant: str,
-    user: str,
-    ranked: list[Scored[Key]],
-    item_found: ItemCandidates,
+async def _no_items() -> None:
+    return None
+
+
+class Candidate(NamedTuple):
+    """A fused candidate this request may use: its place in the fusion, its fused score, what it is."""
+
+    at: int
+    score: float
+    fragment: Fragment | None
+    item: ItemRow | None
+
+
+def candidates(
+    fused: Fused[Key],
+    meta: Mapping[int, Fragment],
+    rows: Mapping[int, ItemRow],
     exclude: frozenset[str],
     session: str | None,
-) -> list[Hit]:
-    fragments = await index.store.get(tenant, user, [n for kind, n in (s.id for s in ranked) if kind == "f"])
-    hits = []
-    for scored in ranked:
-        kind, number = scored.id
+) -> list[Candidate]:
+    """The usable fused candidates, in fused order."""
+    out = []
+    for at, (kind, number) in enumerate(fused.keys):
         if kind == "f":
-            frag = fragments.get(number)
+            frag = meta.get(number)
             if frag is not None and usable(frag, exclude, session):
-                hits.append(Hit(scored, fragment=frag, score=scored.score))
+                out.append(Candidate(at, fused.score[at], frag, None))
         else:
-            row = item_found.rows.get(number)
+            row = rows.get(number)
             if row is not None and (session is None or row.session == session):
-                hits.append(Hit(scored, item=row, score=scored.score))
-    return hits
+                out.append(Candidate(at, fused.score[at], None, row))
+    return out
 
 
 # --- ranking (pure) ------------------------------------------------------------------
 
 
-def relevant(hits: Sequence[Hit], floor: Floor) -> bool:
+def relevant(cands: Sequence[Candidate], fused: Fused[Key], floor: Floor) -> bool:
     """Whether one of the ``GATE_DEPTH`` best fused candidates clears the floor.
 
     The floor gates the query, not each candidate: normalised scores cannot
@@ -168,21 +200,30 @@ def relevant(hits: Sequence[Hit], floor: Floor) -> bool:
     their own raw scores are weak (dropping them cost 8 points of evidence
     recall on LoCoMo).
     """
-    return any(floor.passes(h.scored.vector.raw, h.scored.bm25.raw) for h in hits[:GATE_DEPTH])
+    return any(
+        floor.passes(fused.vector_raw[c.at], fused.bm25_raw[c.at]) for c in cands[:GATE_DEPTH]
+    )
 
 
-def rank(hits: Sequence[Hit], periods: Sequence[Period]) -> list[Hit]:
-    """Hits by final score, best first; a hit whose final score is not positive is dropped."""
+def rank(
+    cands: Sequence[Candidate], periods: Sequence[Period], limit: int | None = None
+) -> list[tuple[Candidate, float, bool]]:
+    """(candidate, final score, dated) best first, at most ``limit``; a non-positive final score is dropped.
+
+    Final = fused score, + ``PERIOD_BONUS`` when said in a period the query
+    names (dated), + ``NEIGHBOUR_WEIGHT`` × the best adjacent candidate's.
+    """
     spans = [epoch_range(p) for p in periods]
-    dated = {h.scored.id for h in hits if h.fragment and _within(h.fragment.created, spans)}
-    base = {h.scored.id: h.scored.score + (PERIOD_BONUS if h.scored.id in dated else 0.0) for h in hits}
-    final = supported(base, _neighbours(hits), NEIGHBOUR_WEIGHT)
-    out = [
-        Hit(h.scored, h.fragment, h.item, final[h.scored.id], h.scored.id in dated)
-        for h in hits
-        if final[h.scored.id] > 0
-    ]
-    out.sort(key=lambda h: -h.score)  # stable: ties keep the fused order
+    dated = [bool(spans) and c.fragment is not None and _within(c.fragment.created, spans)
+             for c in cands]
+    base = {j: c.score + (PERIOD_BONUS if dated[j] else 0.0) for j, c in enumerate(cands)}
+    final = supported(base, _neighbours(cands), NEIGHBOUR_WEIGHT)
+    order = sorted(range(len(cands)), key=lambda j: -final[j])  # stable: ties keep the fused order
+    out = []
+    for j in order[:limit]:
+        if final[j] <= 0:
+            break
+        out.append((cands[j], final[j], dated[j]))
     return out
 
 
@@ -190,9 +231,9 @@ def _within(timestamp: float, spans: Sequence[tuple[float, float]]) -> bool:
     return any(a <= timestamp <= b for a, b in spans)
 
 
-def _neighbours(hits: Iterable[Hit]) -> dict[Key, list[Key]]:
-    """Fragment candidates adjacent in their session (positions one apart)."""
-    at = {(h.fragment.session, h.fragment.position): h.scored.id for h in hits if h.fragment}
+def _neighbours(cands: Sequence[Candidate]) -> dict[int, list[int]]:
+    """Fragment candidates adjacent in their session (positions one apart), by index in ``cands``."""
+    at = {(c.fragment.session, c.fragment.position): j for j, c in enumerate(cands) if c.fragment}
     return {
         key: [n for d in (-1, 1) if (n := at.get((session, position + d))) is not None]
         for (session, position), key in at.items()
@@ -238,9 +279,15 @@ def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int
     base = counter.text(render_block([]))
     chosen: list[Excerpt] = []
     used = base
+    edges: frozenset[tuple[str, float, int]] = frozenset()  # where a turn would join ``chosen``
     for hit in ranked[:SCAN_LIMIT]:
         if budget - used < MIN_ROOM:
             break
+        frag = hit.fragment
+        if frag is not None and min(frag.tokens - SLACK, cap) > budget - used:
+            continue  # its own text is too long for the room left, alone or joined to an excerpt
+        if len(chosen) >= top_k and (frag is None or _edge(frag) not in edges):
+            continue  # no room for another card, and it joins none (what place() would find, faster)
         trial = place(chosen, hit)
         if trial is None or len(trial) > top_k:
             continue
@@ -250,7 +297,23 @@ def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int
         total = base + sum(min(s, cap) for s in sizes)
         if total <= budget:
             chosen, used = trial, total
+            edges = _edges(chosen)
     return pack((ex.card() for ex in chosen), counter, top_k, budget)
+
+
+def _edges(chosen: Sequence[Excerpt]) -> frozenset[tuple[str, float, int]]:
+    """(session, day, position) of the turns right before and after each excerpt: where ``place`` joins."""
+    out = set()
+    for ex in chosen:
+        first, last = ex.members[0].fragment, ex.members[-1].fragment
+        if first is not None and last is not None:
+            out.add(_edge(first, -1))
+            out.add(_edge(last, 1))
+    return frozenset(out)
+
+
+def _edge(frag: Fragment, offset: int = 0) -> tuple[str, float, int]:
+    return (frag.session, frag.created // 86_400, frag.position + offset)
 
 
 def place(chosen: Sequence[Excerpt], hit: Hit) -> list[Excerpt] | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -32,7 +31,7 @@ class NewFragment:
     tokens: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Fragment:
     id: int
     session: str
@@ -42,6 +41,15 @@ class Fragment:
     position: int
     tokens: int
     created: float
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """One active fragment as the in-memory index loads it, with its BM25 terms and vector."""
+
+    fragment: Fragment
+    terms: str
+    vector: np.ndarray
 
 
 class FragmentStore:
@@ -109,92 +117,40 @@ class FragmentStore:
         )
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
-    async def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        if not ids:
-            return {}
-
-        def read(c: Connection) -> dict[int, np.ndarray]:
-            marks = ",".join("?" * len(ids))
-            rows = c.execute(
-                f"SELECT rowid, embedding FROM vec_fragments WHERE rowid IN ({marks})", tuple(ids)
-            ).fetchall()
-            return {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows}
-
-        return await self.db.read(read)
-
-    async def terms_since(self, tenant: str, user: str, after_id: int) -> list[tuple[int, str]]:
-        return await self.db.read(
-            lambda c: [
-                (int(r[0]), str(r[1]))
-                for r in c.execute(
-                    "SELECT id, terms FROM fragments WHERE tenant = ? AND user = ? AND id > ?"
-                    " AND status = 'active' ORDER BY id",
-                    (tenant, user, after_id),
-                )
-            ]
-        )
-
-    async def terms_and_vectors_since(
+    async def load_since(
         self, tenant: str, user: str, after_id: int, limit: int
-    ) -> list[tuple[int, str, np.ndarray]]:
-        """(id, terms, vector) of the user's active fragments with id > ``after_id``, by id, at most ``limit``."""
+    ) -> tuple[int, list[Loaded]]:
+        """The scope's generation, and its active fragments with id > ``after_id``, by id, at most ``limit``.
 
-        def read(c: Connection) -> list[tuple[int, str, np.ndarray]]:
+        The generation changes whenever the scope loses fragments or one
+        stops being active (``bump_generation``): an index in memory that
+        saw another generation must be rebuilt.
+        """
+
+        def read(c: Connection) -> tuple[int, list[Loaded]]:
+            found = c.execute(
+                "SELECT generation FROM scope_generations WHERE scope = ?", (scope_of(tenant, user),)
+            ).fetchone()
             rows = c.execute(
-                "SELECT f.id, f.terms, v.embedding FROM fragments f JOIN vec_fragments v ON v.rowid = f.id"
+                "SELECT f.id, f.session, f.hash, f.role, f.text, f.position, f.tokens, f.created,"
+                " f.terms, v.embedding FROM fragments f JOIN vec_fragments v ON v.rowid = f.id"
                 " WHERE f.tenant = ? AND f.user = ? AND f.id > ? AND f.status = 'active'"
                 " ORDER BY f.id LIMIT ?",
                 (tenant, user, after_id, limit),
             ).fetchall()
-            return [(int(r[0]), str(r[1]), np.frombuffer(r[2], dtype=np.float32)) for r in rows]
+            sessions: dict[str, str] = {}  # one string object per session, not per row
+            loaded = [
+                Loaded(
+                    Fragment(int(r[0]), sessions.setdefault(r[1], r[1]), r[2], r[3], r[4], int(r[5]),
+                             int(r[6]), float(r[7])),
+                    str(r[8]),
+                    np.frombuffer(r[9], dtype=np.float32),
+                )
+                for r in rows
+            ]
+            return (int(found[0]) if found else 0), loaded
 
         return await self.db.read(read)
-
-    async def get(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, Fragment]:
-        if not ids:
-            return {}
-
-        def read(c: Connection) -> dict[int, Fragment]:
-            marks = ",".join("?" * len(ids))
-            rows = c.execute(
-                "SELECT id, session, hash, role, text, position, tokens, created FROM fragments"
-                f" WHERE tenant = ? AND user = ? AND status = 'active' AND id IN ({marks})",
-                (tenant, user, *ids),
-            ).fetchall()
-            return {int(r["id"]): _fragment(r) for r in rows}
-
-        return await self.db.read(read)
-
-    async def created_between(
-        self, tenant: str, user: str, start: float, end: float, limit: int
-    ) -> list[int]:
-        """Ids of the user's active fragments created in [start, end] (epoch seconds), oldest first."""
-        return await self.db.read(
-            lambda c: [
-                int(r[0])
-                for r in c.execute(
-                    "SELECT id FROM fragments WHERE tenant = ? AND user = ? AND created BETWEEN ? AND ?"
-                    " AND status = 'active' ORDER BY id LIMIT ?",
-                    (tenant, user, start, end, limit),
-                )
-            ]
-        )
-
-    async def around(
-        self, tenant: str, user: str, session: str, low: int, high: int
-    ) -> list[Fragment]:
-        """The session's fragments with positions in [low, high], in order."""
-        return await self.db.read(
-            lambda c: [
-                _fragment(r)
-                for r in c.execute(
-                    "SELECT id, session, hash, role, text, position, tokens, created FROM fragments"
-                    " WHERE tenant = ? AND user = ? AND session = ? AND position BETWEEN ? AND ?"
-                    " AND status = 'active' ORDER BY position",
-                    (tenant, user, session, low, high),
-                )
-            ]
-        )
 
     async def suppress(self, tenant: str, user: str, hashes: Sequence[str]) -> None:
         """Mark fragments as never to be injected again (their fact was superseded)."""
@@ -208,6 +164,7 @@ class FragmentStore:
                 f" AND hash IN ({marks})",
                 (tenant, user, *hashes),
             )
+            bump_generation(c, tenant, user)
 
         await self.db.write(write)
 
@@ -220,8 +177,10 @@ class FragmentStore:
         return int(row[0])
 
 
-def _fragment(r: Any) -> Fragment:
-    return Fragment(
-        int(r["id"]), r["session"], r["hash"], r["role"], r["text"], int(r["position"]),
-        int(r["tokens"]), float(r["created"]),
+def bump_generation(c: Connection, tenant: str, user: str) -> None:
+    """Tell every process's in-memory index of this scope to rebuild (it lost or hid fragments)."""
+    c.execute(
+        "INSERT INTO scope_generations (scope, generation) VALUES (?, 1)"
+        " ON CONFLICT (scope) DO UPDATE SET generation = generation + 1",
+        (scope_of(tenant, user),),
     )

@@ -132,7 +132,7 @@ def m004_traces(conn: Connection) -> None:
         );
         CREATE INDEX traces_user ON traces (tenant, user);
         CREATE INDEX traces_created ON traces (created);
-        -- Bumped when a scope loses rows (forget), so in-memory indexes reload.
+        -- Bumped when a scope loses or hides fragments (forget, supersede), so in-memory indexes reload.
         CREATE TABLE scope_generations (
             scope TEXT PRIMARY KEY,
             generation INTEGER NOT NULL

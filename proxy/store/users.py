@@ -21,7 +21,7 @@ import numpy as np
 
 from ..memory.textindex import tokenize
 from .db import Connection, Database
-from .fragments import scope_of
+from .fragments import bump_generation, scope_of
 
 # The export format; bump it when a field changes meaning. Imports accept this version only.
 EXPORT_VERSION = 1
@@ -169,11 +169,7 @@ def _forget(c: Connection, tenant: str, user: str) -> dict[str, int]:
         for s in sessions
     )
     # Other processes' in-memory indexes watch this to drop the scope (migrations m004).
-    c.execute(
-        "INSERT INTO scope_generations (scope, generation) VALUES (?, 1)"
-        " ON CONFLICT (scope) DO UPDATE SET generation = generation + 1",
-        (scope_of(tenant, user),),
-    )
+    bump_generation(c, tenant, user)
     return counts
 
 
