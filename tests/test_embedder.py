@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
+from proxy.memory import embedder as embedder_module
 from proxy.memory.embedder import (
+    BACKEND_ENV,
     BUNDLED_NAME,
     Embedder,
     HashEmbedder,
     SentenceTransformerEmbedder,
+    _model_path,
     load_embedder,
 )
+from proxy.memory.onnx_export import UNSUPPORTED, onnx_unsupported
 
 TEXTS = [
     "I am allergic to peanuts",
@@ -122,3 +128,157 @@ def test_bundled_model_batches_and_caches(bundled: Embedder) -> None:
     np.testing.assert_allclose(again[2], vectors[69], atol=1e-6)
     again[0] = 0  # the cache hands out copies
     np.testing.assert_allclose(bundled.embed([texts[5]])[0], vectors[5], atol=1e-6)
+
+
+# ONNX Runtime: the bundled model runs on it, with torch's vectors.
+
+LONG = " ".join(["the meeting about the quarterly budget moved to thursday afternoon"] * 60)
+ODD_TEXTS = [
+    "peanut allergy",
+    LONG,
+    "我对花生过敏，但是很喜欢吃杏仁。",
+    "",
+    "  Mixed CASE, spaces!  ",
+]
+
+
+def _mixed_texts(n: int, tag: str = "") -> list[str]:
+    words = ["project", "deadline", "allergy", "peanut", "Berlin", "budget", "会议", "花生"]
+    texts = [tag + " ".join(words[(i * 7 + j) % 8] for j in range(i * 13 % 40)) for i in range(n)]
+    return [*texts[:-5], *ODD_TEXTS]  # the odd ones last: far from their sorted position
+
+
+def _min_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    assert a.shape == b.shape
+    return float(np.min(np.sum(a * b, axis=1)))
+
+
+@pytest.fixture(scope="module")
+def bundled_torch() -> SentenceTransformerEmbedder:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(BACKEND_ENV, "torch")
+        return SentenceTransformerEmbedder("bundled")
+
+
+@pytest.mark.slow
+def test_bundled_model_runs_on_onnxruntime(bundled: Embedder) -> None:
+    assert isinstance(bundled, SentenceTransformerEmbedder)
+    assert bundled.backend == "onnxruntime"
+    assert bundled._model is None  # torch runs only in the exporting child
+
+
+@pytest.mark.slow
+def test_the_proxy_process_never_imports_torch() -> None:
+    code = (
+        "import sys; from proxy.memory.embedder import load_embedder; e = load_embedder('bundled');"
+        "e.embed(['peanut allergy']); print(e.backend, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["onnxruntime", "False"]
+
+
+@pytest.mark.slow
+def test_the_environment_forces_torch(bundled_torch: SentenceTransformerEmbedder) -> None:
+    assert bundled_torch.backend == "torch"
+    assert bundled_torch._onnx is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", ODD_TEXTS, ids=["short", "long", "chinese", "empty", "spaces"])
+def test_onnxruntime_embeds_a_query_like_torch(
+    bundled: Embedder, bundled_torch: SentenceTransformerEmbedder, text: str
+) -> None:
+    vectors = bundled.embed([text])
+    _assert_unit_rows(vectors, 1, 384)
+    assert _min_cosine(vectors, bundled_torch.embed([text])) >= 0.9999
+
+
+@pytest.mark.slow
+def test_onnxruntime_embeds_a_batch_like_torch_in_order(
+    bundled: Embedder, bundled_torch: SentenceTransformerEmbedder
+) -> None:
+    texts = _mixed_texts(70)  # three batches of lengths from 0 to > max_seq_length tokens
+    vectors = bundled.embed(texts)
+    _assert_unit_rows(vectors, 70, 384)
+    assert _min_cosine(vectors, bundled_torch.embed(texts)) >= 0.9999
+
+
+@pytest.mark.slow
+def test_onnxruntime_is_safe_across_threads(
+    bundled: Embedder, bundled_torch: SentenceTransformerEmbedder
+) -> None:
+    # Texts no other test embeds, so that every call runs the sessions.
+    calls = [[f"thread {i} {t}"] for i, t in enumerate(ODD_TEXTS)]
+    calls += [_mixed_texts(12, f"batch {i} ")[:-5] for i in range(3)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(bundled.embed, calls))
+    for texts, vectors in zip(calls, results, strict=True):
+        assert _min_cosine(vectors, bundled_torch.embed(texts)) >= 0.9999
+
+
+@pytest.mark.slow
+def test_only_the_supported_module_stack_is_exported(
+    bundled_torch: SentenceTransformerEmbedder,
+) -> None:
+    model = bundled_torch._model
+    transformer, pooling, normalize = list(model)
+    assert onnx_unsupported(model) is None
+    assert onnx_unsupported([transformer, pooling]) is None
+    dim = bundled_torch.dim
+    cls = type(pooling)(dim, pooling_mode="cls")
+    reason = onnx_unsupported([transformer, cls, normalize])
+    assert reason is not None and "pooling" in reason
+    assert onnx_unsupported([transformer, type(pooling)(dim, pooling_mode="max")]) is not None
+    assert onnx_unsupported([transformer, normalize]) is not None
+    assert onnx_unsupported([transformer, pooling, normalize, normalize]) is not None
+    assert onnx_unsupported([pooling, normalize]) is not None
+
+    class Prompted(list[object]):
+        default_prompt_name = "query"
+
+    assert onnx_unsupported(Prompted([transformer, pooling])) == "a default prompt"
+
+
+def _child_exits(monkeypatch: pytest.MonkeyPatch, status: int, message: str) -> None:
+    code = f"import sys; print({message!r}, file=sys.stderr); sys.exit({status})"
+    monkeypatch.setattr(embedder_module, "_child_command", lambda: [sys.executable, "-c", code])
+
+
+@pytest.mark.slow
+def test_a_failed_export_keeps_torch(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _child_exits(monkeypatch, 1, "RuntimeError: no exporter today")
+    with caplog.at_level(logging.WARNING, logger="paperclip.embedder"):
+        embedder = SentenceTransformerEmbedder("bundled")
+    assert embedder.backend == "torch"
+    assert [r.getMessage() for r in caplog.records if "no exporter today" in r.getMessage()]
+    _assert_unit_rows(embedder.embed(["still works"]), 1, 384)
+
+
+def test_a_model_of_another_shape_stays_on_torch_quietly(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _child_exits(monkeypatch, UNSUPPORTED, "pooling ['cls']")
+    with caplog.at_level(logging.INFO, logger="paperclip.embedder"):
+        assert embedder_module._onnx_encoder("some/model") is None
+    [record] = [r for r in caplog.records if "pooling ['cls']" in r.getMessage()]
+    assert record.levelno == logging.INFO
+
+
+@pytest.mark.slow
+def test_vectors_unlike_torch_keep_torch(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Wrong:
+        def __init__(self, graph: bytes, tokenizer: str, inputs: list[str], dim: int) -> None:
+            self.dim = dim
+
+        def encode(self, texts: list[str]) -> np.ndarray:
+            return HashEmbedder(self.dim).embed(texts)  # unit rows, another space
+
+    monkeypatch.setattr(embedder_module, "_OnnxEncoder", Wrong)
+    with caplog.at_level(logging.WARNING, logger="paperclip.embedder"):
+        encoder = embedder_module._onnx_encoder(_model_path("bundled"))
+    assert encoder is None
+    assert any("min cosine" in r.getMessage() for r in caplog.records)
