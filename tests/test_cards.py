@@ -166,3 +166,46 @@ def test_inject_without_a_user_message_or_block_changes_nothing() -> None:
     only_system: list[dict[str, Any]] = [{"role": "system", "content": "x"}]
     assert inject(only_system, "BLOCK", "last_user") == only_system
     assert inject(_history(), "", "last_user") == _history()
+
+
+ODD_TEXTS = [
+    "我的猫对花生过敏。",
+    "Line one\nline two:\n\n- item",
+    "ends in an ellipsis …",
+    "User: url http://x.y/z?a=1.\nAssistant: ok!",
+    "emoji 😀!",
+    "[bracket] and \"quotes\".",
+    "  spaces  ",
+]
+
+
+def test_a_block_counts_as_its_cards_counted_one_by_one(counter: TokenCounter) -> None:
+    """What ``pack`` relies on: the tokenizer never joins a card to what precedes it."""
+    cards = [
+        Card(kind, "user said", date, text, f"c{i}")
+        for i, (kind, date, text) in enumerate(
+            (kind, date, text)
+            for kind, date in (("fragment", "2023-05-08"), ("preference", None))
+            for text in ODD_TEXTS
+        )
+    ]
+    for n in range(len(cards) + 1):
+        block = cards[:n]
+        by_card = counter.text(render_block([])) + sum(counter.text(render_card(c) + "\n") for c in block)
+        assert counter.text(render_block(block)) == by_card
+
+
+class _MergingCounter(TokenCounter):
+    """A tokenizer whose block costs more than its cards: every newline between cards counts 5."""
+
+    def text(self, text: str) -> int:
+        return super().text(text) + 5 * text.count("\n[")
+
+
+def test_pack_keeps_its_budget_even_when_cards_do_not_add_up() -> None:
+    merging = _MergingCounter()
+    cards = [Card("event", "user said", None, f"Fact number {i}", f"e{i}") for i in range(10)]
+    budget = TokenCounter().text(render_block(cards[:6]))
+    packed = pack(cards, merging, top_k=10, budget_tokens=budget)
+    assert packed == cards[: len(packed)] and packed
+    assert merging.text(render_block(packed)) <= budget

@@ -10,10 +10,19 @@ import pytest
 
 from proxy.memory.cards import render_block
 from proxy.memory.embedder import HashEmbedder
-from proxy.memory.fusion import Part, Scored, supported
+from proxy.memory.fusion import Part, Scored
 from proxy.memory.index import FragmentIndex, _ScopeIndex, nearest
 from proxy.memory.query import focus, periods_in
-from proxy.memory.recall import Candidate, Excerpt, Hit, Key, place, rank, select
+from proxy.memory.recall import (
+    Candidate,
+    Excerpt,
+    Hit,
+    Key,
+    place,
+    rank,
+    select,
+    supported_by_neighbours,
+)
 from proxy.store import open_store
 from proxy.store.fragments import Fragment, NewFragment
 from proxy.tokens import TokenCounter
@@ -56,13 +65,6 @@ def test_periods_without_a_year_or_impossible_are_ignored() -> None:
     assert periods_in("on 31 February, 2023") == [(dt.date(2023, 2, 1), dt.date(2023, 2, 28))]
 
 
-def test_supported_adds_a_share_of_the_best_neighbour() -> None:
-    scores = {"a": 0.5, "b": 0.2, "c": 0.1, "far": 0.4}
-    neighbours = {"a": ["b"], "b": ["a", "c"], "c": ["b"]}
-    out = supported(scores, neighbours, 0.5)
-    assert out == {"a": 0.6, "b": 0.45, "c": 0.2, "far": 0.4}
-
-
 def frag(fid: int, position: int, text: str = "words", *, session: str = "s1", role: str = "user",
          created: float = MAY_8) -> Fragment:
     return Fragment(id=fid, session=session, hash=f"h{fid}", role=role, text=text, position=position, tokens=1,
@@ -92,6 +94,15 @@ def test_rank_lifts_a_turn_next_to_a_strong_hit_and_a_named_day() -> None:
 def test_rank_keeps_the_fused_order_on_ties_and_stops_at_the_limit() -> None:
     cands = [cand(frag(i, 10 * i), 0.5, at=i) for i in range(1, 6)]
     assert [c.at for c, _, _ in rank(cands, [], limit=3)] == [1, 2, 3]
+
+
+def test_a_turn_gets_a_share_of_its_best_adjacent_turn() -> None:
+    a, b, c = frag(1, 4), frag(2, 5), frag(3, 6)
+    far, other = frag(4, 9), frag(5, 5, session="s2")
+    cands = [cand(a, 0.5), cand(b, 0.2), cand(c, 0.1), cand(far, 0.4), cand(other, 0.3)]
+    out = supported_by_neighbours(cands, [0.5, 0.2, 0.1, 0.4, 0.3])
+    # b is next to a and c (takes the better, a); far and other touch nothing.
+    assert out == pytest.approx([0.5 + 0.3 * 0.2, 0.2 + 0.3 * 0.5, 0.1 + 0.3 * 0.2, 0.4, 0.3])
 
 
 def test_rank_drops_candidates_without_score() -> None:

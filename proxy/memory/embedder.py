@@ -15,6 +15,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,18 +29,20 @@ Vectors = npt.NDArray[np.float32]
 
 log = logging.getLogger("paperclip.embedder")
 
-BATCH_SIZE = 32
-# At most this many attention cells (texts x tokens x tokens) in one ONNX Runtime
-# batch: 32 texts of 64 tokens, or 2 of 256. Measured: batches of 32 texts of
-# 256 tokens left the process at ~1.1 GB for good; long texts gain nothing
-# from large batches (the model is compute-bound there).
-ATTENTION_CELLS = 32 * 64 * 64
+BATCH_SIZE = 32  # torch's (sentence-transformers') batches
 TORCH_THREADS = 1
-# ONNX Runtime sessions: calls with at most QUERY_TEXTS texts (a query on the
-# request path) run on one intra-op thread, larger ones (indexing) on up to
-# BATCH_THREADS. See docs/decisions.md for the measurements.
-QUERY_TEXTS = 2
-BATCH_THREADS = 2
+# ONNX Runtime: one session with one intra-op thread; a call's batches run on
+# up to BATCH_WORKERS threads at once. Small batches side by side beat big
+# ones on two intra-op threads for short texts (64-message calls of the
+# benchmark's sentences: 8 a batch on 2 workers 292 texts/s; 16 269; 32 on a
+# 2-thread session 192-222).
+ONNX_BATCH = 8
+BATCH_WORKERS = 2
+# At most this many attention cells (texts x tokens x tokens) in one ONNX
+# Runtime batch (8 texts of 128 tokens, 2 of 256): batches of 32 texts of 256
+# tokens left the process at ~1.1 GB for good, the freed activations kept;
+# long texts gain nothing from large batches (compute-bound there).
+ATTENTION_CELLS = 8 * 128 * 128
 # ``torch`` forces the torch backend; unset (or ``onnxruntime``) tries ONNX Runtime first.
 BACKEND_ENV = "PAPERCLIP_EMBEDDING_BACKEND"
 # The exported graph must reproduce torch's vectors on the probes at load.
@@ -235,8 +238,8 @@ def _onnx_encoder(model: str) -> _OnnxEncoder | None:
             )
             expected = np.load(out / "probes.npy")
             probes = list(onnx_export.PROBES)
-            batched = encoder.encode(probes)  # padded batches, the batch session
-            single = np.concatenate([encoder.encode([p]) for p in probes])  # the query session
+            batched = encoder.encode(probes)  # padded batches, on the workers
+            single = np.concatenate([encoder.encode([p]) for p in probes])  # one at a time
             cosine = float(min(np.min(np.sum(expected * v, axis=1)) for v in (batched, single)))
         except Exception as exc:
             log.warning("embedding model runs on torch: it failed on ONNX Runtime: %r", exc)
@@ -255,11 +258,11 @@ def _child_command() -> list[str]:
 class _OnnxEncoder:
     """An exported encoder on ONNX Runtime, tokenised by ``tokenizers``, mean-pooled and normalised in numpy.
 
-    Two sessions on the same graph: one intra-op thread for a query or two
-    (least latency, nothing to synchronise), two threads without spinning
-    for batches. ONNX Runtime sessions are thread-safe; the tokenizer is used
-    under a lock all the same (the ``tokenizers`` bindings borrow it mutably
-    on some calls).
+    One session, one intra-op thread (no spinning against the event loop);
+    a call of many texts runs its batches on ``BATCH_WORKERS`` threads side
+    by side, a query runs on the caller's thread. ONNX Runtime sessions are
+    thread-safe; the tokenizer is used under a lock all the same (the
+    ``tokenizers`` bindings borrow it mutably on some calls).
     """
 
     def __init__(self, graph: bytes, tokenizer_file: str, inputs: list[str], dim: int) -> None:
@@ -269,34 +272,39 @@ class _OnnxEncoder:
         self._tokenizer_lock = threading.Lock()
         self._inputs = inputs
         self.dim = dim
-        self._query = _session(graph, 1)
-        self._batch = _session(graph, max(1, min(BATCH_THREADS, os.cpu_count() or 1)))
+        self._session = _session(graph, 1)
+        workers = max(1, min(BATCH_WORKERS, os.cpu_count() or 1))
+        self._workers = ThreadPoolExecutor(workers, thread_name_prefix="paperclip-onnx")
 
     def encode(self, texts: list[str]) -> Vectors:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        session = self._query if len(texts) <= QUERY_TEXTS else self._batch
         with self._tokenizer_lock:
             feeds = onnx_export.features(self._tokenizer, texts, self._inputs)  # padded to the longest
-        # Longest first, in batches of BATCH_SIZE, each cut to its own longest
-        # text: similar lengths pad little (sorted by tokens, not characters:
-        # 293 texts/s against 227 on the benchmark's sentences). Long texts go
-        # in smaller batches, so that attention (batch x tokens² per head)
-        # stays small: its memory, freed, stays with the process.
+        # Longest first, in batches of ONNX_BATCH, each cut to its own longest
+        # text: similar lengths pad little (sorted by tokens, not characters).
+        # Long texts go in smaller batches (ATTENTION_CELLS).
         lengths = feeds["attention_mask"].sum(axis=1)
         order = np.argsort(-lengths, kind="stable")
+        batches = []
         start = 0
         while start < len(texts):
             width = int(lengths[order[start]])
-            size = max(1, min(BATCH_SIZE, ATTENTION_CELLS // (width * width)))
+            size = max(1, min(ONNX_BATCH, ATTENTION_CELLS // (width * width)))
             rows = order[start : start + size]
-            out[rows] = self._run(session, {name: v[rows, :width] for name, v in feeds.items()})
+            batches.append((rows, {name: v[rows, :width] for name, v in feeds.items()}))
             start += size
+        if len(batches) == 1:
+            vectors = [self._run(batches[0][1])]
+        else:
+            vectors = list(self._workers.map(self._run, [b for _, b in batches]))
+        for (rows, _), part in zip(batches, vectors, strict=True):
+            out[rows] = part
         return out
 
-    def _run(self, session: Any, feeds: dict[str, npt.NDArray[np.int64]]) -> Vectors:
-        (hidden,) = session.run(["last_hidden_state"], feeds)
+    def _run(self, feeds: dict[str, npt.NDArray[np.int64]]) -> Vectors:
+        (hidden,) = self._session.run(["last_hidden_state"], feeds)
         mask = feeds["attention_mask"].astype(np.float32)[:, :, None]
         pooled = (np.asarray(hidden, dtype=np.float32) * mask).sum(axis=1)
         pooled /= np.maximum(mask.sum(axis=1), 1e-9)

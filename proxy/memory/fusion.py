@@ -8,7 +8,7 @@ of *every* candidate, since the relevance floor reads it.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -239,25 +239,6 @@ def _boost(
     if importances is not None and key in importances:
         boost *= importance_factor(importances[key], importance_weight)
     return boost
-
-
-def supported(
-    scores: Mapping[K, float], neighbours: Mapping[K, Sequence[K]], weight: float
-) -> dict[K, float]:
-    """Each score plus ``weight`` × the best score among its ``neighbours``.
-
-    A turn next to a strong hit is likely part of the same exchange (the
-    question before the answer, the fact after the greeting that matched), so
-    it inherits part of that hit's score; two adjacent middling candidates lift
-    each other above an isolated one. Neighbours missing from ``scores`` add
-    nothing. Reads only the given scores, so the result does not depend on the
-    order of the mapping.
-    """
-    out = {}
-    for key, score in scores.items():
-        best = max((scores.get(n, 0.0) for n in neighbours.get(key, ())), default=0.0)
-        out[key] = score + weight * max(best, 0.0)
-    return out
 
 
 def _rank_key(s: Scored[K]) -> tuple[float, float, float, str]:

@@ -275,10 +275,5 @@ def epoch_range(period: Period) -> tuple[float, float]:
     return first - PERIOD_SLACK_S, last + PERIOD_SLACK_S
 
 
-def usable(frag: Fragment, exclude_hashes: frozenset[str], session: str | None) -> bool:
-    """Not in the verbatim window, and in the session when memory is session-scoped."""
-    return frag.hash not in exclude_hashes and (session is None or frag.session == session)
-
-
 def day_of(timestamp: float) -> str:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d")

@@ -30,14 +30,13 @@ from ..store.fragments import Fragment
 from ..store.items import ItemRow
 from ..tokens import TokenCounter
 from .cards import MIN_TRUNCATED_TOKENS, Card, CardSource, pack, render_block, render_card
-from .fusion import Floor, Fused, Normalisation, Scored, fuse_arrays, supported
+from .fusion import Floor, Fused, Normalisation, Scored, fuse_arrays
 from .index import (
     CANDIDATES,
     FragmentIndex,
     day_of,
     epoch_range,
     keyword_scores,
-    usable,
     vector_scores,
 )
 from .items import ItemCandidates, ItemIndex, item_candidates
@@ -176,15 +175,16 @@ def candidates(
 ) -> list[Candidate]:
     """The usable fused candidates, in fused order."""
     out = []
+    scores = fused.score
     for at, (kind, number) in enumerate(fused.keys):
         if kind == "f":
             frag = meta.get(number)
-            if frag is not None and usable(frag, exclude, session):
-                out.append(Candidate(at, fused.score[at], frag, None))
+            if frag is not None and frag.hash not in exclude and (session is None or frag.session == session):
+                out.append(Candidate(at, scores[at], frag, None))
         else:
             row = rows.get(number)
             if row is not None and (session is None or row.session == session):
-                out.append(Candidate(at, fused.score[at], None, row))
+                out.append(Candidate(at, scores[at], None, row))
     return out
 
 
@@ -216,8 +216,8 @@ def rank(
     spans = [epoch_range(p) for p in periods]
     dated = [bool(spans) and c.fragment is not None and _within(c.fragment.created, spans)
              for c in cands]
-    base = {j: c.score + (PERIOD_BONUS if dated[j] else 0.0) for j, c in enumerate(cands)}
-    final = supported(base, _neighbours(cands), NEIGHBOUR_WEIGHT)
+    base = [c.score + (PERIOD_BONUS if d else 0.0) for c, d in zip(cands, dated, strict=True)]
+    final = supported_by_neighbours(cands, base)
     order = sorted(range(len(cands)), key=lambda j: -final[j])  # stable: ties keep the fused order
     out = []
     for j in order[:limit]:
@@ -227,17 +227,21 @@ def rank(
     return out
 
 
+def supported_by_neighbours(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """``fusion.supported`` over the candidates' adjacency (same session, positions one apart), on lists."""
+    at = {(c.fragment.session, c.fragment.position): j for j, c in enumerate(cands) if c.fragment}
+    out = list(base)
+    for (session, position), j in at.items():
+        best = 0.0
+        for n in (at.get((session, position - 1)), at.get((session, position + 1))):
+            if n is not None and base[n] > best:
+                best = base[n]
+        out[j] = base[j] + NEIGHBOUR_WEIGHT * best
+    return out
+
+
 def _within(timestamp: float, spans: Sequence[tuple[float, float]]) -> bool:
     return any(a <= timestamp <= b for a, b in spans)
-
-
-def _neighbours(cands: Sequence[Candidate]) -> dict[int, list[int]]:
-    """Fragment candidates adjacent in their session (positions one apart), by index in ``cands``."""
-    at = {(c.fragment.session, c.fragment.position): j for j, c in enumerate(cands) if c.fragment}
-    return {
-        key: [n for d in (-1, 1) if (n := at.get((session, position + d))) is not None]
-        for (session, position), key in at.items()
-    }
 
 
 # --- packing -------------------------------------------------------------------------
