@@ -162,7 +162,7 @@ async def latency_run(index: FragmentIndex, items: ItemIndex, embedder: Embedder
     counter = TokenCounter(None)
     floor = Floor()
     started = time.perf_counter()
-    await index.focus(TENANT, USER, "warm up")  # loads this user's BM25 side (once per process)
+    await index.scope(TENANT, USER)  # loads this user's in-memory index (once per process)
     load_s = time.perf_counter() - started
     embed_ms, search_ms, total_ms, cards = [], [], [], []
     rng = random.Random(11)

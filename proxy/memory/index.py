@@ -20,7 +20,7 @@ import numpy as np
 from ..store.fragments import Fragment, FragmentStore, NewFragment
 from ..tokens import TokenCounter
 from .embedder import Embedder
-from .query import Period, focus, fragment_hash
+from .query import Period, fragment_hash
 from .redaction import redact
 from .textindex import BM25Index, tokenize
 
@@ -54,7 +54,7 @@ class _ScopeIndex:
 
     Fragments are held whole (texts too). A fragment deleted or suppressed
     since it was loaded is never shown: that bumps the scope's generation in
-    the store, and ``FragmentIndex.scope`` rebuilds the index on seeing it.
+    the store, and ``FragmentIndex.scope`` drops it on seeing it.
     """
 
     def __init__(self, dim: int) -> None:
@@ -197,9 +197,9 @@ class FragmentIndex:
     async def scope(self, tenant: str, user: str) -> _ScopeIndex:
         """The user's in-memory index, with the fragments stored since it was last read.
 
-        Rebuilt from the store when the scope's generation changed (a forget
-        or a supersede, in this process or another): what it holds is then
-        exactly the active fragments.
+        When the scope's generation changed (a forget or a supersede, in this
+        process or another), what it holds is brought back to exactly the
+        active fragments.
         """
         key = (tenant, user)
         scope = self._scopes.get(key)
@@ -218,11 +218,21 @@ class FragmentIndex:
         return scope
 
     async def _load(self, scope: _ScopeIndex, tenant: str, user: str) -> bool:
-        """Add what was stored since ``scope`` last read; False if it must be rebuilt instead."""
+        """Add what was stored since ``scope`` last read; False if it must be rebuilt instead.
+
+        On a new generation, fragments no longer active leave ``fragments``
+        (their vectors and postings stay until the next rebuild, but never
+        become candidates): a supersede costs one read of the active ids, not
+        a reload. When most are gone (a forget), the scope is rebuilt.
+        """
         while True:
             generation, rows = await self.store.load_since(tenant, user, scope.last_id, _LOAD_BATCH)
             if scope.generation >= 0 and generation != scope.generation:
-                return False
+                active = await self.store.active_ids(tenant, user)
+                if 2 * len(active) < len(scope.fragments):
+                    return False
+                for gone in [i for i in scope.fragments if i not in active]:
+                    del scope.fragments[gone]
             scope.generation = generation
             for row in rows:
                 scope.add(row.fragment, row.terms.split(), row.vector)
@@ -238,11 +248,6 @@ class FragmentIndex:
 
     def forget_scope(self, tenant: str, user: str) -> None:
         self._scopes.pop((tenant, user), None)
-
-    async def focus(self, tenant: str, user: str, query: str) -> str:
-        """The query without the names that fill this user's history (``query.focus``)."""
-        scope = await self.scope(tenant, user)
-        return focus(query, scope.is_common)
 
 
 def keyword_scores(

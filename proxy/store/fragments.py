@@ -152,6 +152,17 @@ class FragmentStore:
 
         return await self.db.read(read)
 
+    async def active_ids(self, tenant: str, user: str) -> set[int]:
+        return await self.db.read(
+            lambda c: {
+                int(r[0])
+                for r in c.execute(
+                    "SELECT id FROM fragments WHERE tenant = ? AND user = ? AND status = 'active'",
+                    (tenant, user),
+                )
+            }
+        )
+
     async def suppress(self, tenant: str, user: str, hashes: Sequence[str]) -> None:
         """Mark fragments as never to be injected again (their fact was superseded)."""
         if not hashes:
