@@ -228,7 +228,13 @@ def rank(
 
 
 def supported_by_neighbours(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
-    """``fusion.supported`` over the candidates' adjacency (same session, positions one apart), on lists."""
+    """Each base score plus ``NEIGHBOUR_WEIGHT`` × the best base score among its adjacent candidates.
+
+    Adjacent: fragments of the same session, positions one apart. A turn next
+    to a strong hit is likely part of the same exchange (the question before
+    the answer), so it inherits part of that hit's score; items and isolated
+    turns keep their own.
+    """
     at = {(c.fragment.session, c.fragment.position): j for j, c in enumerate(cands) if c.fragment}
     out = list(base)
     for (session, position), j in at.items():
