@@ -16,7 +16,7 @@ COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY prompts ./prompts
 # proxy/_prompts is a link to ../prompts: replace it by the files before building the wheel.
-RUN rm -f proxy/_prompts && cp -r prompts proxy/_prompts && pip install . && rm -rf /app/proxy /app/prompts
+RUN rm -f proxy/_prompts && cp -r prompts proxy/_prompts && pip install '.[postgres]' && rm -rf /app/proxy /app/prompts
 
 COPY proxy.yaml /etc/paperclip/proxy.yaml
 RUN useradd --create-home --uid 10001 paperclip && mkdir -p /data && chown paperclip /data

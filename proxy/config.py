@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -148,9 +149,24 @@ class Settings:
     def sqlite_path(self) -> str:
         url = self.storage_url
         if not url.startswith("sqlite://"):
-            raise ConfigError(self.source, "storage.url", "only sqlite:/// URLs are supported")
+            raise ConfigError(self.source, "storage.url", "this needs a sqlite:/// database")
         path = url.removeprefix("sqlite://").removeprefix("/")
         return path or ":memory:"
+
+
+def _storage_url(url: str, source: str) -> str:
+    """``sqlite:///PATH`` (one process) or ``postgresql://...`` (replicas on one database)."""
+    if url.startswith("sqlite://"):
+        return url
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            source, "storage.url", "must be sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+        )
+    try:
+        urlsplit(url).port  # noqa: B018 - parsing the port is the check
+    except ValueError as exc:
+        raise ConfigError(source, "storage.url", f"is not a valid PostgreSQL URL: {exc}") from None
+    return url
 
 
 def load(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
@@ -209,14 +225,13 @@ def build(
             port=_typed(top["server"]["port"], int, source, "server.port"),
             max_body_bytes=_positive(top["server"]["max_body_bytes"], source, "server.max_body_bytes"),
         ),
-        storage_url=_typed(top["storage"]["url"], str, source, "storage.url"),
+        storage_url=_storage_url(_typed(top["storage"]["url"], str, source, "storage.url"), source),
         embedding_model=_typed(top["embedding"]["model"], str, source, "embedding.model"),
         passthrough_keys=_typed(top["passthrough_keys"], bool, source, "passthrough_keys"),
         defaults=defaults,
         tenants=tenants,
         source=source,
     )
-    _ = settings.sqlite_path  # validates storage.url
     _unique_keys(settings)
     return settings
 

@@ -19,6 +19,9 @@ from proxy.app import create_app
 from tests.fake_upstream import FakeUpstream
 from tests.servers import ServerThread
 
+# The PostgreSQL fixtures (pg_server, pg_url): a real server with pgvector, a schema per test.
+pytest_plugins = ("tests.pg",)
+
 PROXY_KEY = "pk-test-acme"
 ADMIN_KEY = "ak-test-acme"
 UPSTREAM_KEY = "sk-upstream-acme"

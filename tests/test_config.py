@@ -37,7 +37,8 @@ BAD_CONFIGS: list[tuple[Any, str, str]] = [
     ({"server": {"port": "80"}}, "server.port", "must be int"),
     ({"server": {"max_body_bytes": 0}}, "server.max_body_bytes", "positive"),
     ({"passthrough_keys": "yes"}, "passthrough_keys", "must be bool"),
-    ({"storage": {"url": "postgres://x"}}, "storage.url", "sqlite"),
+    ({"storage": {"url": "mysql://x"}}, "storage.url", "must be sqlite:///PATH or postgresql://"),
+    ({"storage": {"url": "postgresql://db:fivefour/x"}}, "storage.url", "not a valid PostgreSQL URL"),
     ({"tenants": {"acme": {"api_keys": ["sha256:abc"]}}}, "tenants.acme.api_keys", "64 hex digits"),
     ({"tenants": {"acme": {"context": {"compression_mode": "later"}}}}, "tenants.acme.context.compression_mode", "background, inline"),
     ({"tenants": {"a": {"api_keys": ["k1"]}, "b": {"api_keys": ["k1"]}}}, "tenants.b", "also used by tenant a"),
@@ -56,6 +57,14 @@ def test_config_error_names_file_key_and_problem(tmp_path: Path, raw: Any, key: 
     assert info.value.key == key
     assert problem in info.value.problem
     assert str(path) in str(info.value) and key in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite:///data/p.db", "postgresql://paperclip:pw@db:5432/paperclip", "postgres://db/p"]
+)
+def test_storage_url_takes_sqlite_or_postgresql(tmp_path: Path, url: str) -> None:
+    settings = config.load(write(tmp_path / "proxy.yaml", {"storage": {"url": url}}), env={})
+    assert settings.storage_url == url
 
 
 def test_error_in_a_tenants_dir_file_names_that_file(tmp_path: Path) -> None:

@@ -1,0 +1,58 @@
+"""What replicas on one PostgreSQL agree on through it: leases and per-scope generations.
+
+Leases: background work that must run once (compressing a session's
+range, an hourly cleanup) takes a named lease first. Taking it is one
+``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` statement: PostgreSQL locks
+the conflicting row, so of replicas racing for a free lease exactly one
+gets a row back. A lease expires on the database's clock; the work of a
+replica that died is taken over by the next one to ask after ``ttl_s``.
+
+Generations: a transaction that removes or hides a scope's rows (forget,
+supersede) bumps the scope's generation inside it; a replica's in-memory
+index reads the generation with every search and reloads the scope when it
+moved. A forget on one replica is therefore never shown by another: the
+next search anywhere sees the new generation in the same read as the rows.
+"""
+
+from __future__ import annotations
+
+from .postgres import PgConnection, PgDatabase
+
+
+class PgLeases:
+    def __init__(self, db: PgDatabase) -> None:
+        self.db = db
+
+    async def acquire(self, name: str, owner: str, ttl_s: float) -> bool:
+        """Take or renew the lease ``name`` for ``ttl_s`` seconds; False while another holds it."""
+        async with self.db.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO locks (name, owner, expires)"
+                " VALUES (%s, %s, now() + make_interval(secs => %s))"
+                " ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires = excluded.expires"
+                " WHERE locks.expires < now() OR locks.owner = excluded.owner"
+                " RETURNING owner",
+                (name, owner, ttl_s),
+            )
+            return await cur.fetchone() is not None
+
+    async def release(self, name: str, owner: str) -> None:
+        async with self.db.connection() as conn:
+            await conn.execute("DELETE FROM locks WHERE name = %s AND owner = %s", (name, owner))
+
+
+async def bump_generation(conn: PgConnection, tenant: str, user: str) -> None:
+    """Call inside the transaction that removes or hides the scope's rows."""
+    await conn.execute(
+        'INSERT INTO scope_generations (tenant, "user", generation) VALUES (%s, %s, 1)'
+        " ON CONFLICT (tenant, \"user\") DO UPDATE SET generation = scope_generations.generation + 1",
+        (tenant, user),
+    )
+
+
+async def generation(conn: PgConnection, tenant: str, user: str) -> int:
+    cur = await conn.execute(
+        'SELECT generation FROM scope_generations WHERE tenant = %s AND "user" = %s', (tenant, user)
+    )
+    row = await cur.fetchone()
+    return 0 if row is None else int(row[0])

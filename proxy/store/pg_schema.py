@@ -1,0 +1,213 @@
+"""PostgreSQL's named schema migrations, applied in order, each once, by one replica at a time.
+
+Append new migrations at the end; never edit one that has shipped. The
+tables mirror SQLite's (``migrations.py``) column for column so that
+``paperclip migrate`` copies rows as they are; ``"user"`` and ``"end"`` are
+quoted because PostgreSQL reserves them. Every key starts with the tenant,
+then the user where the row has one; vectors sit beside their rows and one
+user's search filters on (tenant, user).
+
+``migrate`` holds a session advisory lock for the whole run: replicas that
+start together queue on it, and the second finds nothing left to do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+PgConnection = Any
+
+# pg_advisory_lock's key: any constant shared by every replica ("paperclip" in ASCII).
+MIGRATION_LOCK = 0x7061706572636C69
+
+
+async def m001_sessions(conn: PgConnection) -> None:
+    await _script(conn, """
+        CREATE TABLE summaries (
+            tenant TEXT NOT NULL,
+            id TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            session TEXT NOT NULL,
+            level INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            "end" INTEGER NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (tenant, id)
+        );
+        CREATE INDEX summaries_session ON summaries (tenant, session);
+        CREATE INDEX summaries_user ON summaries (tenant, "user");
+        CREATE TABLE prefixes (
+            tenant TEXT NOT NULL,
+            session TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            chain_hash TEXT NOT NULL,
+            upto INTEGER NOT NULL,
+            summary_ids TEXT NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (tenant, session, chain_hash)
+        );
+        CREATE INDEX prefixes_user ON prefixes (tenant, "user");
+        -- Leases across replicas, expiring on the database's clock (replicas' clocks may differ).
+        CREATE TABLE locks (
+            name TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            expires TIMESTAMPTZ NOT NULL
+        )
+    """)
+
+
+async def m002_fragments(conn: PgConnection) -> None:
+    await _script(conn, """
+        CREATE TABLE fragments (
+            id BIGSERIAL PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            session TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            role TEXT NOT NULL,
+            text TEXT NOT NULL,
+            terms TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active',
+            UNIQUE (tenant, "user", hash)
+        );
+        CREATE INDEX fragments_scope ON fragments (tenant, "user", id);
+        CREATE INDEX fragments_session ON fragments (tenant, session, position)
+    """)
+
+
+async def m003_items(conn: PgConnection) -> None:
+    await _script(conn, """
+        CREATE TABLE items (
+            id BIGSERIAL PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            session TEXT,
+            type TEXT NOT NULL,
+            key TEXT NOT NULL,
+            content TEXT NOT NULL,
+            terms TEXT NOT NULL,
+            importance DOUBLE PRECISION NOT NULL,
+            confidence DOUBLE PRECISION NOT NULL,
+            source TEXT NOT NULL,
+            expires_at TEXT,
+            status TEXT NOT NULL DEFAULT 'active',
+            superseded_by BIGINT,
+            turns TEXT NOT NULL DEFAULT '[]',
+            fragment_hashes TEXT NOT NULL DEFAULT '[]',
+            seen_count INTEGER NOT NULL DEFAULT 1,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            last_access DOUBLE PRECISION,
+            created DOUBLE PRECISION NOT NULL,
+            updated DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX items_scope ON items (tenant, "user", status);
+        CREATE INDEX items_key ON items (tenant, "user", key);
+        CREATE TABLE extraction_cursors (
+            tenant TEXT NOT NULL,
+            session TEXT NOT NULL,
+            upto INTEGER NOT NULL,
+            PRIMARY KEY (tenant, session)
+        )
+    """)
+
+
+async def m004_traces(conn: PgConnection) -> None:
+    await _script(conn, """
+        CREATE TABLE traces (
+            tenant TEXT NOT NULL,
+            id TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            session TEXT NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (tenant, id)
+        );
+        CREATE INDEX traces_user ON traces (tenant, "user");
+        CREATE INDEX traces_created ON traces (created);
+        -- Bumped in the transaction that removes or hides a scope's rows: every replica's
+        -- in-memory index compares it on each search and reloads the scope when it moved.
+        CREATE TABLE scope_generations (
+            tenant TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            generation BIGINT NOT NULL,
+            PRIMARY KEY (tenant, "user")
+        )
+    """)
+
+
+MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
+    ("001_sessions", m001_sessions),
+    ("002_fragments", m002_fragments),
+    ("003_items", m003_items),
+    ("004_traces", m004_traces),
+]
+
+# Tables whose rows carry an embedding of the model's dimension.
+VECTOR_TABLES = ("fragments", "items")
+
+
+async def migrate(conn: PgConnection, dim: int) -> list[str]:
+    """Apply pending migrations and fit the vector columns to ``dim``; returns the names applied.
+
+    ``conn`` is in autocommit: the advisory lock is the session's, and each
+    migration is its own transaction, recorded in ``_migrations`` with it.
+    """
+    await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied DOUBLE PRECISION NOT NULL)"
+        )
+        cur = await conn.execute("SELECT name FROM _migrations")
+        done = {row[0] for row in await cur.fetchall()}
+        applied = []
+        for name, fn in MIGRATIONS:
+            if name in done:
+                continue
+            async with conn.transaction():
+                await fn(conn)
+                await conn.execute(
+                    "INSERT INTO _migrations (name, applied) VALUES (%s, %s)", (name, time.time())
+                )
+            applied.append(name)
+        async with conn.transaction():
+            await _fit_vectors(conn, dim)
+        return applied
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+async def _fit_vectors(conn: PgConnection, dim: int) -> None:
+    """An ``embedding vector(dim)`` column with a cosine HNSW index on each vector table.
+
+    The dimension is the embedding model's, known only at start; a model of
+    another dimension makes the old vectors meaningless, so they are dropped.
+    """
+    for table in VECTOR_TABLES:
+        cur = await conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
+            " WHERE attrelid = %s::regclass AND attname = 'embedding' AND NOT attisdropped",
+            (table,),
+        )
+        row = await cur.fetchone()
+        if row is not None and row[0] == f"vector({dim})":
+            continue
+        if row is not None:
+            await conn.execute(f"ALTER TABLE {table} DROP COLUMN embedding")
+        await conn.execute(f"ALTER TABLE {table} ADD COLUMN embedding vector({dim})")
+        await conn.execute(
+            f"CREATE INDEX {table}_embedding ON {table} USING hnsw (embedding vector_cosine_ops)"
+        )
+
+
+async def _script(conn: PgConnection, sql: str) -> None:
+    for statement in sql.split(";"):
+        if statement.strip():
+            await conn.execute(statement)
