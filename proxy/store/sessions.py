@@ -108,22 +108,7 @@ class SessionStore:
                 " WHERE tenant = ? AND session = ? ORDER BY start, level",
                 (tenant, session),
             ).fetchall()
-            if not prefixes and not summaries:
-                return None
-            return {
-                "session": session,
-                "prefixes": [
-                    {
-                        "chain_hash": p["chain_hash"],
-                        "upto": p["upto"],
-                        "summary_ids": json.loads(p["summary_ids"]),
-                        "created": p["created"],
-                    }
-                    for p in prefixes
-                ],
-                "watermark": max(p["upto"] for p in prefixes) if prefixes else 0,
-                "summaries": [dict(s) for s in summaries],
-            }
+            return describe_session(session, prefixes, [dict(s) for s in summaries])
 
         return await self.db.read(read)
 
@@ -147,6 +132,28 @@ class SessionStore:
         await self.db.write(
             lambda c: c.execute("DELETE FROM locks WHERE name = ? AND owner = ?", (name, owner))
         )
+
+
+def describe_session(
+    session: str, prefixes: Sequence[Any], summaries: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The inspector's view of a session's rows (prefixes by ``upto``), or None when it has none."""
+    if not prefixes and not summaries:
+        return None
+    return {
+        "session": session,
+        "prefixes": [
+            {
+                "chain_hash": p["chain_hash"],
+                "upto": p["upto"],
+                "summary_ids": json.loads(p["summary_ids"]),
+                "created": p["created"],
+            }
+            for p in prefixes
+        ],
+        "watermark": max(p["upto"] for p in prefixes) if prefixes else 0,
+        "summaries": summaries,
+    }
 
 
 def _summaries(c: Connection, tenant: str, ids: Sequence[str]) -> list[SummaryRow]:

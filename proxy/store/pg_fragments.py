@@ -1,0 +1,116 @@
+"""Fragments on PostgreSQL: the same contract as ``fragments.FragmentStore``.
+
+The vector is a column of the fragment's row (``embedding vector(dim)``),
+so a fragment and its vector are written and deleted together. The scope's
+generation is read in the same transaction as the rows it describes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from .coordination import bump_generation, generation
+from .fragments import Fragment, Loaded, NewFragment
+from .postgres import PgDatabase, nearest
+
+
+class PgFragmentStore:
+    def __init__(self, db: PgDatabase) -> None:
+        self.db = db
+
+    async def known(self, tenant: str, user: str, hashes: Sequence[str]) -> set[str]:
+        if not hashes:
+            return set()
+        async with self.db.connection() as conn:
+            cur = await conn.execute(
+                'SELECT hash FROM fragments WHERE tenant = %s AND "user" = %s AND hash = ANY(%s)',
+                (tenant, user, list(hashes)),
+            )
+            return {r[0] for r in await cur.fetchall()}
+
+    async def add(
+        self,
+        tenant: str,
+        user: str,
+        session: str,
+        fragments: Sequence[NewFragment],
+        vectors: np.ndarray,
+        created: float | None = None,
+    ) -> int:
+        """Insert fragments not yet known, with their vectors; returns how many were new."""
+        if not fragments:
+            return 0
+        now = time.time() if created is None else created
+        rows = [
+            (tenant, user, session, f.hash, f.role, f.text, f.terms, f.position, f.tokens, now,
+             np.asarray(vec, dtype=np.float32))
+            for f, vec in zip(fragments, vectors, strict=True)
+        ]
+        async with self.db.transaction() as conn, conn.cursor() as cur:
+            await cur.executemany(
+                'INSERT INTO fragments (tenant, "user", session, hash, role, text, terms, position,'
+                " tokens, created, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT DO NOTHING",
+                rows,
+            )
+            return max(int(cur.rowcount), 0)
+
+    async def knn(self, tenant: str, user: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(fragment id, cosine similarity), nearest first."""
+        return await nearest(self.db, "fragments", tenant, user, vector, k)
+
+    async def load_since(
+        self, tenant: str, user: str, after_id: int, limit: int
+    ) -> tuple[int, list[Loaded]]:
+        """The scope's generation, and its active fragments with id > ``after_id``, by id, at most ``limit``."""
+        async with self.db.transaction() as conn:
+            gen = await generation(conn, tenant, user)
+            cur = conn.cursor(binary=True)
+            await cur.execute(
+                "SELECT id, session, hash, role, text, position, tokens, created, terms, embedding"
+                ' FROM fragments WHERE tenant = %s AND "user" = %s AND id > %s AND status = %s'
+                " AND embedding IS NOT NULL ORDER BY id LIMIT %s",
+                (tenant, user, after_id, "active", limit),
+            )
+            rows = await cur.fetchall()
+        sessions: dict[str, str] = {}  # one string object per session, not per row
+        return gen, [
+            Loaded(
+                Fragment(int(r[0]), sessions.setdefault(r[1], r[1]), r[2], r[3], r[4], int(r[5]),
+                         int(r[6]), float(r[7])),
+                str(r[8]),
+                r[9],
+            )
+            for r in rows
+        ]
+
+    async def active_ids(self, tenant: str, user: str) -> set[int]:
+        async with self.db.connection() as conn:
+            cur = await conn.execute(
+                'SELECT id FROM fragments WHERE tenant = %s AND "user" = %s AND status = %s',
+                (tenant, user, "active"),
+            )
+            return {int(r[0]) for r in await cur.fetchall()}
+
+    async def suppress(self, tenant: str, user: str, hashes: Sequence[str]) -> None:
+        """Mark fragments as never to be injected again (their fact was superseded)."""
+        if not hashes:
+            return
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "UPDATE fragments SET status = 'superseded'"
+                ' WHERE tenant = %s AND "user" = %s AND hash = ANY(%s)',
+                (tenant, user, list(hashes)),
+            )
+            await bump_generation(conn, tenant, user)
+
+    async def count(self, tenant: str, user: str) -> int:
+        async with self.db.connection() as conn:
+            cur = await conn.execute(
+                'SELECT count(*) FROM fragments WHERE tenant = %s AND "user" = %s', (tenant, user)
+            )
+            row = await cur.fetchone()
+            return int(row[0])

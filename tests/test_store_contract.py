@@ -1,0 +1,132 @@
+"""The per-concept stores keep one contract on SQLite and on PostgreSQL: every test runs on both."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from proxy.store import open_store
+from proxy.store.fragments import NewFragment
+from proxy.store.pg_fragments import PgFragmentStore
+from proxy.store.pg_sessions import PgSessionStore
+from proxy.store.pg_traces import PgTraceStore
+from proxy.store.postgres import PgDatabase
+from proxy.store.sessions import EMPTY, SummaryRow
+
+DIM = 8
+
+
+@dataclass
+class Stores:
+    sessions: Any
+    fragments: Any
+    traces: Any
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
+    if request.param == "sqlite":
+        store = await asyncio.to_thread(open_store, str(tmp_path / "p.db"), DIM)
+        yield Stores(store.sessions, store.fragments, store.traces)
+        store.close()
+    else:
+        db = await PgDatabase.open(request.getfixturevalue("pg_url"), DIM)
+        yield Stores(PgSessionStore(db), PgFragmentStore(db), PgTraceStore(db))
+        await db.close()
+
+
+def _fragments(n: int, start: int = 0) -> list[NewFragment]:
+    return [
+        NewFragment(f"h{i}", "user" if i % 2 else "assistant", f"text {i}", f"text {i}", i, 3)
+        for i in range(start, start + n)
+    ]
+
+
+def _vectors(n: int, seed: int = 1) -> Any:
+    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+async def test_fragments_are_added_once_and_load_in_id_order_with_their_vectors(stores: Stores) -> None:
+    frags, vecs = _fragments(6), _vectors(6)
+    assert await stores.fragments.add("acme", "u1", "s1", frags, vecs, created=100.0) == 6
+    assert await stores.fragments.add("acme", "u1", "s2", _fragments(8), _vectors(8)) == 2
+    assert await stores.fragments.known("acme", "u1", ["h1", "h7", "nope"]) == {"h1", "h7"}
+    assert await stores.fragments.known("acme", "u2", ["h1"]) == set()
+    generation, loaded = await stores.fragments.load_since("acme", "u1", 0, 5)
+    assert generation == 0
+    assert [x.fragment.hash for x in loaded] == ["h0", "h1", "h2", "h3", "h4"]
+    first = loaded[0]
+    assert (first.fragment.session, first.fragment.role, first.fragment.text, first.terms) == (
+        "s1", "assistant", "text 0", "text 0")
+    assert (first.fragment.position, first.fragment.tokens, first.fragment.created) == (0, 3, 100.0)
+    assert np.allclose(np.stack([x.vector for x in loaded]), vecs[:5])
+    _, rest = await stores.fragments.load_since("acme", "u1", loaded[-1].fragment.id, 100)
+    assert [x.fragment.hash for x in rest] == ["h5", "h6", "h7"]
+    assert await stores.fragments.count("acme", "u1") == 8
+
+
+async def test_a_suppressed_fragment_leaves_the_active_set_and_moves_the_generation(stores: Stores) -> None:
+    await stores.fragments.add("acme", "u1", "s1", _fragments(4), _vectors(4))
+    await stores.fragments.add("beta", "u1", "s1", _fragments(4), _vectors(4))
+    before = await stores.fragments.active_ids("acme", "u1")
+    await stores.fragments.suppress("acme", "u1", ["h1", "h2"])
+    generation, loaded = await stores.fragments.load_since("acme", "u1", 0, 100)
+    assert generation == 1
+    assert [x.fragment.hash for x in loaded] == ["h0", "h3"]
+    assert await stores.fragments.active_ids("acme", "u1") == {x.fragment.id for x in loaded} < before
+    assert (await stores.fragments.load_since("beta", "u1", 0, 100))[0] == 0  # other tenant untouched
+    assert len(await stores.fragments.active_ids("beta", "u1")) == 4
+
+
+async def test_knn_ranks_only_the_users_fragments_by_cosine(stores: Stores) -> None:
+    mine, theirs = _vectors(20, seed=2), _vectors(20, seed=3)
+    await stores.fragments.add("acme", "u1", "s", _fragments(20), mine)
+    await stores.fragments.add("acme", "u2", "s", _fragments(20), theirs)
+    ids = [x.fragment.id for x in (await stores.fragments.load_since("acme", "u1", 0, 100))[1]]
+    query = _vectors(1, seed=4)[0]
+    found = await stores.fragments.knn("acme", "u1", query, 5)
+    sims = mine @ query
+    order = np.argsort(-sims)[:5]
+    assert [i for i, _ in found] == [ids[j] for j in order]
+    assert np.allclose([s for _, s in found], sims[order], atol=1e-5)
+
+
+def _summary(i: int, start: int, end: int) -> SummaryRow:
+    return SummaryRow(f"sum-{i}", 0, f"summary {i}", 10 + i, start, end)
+
+
+async def test_the_longest_stored_prefix_of_the_incoming_chain_wins(stores: Stores) -> None:
+    chain = [f"c{i}" for i in range(10)]
+    one, two = _summary(1, 0, 4), _summary(2, 4, 6)
+    await stores.sessions.save_prefix("acme", "u1", "s1", "c3", 4, [one], [one])
+    await stores.sessions.save_prefix("acme", "u1", "s1", "c5", 6, [one, two], [two])
+    state = await stores.sessions.longest_prefix("acme", "s1", chain)
+    assert (state.upto, state.chain_hash, state.summaries) == (6, "c5", (one, two))
+    branch = [*chain[:5], "edited", *chain[6:]]  # message 5 was edited: only the first prefix holds
+    assert (await stores.sessions.longest_prefix("acme", "s1", branch)).summaries == (one,)
+    assert await stores.sessions.longest_prefix("acme", "s1", chain[:3]) == EMPTY
+    assert await stores.sessions.longest_prefix("beta", "s1", chain) == EMPTY
+    described = await stores.sessions.describe("acme", "s1")
+    assert described["watermark"] == 6
+    assert [p["summary_ids"] for p in described["prefixes"]] == [["sum-1"], ["sum-1", "sum-2"]]
+    assert [(s["id"], s["start"], s["end"], s["tokens"]) for s in described["summaries"]] == [
+        ("sum-1", 0, 4, 11), ("sum-2", 4, 6, 12)]
+    assert await stores.sessions.describe("acme", "nope") is None
+
+
+async def test_traces_are_saved_replaced_read_by_tenant_and_pruned(stores: Stores) -> None:
+    await stores.traces.save("acme", "u1", "s1", "t1", {"why": "first", "ü": [1, 2]})
+    await stores.traces.save("acme", "u1", "s1", "t1", {"why": "second"})
+    assert await stores.traces.get("acme", "t1") == {"why": "second"}
+    assert await stores.traces.get("beta", "t1") is None
+    assert await stores.traces.prune(3600) == 0
+    await asyncio.sleep(0.05)
+    assert await stores.traces.prune(0.01) == 1
+    assert await stores.traces.get("acme", "t1") is None
