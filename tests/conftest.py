@@ -19,8 +19,8 @@ from proxy.app import create_app
 from tests.fake_upstream import FakeUpstream
 from tests.servers import ServerThread
 
-# The PostgreSQL fixtures (pg_server, pg_url): a real server with pgvector, a schema per test.
-pytest_plugins = ("tests.pg",)
+# pg_server, pg_url: a real PostgreSQL with pgvector, a schema per test; stores: both stores in turn.
+pytest_plugins = ("tests.pg", "tests.store_backends")
 
 PROXY_KEY = "pk-test-acme"
 ADMIN_KEY = "ak-test-acme"

@@ -3,42 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
-from proxy.store import open_store
 from proxy.store.fragments import NewFragment
-from proxy.store.pg_fragments import PgFragmentStore
-from proxy.store.pg_sessions import PgSessionStore
-from proxy.store.pg_traces import PgTraceStore
-from proxy.store.postgres import PgDatabase
 from proxy.store.sessions import EMPTY, SummaryRow
-
-DIM = 8
-
-
-@dataclass
-class Stores:
-    sessions: Any
-    fragments: Any
-    traces: Any
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
-    if request.param == "sqlite":
-        store = await asyncio.to_thread(open_store, str(tmp_path / "p.db"), DIM)
-        yield Stores(store.sessions, store.fragments, store.traces)
-        store.close()
-    else:
-        db = await PgDatabase.open(request.getfixturevalue("pg_url"), DIM)
-        yield Stores(PgSessionStore(db), PgFragmentStore(db), PgTraceStore(db))
-        await db.close()
+from tests.store_backends import DIM, Stores
 
 
 def _fragments(n: int, start: int = 0) -> list[NewFragment]:

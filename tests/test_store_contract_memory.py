@@ -1,0 +1,136 @@
+"""Items and users keep one contract on SQLite and on PostgreSQL: every test runs on both."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from typing import Any
+
+import numpy as np
+
+from proxy.store.fragments import NewFragment
+from proxy.store.items import NewItem
+from proxy.store.sessions import SummaryRow
+from tests.store_backends import DIM, Stores
+
+
+def _item(key: str, content: str, expires_at: str | None = None, importance: float = 0.8) -> NewItem:
+    return NewItem("preference", key, content, content.lower(), importance, 0.9, "user", expires_at,
+                   (1, 2), ("h1",))
+
+
+def _vec(seed: int) -> Any:
+    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+async def test_items_are_added_superseded_merged_touched_and_deleted(stores: Stores) -> None:
+    items = stores.items
+    old = await items.add("acme", "u1", "s1", _item("user.diet", "Vegetarian"), _vec(1))
+    version = await items.version("acme", "u1")
+    new = await items.add("acme", "u1", "s1", _item("user.diet", "Vegan"), _vec(2), supersedes=[old])
+    assert await items.version("acme", "u1") != version
+    active = await items.active_with_vectors("acme", "u1")
+    assert [(row.id, row.content) for row, _ in active] == [(new, "Vegan")]
+    assert np.allclose(active[0][1], _vec(2))
+    everything = await items.all("acme", "u1", include_inactive=True)
+    assert [(r.id, r.status, r.superseded_by) for r in everything] == [
+        (old, "superseded", new), (new, "active", None)]
+    assert [r.id for r in await items.all("acme", "u1")] == [new]
+    await items.merge("acme", "u1", new)
+    await items.touch("acme", "u1", [new])
+    row = (await items.get("acme", "u1", [new, old, 999]))[new]
+    assert (row.seen_count, row.access_count, row.turns, row.fragment_hashes) == (2, 1, [1, 2], ["h1"])
+    assert row.last_access is not None and set(await items.get("acme", "u1", [old, new])) == {old, new}
+    assert await items.get("beta", "u1", [new]) == {}
+    assert await items.terms("acme", "u1") == [(new, "vegan")]
+    assert [i for i, _ in await items.knn("acme", "u1", _vec(2), 5)] == [new, old]
+    assert not await items.delete("beta", "u1", new)
+    assert await items.delete("acme", "u1", new)
+    assert await items.all("acme", "u1") == []
+    assert [i for i, _ in await items.knn("acme", "u1", _vec(2), 5)] == [old]  # superseded history stays
+
+
+async def test_cursors_only_move_forward(stores: Stores) -> None:
+    assert await stores.items.cursor("acme", "s1") == 0
+    await stores.items.set_cursor("acme", "s1", 6)
+    await stores.items.set_cursor("acme", "s1", 4)
+    assert (await stores.items.cursor("acme", "s1"), await stores.items.cursor("beta", "s1")) == (6, 0)
+
+
+async def test_expired_items_are_deleted_and_stale_ones_archived(stores: Stores) -> None:
+    items = stores.items
+    await items.add("acme", "u1", None, _item("task.a", "Due yesterday", "2026-01-01T00:00:00+00:00"), _vec(1))
+    keep = await items.add("acme", "u1", None, _item("task.b", "Due later", "2099-01-01T00:00:00+00:00"), _vec(2))
+    low = await items.add("acme", "u1", None, _item("p.c", "Minor", importance=0.1), _vec(3))
+    assert await items.expire(dt.datetime(2026, 6, 1, tzinfo=dt.UTC)) == 1
+    assert await items.archive_stale(time.time() + 1, 0.3) == 1
+    assert {r.id: r.status for r in await items.all("acme", "u1", include_inactive=True)} == {
+        keep: "active", low: "archived"}
+
+
+async def _fill(stores: Stores, user: str) -> None:
+    frag = [NewFragment("h1", "user", "I am vegetarian", "i am vegetarian", 0, 4)]
+    await stores.fragments.add("acme", user, "s1", frag, np.stack([_vec(5)]))
+    first = await stores.items.add("acme", user, "s1", _item("user.diet", "Vegetarian"), _vec(1))
+    await stores.items.add("acme", user, "s1", _item("user.diet", "Vegan"), _vec(2), supersedes=[first])
+    summary = SummaryRow("sum-1", 0, "they talked", 3, 0, 2)
+    await stores.sessions.save_prefix("acme", user, "s1", "c1", 2, [summary], [summary])
+    await stores.traces.save("acme", user, "s1", "t1", {"why": "x"})
+    await stores.items.set_cursor("acme", "s1", 2)
+
+
+async def test_export_forget_and_restore_round_trip(stores: Stores) -> None:
+    await _fill(stores, "u1")
+    await stores.fragments.add("acme", "u2", "s9", [NewFragment("h9", "user", "other", "other", 0, 1)],
+                               np.stack([_vec(9)]))
+    exported = await stores.users.export("acme", "u1")
+    assert [i["content"] for i in exported["items"]] == ["Vegetarian", "Vegan"]
+    assert exported["items"][0]["superseded_by"] == exported["items"][1]["id"]
+    assert [f["hash"] for f in exported["fragments"]] == ["h1"]
+    assert exported["sessions"][0]["extraction_cursor"] == 2
+    assert exported["sessions"][0]["prefixes"][0]["summary_ids"] == ["sum-1"]
+    assert exported["traces"][0]["data"] == {"why": "x"}
+    assert (await stores.users.session_activity("acme", "s1"))["users"] == ["u1"]
+
+    counts = await stores.users.forget("acme", "u1")
+    assert {k: counts[k] for k in ("vectors", "fragments", "items", "summaries", "prefixes", "traces",
+                                   "extraction_cursors")} == {
+        "vectors": 3, "fragments": 1, "items": 2, "summaries": 1, "prefixes": 1, "traces": 1,
+        "extraction_cursors": 1}
+    assert (await stores.fragments.load_since("acme", "u1", 0, 10)) == (1, [])
+    assert await stores.users.session_activity("acme", "s1") is None
+    assert await stores.fragments.count("acme", "u2") == 1  # another user untouched
+
+    vectors = np.stack([_vec(1), _vec(2)]), np.stack([_vec(5)])
+    restored = await stores.users.restore("acme", "u1", exported, *vectors)
+    assert restored == {"fragments": 1, "items": 2, "summaries": 1, "prefixes": 1, "traces": 1}
+    again = await stores.users.restore("acme", "u1", exported, *vectors)
+    assert again == dict.fromkeys(restored, 0)
+    back = await stores.users.export("acme", "u1")
+    for part in ("fragments", "sessions", "traces"):
+        assert _without_ids(back[part]) == _without_ids(exported[part])
+    assert [(i["content"], i["status"]) for i in back["items"]] == [
+        ("Vegetarian", "superseded"), ("Vegan", "active")]
+    assert back["items"][0]["superseded_by"] == back["items"][1]["id"]
+
+
+def _without_ids(rows: Any) -> Any:
+    if isinstance(rows, list):
+        return [_without_ids(r) for r in rows]
+    if isinstance(rows, dict):
+        return {k: _without_ids(v) for k, v in rows.items() if k != "id"}
+    return rows
+
+
+async def test_a_forget_racing_new_fragments_leaves_nothing_of_the_user(stores: Stores) -> None:
+    await _fill(stores, "u1")
+    frags = [NewFragment(f"n{i}", "user", f"more {i}", f"more {i}", i, 2) for i in range(20)]
+    await asyncio.gather(
+        stores.users.forget("acme", "u1"),
+        stores.fragments.add("acme", "u1", "s2", frags, np.stack([_vec(i) for i in range(20)])),
+    )
+    # Either order is fine: the fragments came after the forget or were taken by it.
+    assert await stores.fragments.count("acme", "u1") in (0, 20)
+    assert await stores.items.all("acme", "u1", include_inactive=True) == []
