@@ -78,7 +78,7 @@ def create_app(
             await services.background.close()
             await services.upstreams.aclose()
             if services.store is not None:
-                services.store.close()
+                await services.store.aclose()
 
     app = Starlette(routes=routes(services), lifespan=lifespan)
     app.state.services = services

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from .errors import ConfigError
+from .store import urls
 
 DEFAULTS: dict[str, Any] = {
     "upstream": {
@@ -147,18 +148,16 @@ class Settings:
 
     @property
     def sqlite_path(self) -> str:
-        url = self.storage_url
-        if not url.startswith("sqlite://"):
+        if not urls.is_sqlite(self.storage_url):
             raise ConfigError(self.source, "storage.url", "this needs a sqlite:/// database")
-        path = url.removeprefix("sqlite://").removeprefix("/")
-        return path or ":memory:"
+        return urls.sqlite_path(self.storage_url)
 
 
 def _storage_url(url: str, source: str) -> str:
     """``sqlite:///PATH`` (one process) or ``postgresql://...`` (replicas on one database)."""
-    if url.startswith("sqlite://"):
+    if urls.is_sqlite(url):
         return url
-    if not url.startswith(("postgresql://", "postgres://")):
+    if not urls.is_postgres(url):
         raise ConfigError(
             source, "storage.url", "must be sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
         )

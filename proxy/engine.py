@@ -32,7 +32,7 @@ from .pipeline import ChatCall, Prepared
 from .prompts import Prompts
 from .relay import Outcome
 from .sse import assistant_text
-from .store.traces import TraceStore
+from .store.interface import Traces
 from .tokens import Counters, TokenCounter
 from .upstream import Upstreams, join_url
 
@@ -46,7 +46,7 @@ class MemoryPipeline:
         context: ContextEngine,
         index: FragmentIndex,
         items: ItemIndex | None = None,
-        traces: TraceStore,
+        traces: Traces,
         prompts: Prompts,
         upstreams: Upstreams,
         metrics: Metrics,

@@ -15,7 +15,7 @@ from .pipeline import ChatCall, Prepared
 from .prompts import Prompts
 from .relay import Outcome
 from .services import Services
-from .store import open_store
+from .store import connect
 from .tokens import TokenCounter, encoding_for
 
 log = logging.getLogger("paperclip.startup")
@@ -43,7 +43,7 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
             embedder = await asyncio.to_thread(load_embedder, settings.embedding_model)
         services.embedder = embedder
         await asyncio.to_thread(_warm_up)
-        store = await asyncio.to_thread(open_store, settings.sqlite_path, embedder.dim)
+        store = await connect(settings.storage_url, embedder.dim)
         services.store = store
     except Exception:
         log.exception("the memory layer could not start; serving as a plain proxy")

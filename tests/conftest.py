@@ -131,7 +131,26 @@ class Proxy:
 
 
 @pytest.fixture
-def make_proxy(upstream_url: str, tmp_path: Path) -> Iterator[Callable[..., Proxy]]:
+def backend() -> str:
+    """The store a test's proxies use: SQLite, unless its module says ``backend = both_stores``."""
+    return "sqlite"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def both_stores(request: pytest.FixtureRequest) -> str:
+    """Bound to ``backend`` in a module: each test that starts a proxy runs on both stores."""
+    return str(request.param)
+
+
+@pytest.fixture
+def storage_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if backend == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return f"sqlite:///{tmp_path / 'p.db'}"
+
+
+@pytest.fixture
+def make_proxy(upstream_url: str, tmp_path: Path, storage_url: str) -> Iterator[Callable[..., Proxy]]:
     started: list[ServerThread] = []
 
     def make(
@@ -141,7 +160,10 @@ def make_proxy(upstream_url: str, tmp_path: Path) -> Iterator[Callable[..., Prox
         wait_ready: bool = True,
         **overrides: Any,
     ) -> Proxy:
-        settings = config.from_dict(raw or base_config(upstream_url, tmp_path / "p.db", **overrides), env={})
+        if raw is None:
+            raw = base_config(upstream_url, tmp_path / "p.db", **overrides)
+            raw["storage"]["url"] = storage_url
+        settings = config.from_dict(raw, env={})
         app = create_app(settings) if pipeline is None else create_app(settings, pipeline=pipeline)
         server = ServerThread(app, server_header=False, date_header=False).start()
         started.append(server)

@@ -10,8 +10,10 @@ import pytest
 
 from proxy.pipeline import CountingPipeline
 from tests.admin_helpers import QUESTION, admin, ask, teach
-from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy, base_config
+from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy, base_config, both_stores
 from tests.fake_upstream import FakeUpstream
+
+backend = both_stores  # every test that starts a proxy runs on SQLite and on PostgreSQL
 
 MEMORIES = "/paperclip/v1/users/{user}/memories"
 GLOBEX_KEY, GLOBEX_ADMIN = "pk-test-globex", "ak-test-globex"

@@ -25,8 +25,10 @@ from starlette.responses import JSONResponse, Response
 from proxy import tokens
 from proxy.hashing import ChainMemo, canonical, chain_of, memo_key
 from proxy.tokens import IMAGE_DEFAULT_TOKENS, IMAGE_LOW_TOKENS, TokenCounter
-from tests.conftest import ADMIN_KEY, Proxy
+from tests.conftest import ADMIN_KEY, Proxy, both_stores
 from tests.fake_upstream import FakeUpstream, Handler, Seen, completion, fake_summary
+
+backend = both_stores  # every test that starts a proxy runs on SQLite and on PostgreSQL
 
 WINDOW = 400
 CHAIN = 250

@@ -3,8 +3,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.conftest import Proxy
+from tests.conftest import Proxy, both_stores
 from tests.fake_upstream import FakeUpstream
+
+backend = both_stores  # every test that starts a proxy runs on SQLite and on PostgreSQL
 
 
 def test_fact_from_300_turns_ago_comes_back(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:

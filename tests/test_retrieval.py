@@ -7,16 +7,20 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from proxy import config
 from proxy.app import create_app
 from proxy.memory.cards import BLOCK_END, BLOCK_START
 from proxy.memory.embedder import HashEmbedder, Vectors
+from proxy.store import urls
 from proxy.tokens import TokenCounter
-from tests.conftest import ADMIN_KEY, Proxy, base_config
+from tests.conftest import ADMIN_KEY, Proxy, base_config, both_stores
 from tests.fake_upstream import FakeUpstream
 from tests.servers import ServerThread
+
+backend = both_stores  # every test that starts a proxy runs on SQLite and on PostgreSQL
 
 FACT = "My cat Biscuit is allergic to peanuts, remember that."
 QUESTION = "Which food is my cat Biscuit allergic to?"
@@ -210,12 +214,18 @@ def test_embedder_failure_falls_back_to_plain_forwarding(
 
 
 def test_store_failure_falls_back_to_plain_forwarding(
-    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, tmp_path: Path
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, storage_url: str
 ) -> None:
     proxy = make_proxy()
     send(proxy, long_history(FACT, english, pairs=3))
-    with sqlite3.connect(tmp_path / "p.db") as db:  # the table goes away under the running proxy
-        db.execute("ALTER TABLE fragments RENAME TO fragments_gone")
+    # The table goes away under the running proxy.
+    rename = "ALTER TABLE fragments RENAME TO fragments_gone"
+    if urls.is_sqlite(storage_url):
+        with sqlite3.connect(urls.sqlite_path(storage_url)) as db:
+            db.execute(rename)
+    else:
+        with psycopg.connect(storage_url, autocommit=True) as pg:
+            pg.execute(rename)
     question = [{"role": "user", "content": QUESTION}]
     headers = send(proxy, question)
     assert headers["x-paperclip-degraded"]

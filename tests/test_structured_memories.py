@@ -12,8 +12,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from tests.admin_helpers import admin
-from tests.conftest import Proxy
+from tests.conftest import Proxy, both_stores
 from tests.fake_upstream import FakeUpstream, completion
+
+backend = both_stores  # every test that starts a proxy runs on SQLite and on PostgreSQL
 
 FILLER_TOPICS = ("trains", "weather", "gardening", "chess", "the ocean", "bread", "music", "bikes")
 

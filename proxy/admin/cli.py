@@ -20,7 +20,7 @@ from typing import Any
 
 from ..config import Settings, TenantSettings
 from ..memory.embedder import load_embedder
-from ..store import open_store
+from ..store import connect, urls
 from ..store.items import ItemRow
 from .memories import MemoryAdmin
 from .portable import InvalidExport
@@ -53,9 +53,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if found is None:
         names = ", ".join(t.name for t in settings.tenants) or "none"
         return fail(f"unknown tenant {args.tenant!r} (configured: {names})")
-    path = settings.sqlite_path
-    if args.action != "import" and path != ":memory:" and not os.path.exists(path):
-        return fail(f"no database at {path} (storage.url)")
+    if urls.is_sqlite(settings.storage_url):
+        path = settings.sqlite_path
+        if args.action != "import" and path != ":memory:" and not os.path.exists(path):
+            return fail(f"no database at {path} (storage.url)")
     if args.action == "forget" and not args.yes and not confirm(args.user, args.tenant):
         print("nothing forgotten", file=sys.stderr)
         return 1
@@ -104,7 +105,7 @@ async def _run(
     args: argparse.Namespace, settings: Settings, tenant: TenantSettings, raw: Any = None
 ) -> int:
     embedder = await asyncio.to_thread(load_embedder, settings.embedding_model)
-    store = await asyncio.to_thread(open_store, settings.sqlite_path, embedder.dim)
+    store = await connect(settings.storage_url, embedder.dim)
 
     async def embed(texts: Sequence[str]) -> Any:
         return await asyncio.to_thread(embedder.embed, list(texts))
@@ -114,7 +115,7 @@ async def _run(
     except InvalidExport as exc:
         return fail(f"{args.file}: {exc}")
     finally:
-        store.close()
+        await store.aclose()
     return 0
 
 

@@ -17,7 +17,8 @@ from typing import Any
 from ..config import TenantSettings
 from ..hashing import ChainMemo
 from ..metrics import Metrics
-from ..store.sessions import EMPTY, PrefixState, SessionStore, SummaryRow, new_summary_id
+from ..store.interface import Sessions
+from ..store.sessions import EMPTY, PrefixState, SummaryRow, new_summary_id
 from ..tokens import TokenCounter
 from . import planner
 from .compressor import Compressor
@@ -64,7 +65,7 @@ class View:
 
 
 class ContextEngine:
-    def __init__(self, sessions: SessionStore, metrics: Metrics) -> None:
+    def __init__(self, sessions: Sessions, metrics: Metrics) -> None:
         self.sessions = sessions
         self.metrics = metrics
         self.owner = "ctx-" + uuid.uuid4().hex

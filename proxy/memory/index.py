@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..store.fragments import Fragment, FragmentStore, NewFragment
+from ..store.fragments import Fragment, NewFragment
+from ..store.interface import Fragments
 from ..tokens import TokenCounter
 from .embedder import Embedder
 from .query import Period, fragment_hash
@@ -142,7 +143,7 @@ def single_threaded_blas() -> None:
 
 
 class FragmentIndex:
-    def __init__(self, store: FragmentStore, embedder: Embedder, counter: TokenCounter) -> None:
+    def __init__(self, store: Fragments, embedder: Embedder, counter: TokenCounter) -> None:
         single_threaded_blas()
         self.store = store
         self.embedder = embedder

@@ -20,8 +20,8 @@ import numpy as np
 
 from ..metrics import Metrics
 from ..prompts import Prompts
-from ..store.fragments import FragmentStore
-from ..store.items import ItemRow, ItemStore, NewItem
+from ..store.interface import Fragments, Items
+from ..store.items import ItemRow, NewItem
 from .extraction import MemoryItem, parse_items, transcript_for_extraction
 from .lifecycle import ExistingItem, decide, is_expired
 from .query import fragment_hash
@@ -67,7 +67,7 @@ class ItemIndex:
     for every item, BM25 covers every item.
     """
 
-    def __init__(self, store: ItemStore) -> None:
+    def __init__(self, store: Items) -> None:
         self.store = store
         self._scopes: dict[tuple[str, str], ItemScope] = {}
 
@@ -119,8 +119,8 @@ def item_candidates(
 class Extractor:
     def __init__(
         self,
-        items: ItemStore,
-        fragments: FragmentStore,
+        items: Items,
+        fragments: Fragments,
         prompts: Prompts,
         embed: Embed,
         metrics: Metrics,

@@ -1,18 +1,22 @@
 """Storage behind one interface: ``Store`` groups the per-concept stores over one database.
 
-A server database can replace SQLite by providing the same per-concept
-stores (sessions, fragments, items, traces, users); nothing outside
-``proxy/store`` issues SQL.
+SQLite (``open_store``: one file, one process) and PostgreSQL
+(``open_postgres``: replicas on one database) provide the same per-concept
+stores (``interface.py``); nothing outside ``proxy/store`` issues SQL.
+``connect`` opens whichever ``storage.url`` names.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
-from . import migrations
+from . import migrations, urls
 from .db import Connection, Database
 from .fragments import FragmentStore
+from .interface import Fragments, Items, Sessions, Traces, Users
 from .items import ItemStore
+from .postgres import PgDatabase
 from .sessions import SessionStore
 from .traces import TraceStore
 from .users import UserStore
@@ -20,19 +24,28 @@ from .users import UserStore
 
 @dataclass
 class Store:
-    db: Database
-    sessions: SessionStore
-    fragments: FragmentStore
-    items: ItemStore
-    traces: TraceStore
-    users: UserStore
+    db: Database | PgDatabase
+    sessions: Sessions
+    fragments: Fragments
+    items: Items
+    traces: Traces
+    users: Users
 
     def close(self) -> None:
+        """Close a SQLite store from synchronous code; ``aclose`` closes either kind."""
+        if not isinstance(self.db, Database):
+            raise TypeError("a PostgreSQL store closes its pool on the event loop: await aclose()")
         self.db.close()
+
+    async def aclose(self) -> None:
+        if isinstance(self.db, Database):
+            await asyncio.to_thread(self.db.close)
+        else:
+            await self.db.close()
 
 
 def open_store(path: str, dim: int) -> Store:
-    """Open (creating if needed) the database, apply migrations, make the vector tables."""
+    """Open (creating if needed) the SQLite database, apply migrations, make the vector tables."""
     db = Database(path)
 
     def setup(conn: Connection) -> None:
@@ -43,3 +56,24 @@ def open_store(path: str, dim: int) -> Store:
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db)
     )
+
+
+async def open_postgres(url: str, dim: int) -> Store:
+    """Connect a pool to PostgreSQL, migrating first (once across replicas starting together)."""
+    from .pg_fragments import PgFragmentStore
+    from .pg_items import PgItemStore
+    from .pg_sessions import PgSessionStore
+    from .pg_traces import PgTraceStore
+    from .pg_users import PgUserStore
+
+    db = await PgDatabase.open(url, dim)
+    return Store(
+        db, PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db), PgUserStore(db)
+    )
+
+
+async def connect(url: str, dim: int) -> Store:
+    """The store ``storage.url`` names (already validated by config)."""
+    if urls.is_postgres(url):
+        return await open_postgres(url, dim)
+    return await asyncio.to_thread(open_store, urls.sqlite_path(url), dim)

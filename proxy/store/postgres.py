@@ -35,10 +35,6 @@ POOL_MIN = 2
 POOL_MAX = 10
 
 
-def is_postgres_url(url: str) -> bool:
-    return url.startswith(("postgresql://", "postgres://"))
-
-
 class PgDatabase:
     def __init__(self, pool: Any, dim: int) -> None:
         self.pool = pool
