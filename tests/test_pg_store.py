@@ -16,6 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
+from proxy.context.lease import held
 from proxy.store import open_store, pg_schema
 from proxy.store.coordination import PgLeases, bump_generation, generation
 from proxy.store.postgres import PgDatabase, nearest
@@ -168,3 +169,14 @@ async def test_nearest_is_exact_for_a_user_crowded_out_of_the_hnsw_list(pg_url: 
     order = np.argsort(-sims)[:10]
     assert [i for i, _ in found] == [ids[j] for j in order]
     assert np.allclose([s for _, s in found], sims[order], atol=1e-5)
+
+
+async def test_a_held_lease_is_renewed_while_its_work_runs_then_released(leases: Leases) -> None:
+    async with held(leases, "compress:acme:s1", "worker", 0.6) as mine:
+        assert mine
+        async with held(leases, "compress:acme:s1", "other", 0.6) as theirs:
+            assert not theirs
+        for _ in range(4):  # 1.6 s: well past the 0.6 s lease, kept by renewals
+            await asyncio.sleep(0.4)
+            assert not await leases.acquire("compress:acme:s1", "other", 0.6)
+    assert await leases.acquire("compress:acme:s1", "other", 0.6)

@@ -20,7 +20,7 @@ from ..metrics import Metrics
 from ..store.interface import Sessions
 from ..store.sessions import EMPTY, PrefixState, SummaryRow, new_summary_id
 from ..tokens import TokenCounter
-from . import planner
+from . import lease, planner
 from .compressor import Compressor
 
 log = logging.getLogger("paperclip.context")
@@ -29,7 +29,9 @@ log = logging.getLogger("paperclip.context")
 # caught up at recent_window/2 tokens a step needs ~50); the rest waits for
 # the next request. Bounded, so a misbehaving model can never spin forever.
 MAX_STEPS = 64
-LEASE_S = 120.0
+# Renewed while the pass runs (lease.py): a replica that dies mid-compression
+# holds the session for at most this long before another takes it over.
+LEASE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,9 @@ class ContextEngine:
         # One owner per pass, not per engine: the lease must also exclude this
         # process's other requests of the session, which share the engine.
         owner = f"{self.owner}:{uuid.uuid4().hex}"
-        if not await self.sessions.acquire(lock, owner, LEASE_S):
-            return view  # another request of this session is compressing right now
-        try:
+        async with lease.held(self.sessions, lock, owner, LEASE_S) as mine:
+            if not mine:
+                return view  # another request (or replica) is compressing this session right now
             # Re-read: a compression that finished a moment ago may have moved the prefix.
             state = await self.sessions.longest_prefix(tenant, session, view.chain)
             view = _with_state(view, state)
@@ -121,8 +123,6 @@ class ContextEngine:
                 view = updated
                 if on_summary is not None:
                     await on_summary(*step)
-        finally:
-            await self.sessions.release(lock, owner)
         return view
 
     async def _step(
