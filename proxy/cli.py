@@ -1,4 +1,4 @@
-"""``paperclip`` — serve the proxy, manage memories, run the eval."""
+"""``paperclip`` — serve the proxy, manage memories, move the data to PostgreSQL, run the eval."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from . import config
 from .admin import cli as memories_cli
+from .admin import migrate
 from .errors import ConfigError
 from .eval import cli as eval_cli
 
@@ -25,12 +26,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--log-level", default="info")
     memories_cli.add_parser(sub)
+    migrate.add_parser(sub)
     eval_cli.add_arguments(sub.add_parser("eval", help="replay a data set: recall, tokens, compression"))
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args)
     if args.command == "memories":
         return memories_cli.run(args, load_settings(args.config))
+    if args.command == "migrate":
+        return migrate.run(args)
     if args.command == "eval":
         return eval_cli.eval_command(args)
     parser.error(f"unknown command {args.command}")

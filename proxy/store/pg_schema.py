@@ -142,11 +142,25 @@ async def m004_traces(conn: PgConnection) -> None:
     """)
 
 
+async def m005_transfer_progress(conn: PgConnection) -> None:
+    # ``paperclip migrate``'s progress: per source database and table, the last row copied,
+    # committed with the rows themselves so an interrupted copy resumes where it stopped.
+    await _script(conn, """
+        CREATE TABLE transfer_progress (
+            source TEXT NOT NULL,
+            name TEXT NOT NULL,
+            last_rowid BIGINT NOT NULL,
+            PRIMARY KEY (source, name)
+        )
+    """)
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
     ("003_items", m003_items),
     ("004_traces", m004_traces),
+    ("005_transfer_progress", m005_transfer_progress),
 ]
 
 # Tables whose rows carry an embedding of the model's dimension.
@@ -202,9 +216,14 @@ async def _fit_vectors(conn: PgConnection, dim: int) -> None:
         if row is not None:
             await conn.execute(f"ALTER TABLE {table} DROP COLUMN embedding")
         await conn.execute(f"ALTER TABLE {table} ADD COLUMN embedding vector({dim})")
-        await conn.execute(
-            f"CREATE INDEX {table}_embedding ON {table} USING hnsw (embedding vector_cosine_ops)"
-        )
+        await index_vectors(conn, table)
+
+
+async def index_vectors(conn: PgConnection, table: str) -> None:
+    """The cosine HNSW index of ``table``'s vectors (a bulk copy drops it and builds it after)."""
+    await conn.execute(
+        f"CREATE INDEX IF NOT EXISTS {table}_embedding ON {table} USING hnsw (embedding vector_cosine_ops)"
+    )
 
 
 async def _script(conn: PgConnection, sql: str) -> None:
