@@ -50,9 +50,10 @@ async def bump_generation(conn: PgConnection, tenant: str, user: str) -> None:
     )
 
 
+GENERATION = 'SELECT generation FROM scope_generations WHERE tenant = %s AND "user" = %s'
+
+
 async def generation(conn: PgConnection, tenant: str, user: str) -> int:
-    cur = await conn.execute(
-        'SELECT generation FROM scope_generations WHERE tenant = %s AND "user" = %s', (tenant, user)
-    )
+    cur = await conn.execute(GENERATION, (tenant, user))
     row = await cur.fetchone()
     return 0 if row is None else int(row[0])

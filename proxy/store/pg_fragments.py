@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .coordination import bump_generation, generation
+from .coordination import GENERATION, bump_generation
 from .fragments import Fragment, Loaded, NewFragment
 from .postgres import PgDatabase, nearest
 
@@ -66,16 +66,19 @@ class PgFragmentStore:
         self, tenant: str, user: str, after_id: int, limit: int
     ) -> tuple[int, list[Loaded]]:
         """The scope's generation, and its active fragments with id > ``after_id``, by id, at most ``limit``."""
-        async with self.db.transaction() as conn:
-            gen = await generation(conn, tenant, user)
-            cur = conn.cursor(binary=True)
+        # Both queries in one round trip (this runs before every search); the generation is read
+        # first, so rows hidden after it was read only make the next search reload once more.
+        async with self.db.connection() as conn, conn.pipeline(), conn.cursor(binary=True) as cur:
+            scope = await conn.execute(GENERATION, (tenant, user))
             await cur.execute(
                 "SELECT id, session, hash, role, text, position, tokens, created, terms, embedding"
                 ' FROM fragments WHERE tenant = %s AND "user" = %s AND id > %s AND status = %s'
                 " AND embedding IS NOT NULL ORDER BY id LIMIT %s",
                 (tenant, user, after_id, "active", limit),
             )
+            found = await scope.fetchone()
             rows = await cur.fetchall()
+        gen = 0 if found is None else int(found[0])
         sessions: dict[str, str] = {}  # one string object per session, not per row
         return gen, [
             Loaded(

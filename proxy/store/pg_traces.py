@@ -14,7 +14,10 @@ class PgTraceStore:
         self.db = db
 
     async def save(self, tenant: str, user: str, session: str, trace: str, data: dict[str, Any]) -> None:
-        async with self.db.connection() as conn:
+        # A trace lost to a database crash in the next ~0.2 s is acceptable; an fsync per request
+        # is not. Pipelined: the transaction's four statements cost one round trip.
+        async with self.db.connection() as conn, conn.pipeline(), conn.transaction():
+            await conn.execute("SET LOCAL synchronous_commit = off")
             await conn.execute(
                 'INSERT INTO traces (tenant, id, "user", session, created, data)'
                 " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, id) DO UPDATE SET"
