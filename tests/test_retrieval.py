@@ -232,6 +232,7 @@ def test_store_failure_falls_back_to_plain_forwarding(
     assert forwarded(upstream) == question
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])  # the model's test: one store is enough
 def test_with_the_bundled_model(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
     """The real model: a paraphrase is found without a shared keyword; an unrelated question gets nothing."""
     proxy = make_proxy(embedding={"model": "bundled"})
