@@ -20,9 +20,10 @@ from proxy.memory.embedder import (
     SentenceTransformerEmbedder,
     load_embedder,
 )
+from proxy.memory.embedder.export_files import UNSUPPORTED
 from proxy.memory.embedder.onnx_cache import OnnxCache
 from proxy.memory.embedder.onnx_encoder import OnnxEncoder
-from proxy.memory.embedder.onnx_export import UNSUPPORTED, onnx_unsupported
+from proxy.memory.embedder.onnx_export import onnx_unsupported
 from proxy.memory.embedder.sentence_model import bundled_path
 
 TEXTS = [
@@ -247,7 +248,7 @@ def test_onnxruntime_is_safe_across_threads(
 def test_only_the_supported_module_stack_is_exported(
     bundled_torch: SentenceTransformerEmbedder,
 ) -> None:
-    model = bundled_torch.encoder.model  # type: ignore[attr-defined]
+    model = bundled_torch.encoder.model
     transformer, pooling, normalize = list(model)
     assert onnx_unsupported(model) is None
     assert onnx_unsupported([transformer, pooling]) is None

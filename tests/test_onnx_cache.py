@@ -7,6 +7,7 @@ real export (a fast stand-in for the torch child).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import shutil
@@ -18,8 +19,8 @@ import numpy as np
 import pytest
 
 from proxy.memory.embedder import OnnxUnavailable
+from proxy.memory.embedder.export_files import GRAPH, PROBE_VECTORS
 from proxy.memory.embedder.onnx_cache import MANIFEST, OnnxCache, model_key
-from proxy.memory.embedder.onnx_export import GRAPH, PROBE_VECTORS
 from proxy.memory.embedder.sentence_model import bundled_path
 
 NEVER = (sys.executable, "-c", "import sys; sys.exit('the exporter ran')")
@@ -93,8 +94,6 @@ def test_a_corrupt_entry_is_exported_again(
     elif damage == "probes":
         np.save(copy / PROBE_VECTORS, -np.load(copy / PROBE_VECTORS))  # checksum made to match below
         sums = json.loads((copy / MANIFEST).read_text())
-        import hashlib
-
         sums["sha256"][PROBE_VECTORS] = hashlib.sha256((copy / PROBE_VECTORS).read_bytes()).hexdigest()
         (copy / MANIFEST).write_text(json.dumps(sums))
     else:

@@ -6,6 +6,7 @@
     sentence_model  a sentence-transformers model, ONNX Runtime or torch underneath
     torch_encoder   the model on torch in this process
     onnx_export     the child process that exports it to ONNX (imports torch)
+    export_files    what that child hands the parent: file names, probe texts, exit status
     onnx_cache      the export kept on disk, keyed by the model's files
     onnx_encoder    the exported graph on ONNX Runtime
 

@@ -1,7 +1,7 @@
 """The exported model kept on disk between starts, keyed by a hash of the model's files.
 
 A cache entry is a folder ``<cache_dir>/onnx/<key>`` holding what the
-exporting child writes (``onnx_export``) and a ``manifest.json`` with the
+exporting child writes (``export_files``) and a ``manifest.json`` with the
 sha256 of each file. An entry is made in a temporary folder beside it and
 renamed into place once checked, so a process never sees half an entry; two
 processes starting together both export, the first rename wins and the other
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import onnx_export
+from . import export_files
 from .onnx_encoder import OnnxEncoder
 
 log = logging.getLogger("paperclip.embedder")
@@ -42,7 +42,6 @@ QUICK_PROBE_CHARS = 100
 EXPORT_TIMEOUT_S = 300.0
 EXPORT_COMMAND = (sys.executable, "-m", "proxy.memory.embedder.onnx_export")
 MANIFEST = "manifest.json"
-FILES = (onnx_export.GRAPH, onnx_export.TOKENIZER, onnx_export.PROBE_VECTORS, onnx_export.META)
 
 
 class OnnxUnavailable(Exception):
@@ -163,7 +162,7 @@ def _run_child(command: tuple[str, ...], model: str, out: Path) -> None:
     except (OSError, subprocess.SubprocessError) as exc:
         raise OnnxUnavailable(f"the ONNX export did not run: {exc!r}") from exc
     reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-    if done.returncode == onnx_export.UNSUPPORTED:
+    if done.returncode == export_files.UNSUPPORTED:
         raise OnnxUnavailable(f"no ONNX export for {reason}", expected=True)
     if done.returncode != 0:
         raise OnnxUnavailable(f"the ONNX export failed: {reason}")
@@ -171,13 +170,13 @@ def _run_child(command: tuple[str, ...], model: str, out: Path) -> None:
 
 def _manifest(entry: Path) -> dict[str, str]:
     sums = json.loads((entry / MANIFEST).read_text())["sha256"]
-    if not isinstance(sums, dict) or set(sums) != set(FILES):
+    if not isinstance(sums, dict) or set(sums) != set(export_files.FILES):
         raise ValueError("the manifest does not list the export's files")
     return {str(k): str(v) for k, v in sums.items()}
 
 
 def _digests(folder: Path) -> dict[str, str]:
-    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in FILES}
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in export_files.FILES}
 
 
 def _open(folder: Path, sums: dict[str, str] | None, *, thorough: bool) -> OnnxEncoder:
@@ -188,18 +187,18 @@ def _open(folder: Path, sums: dict[str, str] | None, *, thorough: bool) -> OnnxE
     ONNX Runtime may differ) the probes of up to ``QUICK_PROBE_CHARS``, in
     one batch: the long probe alone cost ~0.8 s of a start under load.
     """
-    data = {name: (folder / name).read_bytes() for name in FILES}
+    data = {name: (folder / name).read_bytes() for name in export_files.FILES}
     if sums is not None:
         for name, blob in data.items():
             if hashlib.sha256(blob).hexdigest() != sums[name]:
                 raise ValueError(f"{name} does not match its checksum")
-    meta = json.loads(data[onnx_export.META])
+    meta = json.loads(data[export_files.META])
     encoder = OnnxEncoder(
-        data[onnx_export.GRAPH], data[onnx_export.TOKENIZER].decode(), list(meta["inputs"]), int(meta["dim"])
+        data[export_files.GRAPH], data[export_files.TOKENIZER].decode(), list(meta["inputs"]), int(meta["dim"])
     )
-    expected = np.load(io.BytesIO(data[onnx_export.PROBE_VECTORS]))
-    rows = [i for i, p in enumerate(onnx_export.PROBES) if thorough or len(p) <= QUICK_PROBE_CHARS]
-    probes = [onnx_export.PROBES[i] for i in rows]
+    expected = np.load(io.BytesIO(data[export_files.PROBE_VECTORS]))
+    rows = [i for i, p in enumerate(export_files.PROBES) if thorough or len(p) <= QUICK_PROBE_CHARS]
+    probes = [export_files.PROBES[i] for i in rows]
     runs = [encoder.encode(probes)]  # padded batches, on the workers
     if thorough:
         runs.append(np.concatenate([encoder.encode([p]) for p in probes]))  # one at a time

@@ -27,18 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .export_files import GRAPH, META, PROBE_VECTORS, PROBES, TOKENIZER, UNSUPPORTED
 from .onnx_encoder import features
-
-UNSUPPORTED = 3
-GRAPH, TOKENIZER, PROBE_VECTORS, META = "model.onnx", "tokenizer.json", "probes.npy", "meta.json"
-PROBES = (
-    "peanut allergy",
-    "  The QUICK brown fox jumps over the lazy dog!  ",
-    "我对花生过敏，但是很喜欢吃杏仁。",
-    "",
-    " ".join(["a very long note about the project schedule and its many meetings"] * 40),
-    "short",
-)
 
 
 def export(model: str, out: Path) -> str | None:
