@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -62,6 +64,20 @@ def test_a_second_load_uses_the_cache_without_the_child(exported: Path, entry: P
     again = OnnxCache(exported, command=NEVER).load(bundled_path())
     np.testing.assert_array_equal(encoder.encode(PROBE), again.encode(PROBE))
     assert entries(exported) == [entry]  # nothing added, nothing left behind
+
+
+@pytest.mark.slow
+def test_what_a_killed_export_left_is_swept(exported: Path, entry: Path) -> None:
+    stale, live = exported / ".export-killed", exported / ".export-running"
+    for work in (stale, live):
+        work.mkdir()
+        (work / GRAPH).write_bytes(b"half a graph")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    OnnxCache(exported, command=NEVER).load(bundled_path())
+    assert not stale.exists()
+    assert live.exists()  # may be another process's export in progress
+    shutil.rmtree(live)
+    assert entries(exported) == [entry]
 
 
 @pytest.mark.slow

@@ -4,12 +4,14 @@ A cache entry is a folder ``<cache_dir>/onnx/<key>`` holding what the
 exporting child writes (``export_files``) and a ``manifest.json`` with the
 sha256 of each file. An entry is made in a temporary folder beside it and
 renamed into place once checked, so a process never sees half an entry; two
-processes starting together both export, the first rename wins and the other
-uses its own copy. An entry whose files no longer match the manifest, that
-fails to load, or whose vectors no longer match the probes is moved aside and
-exported again. The model's files name the entry, so a changed model (or a
-new ``EXPORT_RECIPE``) misses and exports afresh; old entries stay until the
-folder is cleared by hand (~90 MB each for the bundled model).
+processes starting together both export, the first rename wins and the
+other uses its own copy. What a process killed mid-export leaves is swept
+once older than any live export. An entry whose files no longer match the
+manifest, that fails to load, or whose vectors no longer match the probes
+is moved aside and exported again. The model's files name the entry, so a
+changed model (or a new ``EXPORT_RECIPE``) misses and exports afresh; old
+entries stay until the folder is cleared by hand (~90 MB each for the
+bundled model).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +93,7 @@ class OnnxCache:
         except OSError as exc:
             log.warning("the ONNX export is not cached: cannot make %s: %s", self.folder, exc)
             return None
+        _sweep(self.folder)
         return self.folder / model_key(files)
 
     def _export(self, model: str, entry: Path | None) -> OnnxEncoder:
@@ -212,6 +216,14 @@ def _publish(work: Path, entry: Path) -> None:
     # Fails when another process published the same export first: its copy is as good.
     with contextlib.suppress(OSError):
         os.rename(work, entry)
+
+
+def _sweep(folder: Path) -> None:
+    """Remove what a process killed mid-export left: temporary folders older than any live export."""
+    for work in folder.glob(".export-*"):
+        with contextlib.suppress(OSError):
+            if time.time() - work.stat().st_mtime > 2 * EXPORT_TIMEOUT_S:
+                shutil.rmtree(work, ignore_errors=True)
 
 
 def _evict(entry: Path) -> None:
