@@ -44,13 +44,18 @@ class Store:
             await self.db.close()
 
 
-def open_store(path: str, dim: int) -> Store:
-    """Open (creating if needed) the SQLite database, apply migrations, make the vector tables."""
+def open_store(path: str, dim: int | None) -> Store:
+    """Open (creating if needed) the SQLite database, apply migrations, make the vector tables.
+
+    ``dim`` None leaves the vector tables as they are: for a reader that embeds
+    nothing and so does not know the model's dimension.
+    """
     db = Database(path)
 
     def setup(conn: Connection) -> None:
         migrations.apply(conn)
-        migrations.ensure_vectors(conn, dim)
+        if dim is not None:
+            migrations.ensure_vectors(conn, dim)
 
     db.run_sync(setup)
     return Store(
@@ -58,7 +63,7 @@ def open_store(path: str, dim: int) -> Store:
     )
 
 
-async def open_postgres(url: str, dim: int) -> Store:
+async def open_postgres(url: str, dim: int | None) -> Store:
     """Connect a pool to PostgreSQL, migrating first (once across replicas starting together)."""
     from .pg_fragments import PgFragmentStore
     from .pg_items import PgItemStore
@@ -72,8 +77,8 @@ async def open_postgres(url: str, dim: int) -> Store:
     )
 
 
-async def connect(url: str, dim: int) -> Store:
-    """The store ``storage.url`` names (already validated by config)."""
+async def connect(url: str, dim: int | None) -> Store:
+    """The store ``storage.url`` names (already validated by config); ``dim`` as for ``open_store``."""
     if urls.is_postgres(url):
         return await open_postgres(url, dim)
     return await asyncio.to_thread(open_store, urls.sqlite_path(url), dim)

@@ -167,8 +167,10 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
 VECTOR_TABLES = ("fragments", "items")
 
 
-async def migrate(conn: PgConnection, dim: int) -> list[str]:
+async def migrate(conn: PgConnection, dim: int | None) -> list[str]:
     """Apply pending migrations and fit the vector columns to ``dim``; returns the names applied.
+
+    ``dim`` None leaves the vector columns as they are.
 
     ``conn`` is in autocommit: the advisory lock is the session's, and each
     migration is its own transaction, recorded in ``_migrations`` with it.
@@ -191,8 +193,9 @@ async def migrate(conn: PgConnection, dim: int) -> list[str]:
                     "INSERT INTO _migrations (name, applied) VALUES (%s, %s)", (name, time.time())
                 )
             applied.append(name)
-        async with conn.transaction():
-            await _fit_vectors(conn, dim)
+        if dim is not None:
+            async with conn.transaction():
+                await _fit_vectors(conn, dim)
         return applied
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))

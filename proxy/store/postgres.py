@@ -36,15 +36,18 @@ POOL_MAX = 10
 
 
 class PgDatabase:
-    def __init__(self, pool: Any, dim: int) -> None:
+    def __init__(self, pool: Any, dim: int | None) -> None:
         self.pool = pool
         self.dim = dim
 
     @classmethod
     async def open(
-        cls, url: str, dim: int, *, min_size: int = POOL_MIN, max_size: int = POOL_MAX
+        cls, url: str, dim: int | None, *, min_size: int = POOL_MIN, max_size: int = POOL_MAX
     ) -> PgDatabase:
-        """Migrate (once across replicas), then open a pool whose connections speak pgvector."""
+        """Migrate (once across replicas), then open a pool whose connections speak pgvector.
+
+        ``dim`` None leaves the vector columns as they are (a reader that embeds nothing).
+        """
         import psycopg
         from psycopg.types import TypeInfo
         from psycopg_pool import AsyncConnectionPool
