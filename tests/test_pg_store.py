@@ -18,7 +18,9 @@ import pytest
 
 from proxy.context.lease import held
 from proxy.store import open_store, pg_schema
-from proxy.store.coordination import PgLeases, bump_generation, generation
+from proxy.store.coordination import PgLeases, bump_generation, generation, lock_scope
+from proxy.store.fragments import NewFragment
+from proxy.store.pg_fragments import PgFragmentStore
 from proxy.store.postgres import PgDatabase, nearest
 
 DIM = 8
@@ -180,3 +182,20 @@ async def test_a_held_lease_is_renewed_while_its_work_runs_then_released(leases:
             await asyncio.sleep(0.4)
             assert not await leases.acquire("compress:acme:s1", "other", 0.6)
     assert await leases.acquire("compress:acme:s1", "other", 0.6)
+
+
+async def test_a_scopes_fragments_commit_in_id_order(pg_url: str) -> None:
+    """An add waits for another writer of the same scope, so ids never commit out of order."""
+    db = await PgDatabase.open(pg_url, DIM)
+    store = PgFragmentStore(db)
+    frag = [NewFragment("h", "user", "t", "t", 0, 1)]
+    try:
+        async with db.transaction() as other_writer:
+            await lock_scope(other_writer, "acme", "u1")
+            blocked = asyncio.ensure_future(store.add("acme", "u1", "s", frag, _unit(np.random.default_rng(1), 1)))
+            free = await store.add("acme", "u2", "s", frag, _unit(np.random.default_rng(2), 1))
+            await asyncio.sleep(0.5)
+            assert free == 1 and not blocked.done()  # another user's scope is not held up
+        assert await asyncio.wait_for(blocked, 10) == 1
+    finally:
+        await db.close()

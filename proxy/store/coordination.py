@@ -50,6 +50,20 @@ async def bump_generation(conn: PgConnection, tenant: str, user: str) -> None:
     )
 
 
+async def lock_scope(conn: PgConnection, tenant: str, user: str) -> None:
+    """Until the transaction ends, be the only writer of the scope's fragments.
+
+    Indexes in memory load a scope's fragments by id (``id > last seen``).
+    Ids come from a sequence when a row is inserted, but transactions commit
+    in any order: without this lock a fragment with a smaller id could
+    commit after a reader moved past it, and that reader would never load
+    it. Under the lock a scope's ids commit in order.
+    """
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"fragments\x1f{tenant}\x1f{user}",)
+    )
+
+
 GENERATION = 'SELECT generation FROM scope_generations WHERE tenant = %s AND "user" = %s'
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .coordination import GENERATION, bump_generation
+from .coordination import GENERATION, bump_generation, lock_scope
 from .fragments import Fragment, Loaded, NewFragment
 from .postgres import PgDatabase, nearest
 
@@ -50,6 +50,7 @@ class PgFragmentStore:
             for f, vec in zip(fragments, vectors, strict=True)
         ]
         async with self.db.transaction() as conn, conn.cursor() as cur:
+            await lock_scope(conn, tenant, user)
             await cur.executemany(
                 'INSERT INTO fragments (tenant, "user", session, hash, role, text, terms, position,'
                 " tokens, created, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"

@@ -18,7 +18,7 @@ import numpy as np
 from psycopg.rows import dict_row
 
 from ..memory.textindex import tokenize
-from .coordination import bump_generation
+from .coordination import bump_generation, lock_scope
 from .postgres import PgConnection, PgDatabase
 from .users import EXPORT_VERSION
 
@@ -213,6 +213,7 @@ async def _restore_fragments(
     conn: PgConnection, tenant: str, user: str, fragments: Sequence[Mapping[str, Any]], vectors: np.ndarray
 ) -> int:
     added = 0
+    await lock_scope(conn, tenant, user)
     for f, vec in zip(fragments, vectors, strict=True):
         cur = await conn.execute(
             'INSERT INTO fragments (tenant, "user", session, hash, role, text, terms, position,'
