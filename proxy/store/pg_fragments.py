@@ -49,14 +49,18 @@ class PgFragmentStore:
              np.asarray(vec, dtype=np.float32))
             for f, vec in zip(fragments, vectors, strict=True)
         ]
-        async with self.db.transaction() as conn, conn.cursor() as cur:
-            await lock_scope(conn, tenant, user)
-            await cur.executemany(
-                'INSERT INTO fragments (tenant, "user", session, hash, role, text, terms, position,'
-                " tokens, created, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT DO NOTHING",
-                rows,
-            )
+        # One round trip for the whole transaction: the scope's lock is held for the database's
+        # work only, never while this process waits for its event loop.
+        async with self.db.connection() as conn, conn.pipeline() as pipeline, conn.cursor() as cur:
+            async with conn.transaction():
+                await lock_scope(conn, tenant, user)
+                await cur.executemany(
+                    'INSERT INTO fragments (tenant, "user", session, hash, role, text, terms, position,'
+                    " tokens, created, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT DO NOTHING",
+                    rows,
+                )
+            await pipeline.sync()
             return max(int(cur.rowcount), 0)
 
     async def knn(self, tenant: str, user: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
