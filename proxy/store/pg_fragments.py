@@ -7,7 +7,9 @@ generation is read in the same transaction as the rows it describes.
 
 from __future__ import annotations
 
+import asyncio
 import time
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,6 +22,11 @@ from .postgres import PgDatabase, nearest
 class PgFragmentStore:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
+        # A scope's writes queue here before taking a pooled connection: waiting on the scope's
+        # database lock (``lock_scope``) with one would starve the request path of connections.
+        self._writers: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def known(self, tenant: str, user: str, hashes: Sequence[str]) -> set[str]:
         if not hashes:
@@ -51,7 +58,8 @@ class PgFragmentStore:
         ]
         # One round trip for the whole transaction: the scope's lock is held for the database's
         # work only, never while this process waits for its event loop.
-        async with self.db.connection() as conn, conn.pipeline() as pipeline, conn.cursor() as cur:
+        writer = self._writers.setdefault((tenant, user), asyncio.Lock())
+        async with writer, self.db.connection() as conn, conn.pipeline() as pipeline, conn.cursor() as cur:
             async with conn.transaction():
                 await lock_scope(conn, tenant, user)
                 await cur.executemany(
