@@ -32,7 +32,6 @@ class Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.expires = 0.0
-        self.received_any = False
         self._headers: list[tuple[bytes, bytes]] = []
         self._head: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] | None = None
         self._chunks: collections.deque[bytes] = collections.deque()
@@ -51,7 +50,6 @@ class Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
-        self.received_any = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -117,7 +115,6 @@ class Connection(asyncio.Protocol):
         self._buffered = 0
         self._complete = False
         self._error = None
-        self.received_any = False
         self._until_eof = False
         return self._head
 

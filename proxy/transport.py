@@ -14,6 +14,12 @@ back-pressure on the socket, and per-phase timeouts: connect, write, and read
 *between chunks* (never a total deadline). Closing a response before its end
 closes the connection: that is how an upstream request is cancelled.
 
+What it never does: resend a request. Once a request's first byte is handed to
+a socket, the upstream may be generating (and billing) its answer, so a failure
+after that — even on a reused connection, before any response byte — is the
+caller's error, not a retry (Go's and nginx's proxies behave the same for a
+POST). The pool checks a connection before reuse instead (``pool``).
+
 What it leaves to httpx's own transport: ``HEAD`` (the parser cannot know such
 a response has no body) and protocol upgrades.
 """
@@ -21,89 +27,16 @@ a response has no body) and protocol upgrades.
 from __future__ import annotations
 
 import asyncio
-import collections
 import ssl
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from .http11 import Body, Connection, wait
+from .pool import ConnectionPool, Origin
 
 _SKIP = frozenset({b"expect"})  # no 1xx interim responses on this hop
-
-
-class _Pool:
-    """Idle keep-alive connections per origin, and a cap on open connections."""
-
-    def __init__(self, max_connections: int, max_idle: int, idle_expiry: float) -> None:
-        self._idle: dict[tuple[bytes, bytes, int], list[Connection]] = {}
-        self._open = 0
-        self._max = max_connections
-        self._max_idle = max_idle
-        self._expiry = idle_expiry
-        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
-
-    def take(self, origin: tuple[bytes, bytes, int]) -> Connection | None:
-        idle = self._idle.get(origin)
-        now = time.monotonic()
-        while idle:
-            conn = idle.pop()  # the most recently used: the least likely to have been closed
-            if not conn.closed and conn.expires > now:
-                return conn
-            self._drop(conn)
-        return None
-
-    def make_room(self) -> bool:
-        """Whether one more connection may open, closing an idle one of any origin if need be."""
-        if self._open < self._max:
-            return True
-        for idle in self._idle.values():
-            if idle:
-                self._drop(idle.pop(0))  # the least recently used
-                return True
-        return False
-
-    async def wait(self) -> None:
-        """Until a connection is released (idle again, or closed)."""
-        slot = asyncio.get_running_loop().create_future()
-        self._waiting.append(slot)
-        try:
-            await slot
-        finally:
-            if slot in self._waiting:
-                self._waiting.remove(slot)
-
-    def opened(self) -> None:
-        self._open += 1
-
-    def release(self, conn: Connection) -> None:
-        idle = self._idle.setdefault(conn.origin, [])
-        if conn.reusable and len(idle) < self._max_idle:
-            conn.expires = time.monotonic() + self._expiry
-            idle.append(conn)
-            self._notify()
-        else:
-            self._drop(conn)
-
-    def _drop(self, conn: Connection) -> None:
-        conn.close()
-        self._open -= 1
-        self._notify()
-
-    def _notify(self) -> None:
-        while self._waiting:
-            slot = self._waiting.popleft()
-            if not slot.done():
-                slot.set_result(None)
-                return
-
-    def close(self) -> None:
-        for idle in self._idle.values():
-            for conn in idle:
-                conn.close()
-        self._idle.clear()
 
 
 @dataclass(frozen=True)
@@ -133,11 +66,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
         *,
         max_connections: int = 4096,
         max_keepalive: int = 512,
-        keepalive_expiry: float = 30.0,
+        keepalive_expiry: float = 4.0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._timeouts = timeouts
-        self._pool = _Pool(max_connections, max_keepalive, keepalive_expiry)
+        self._pool = ConnectionPool(max_connections, max_keepalive, keepalive_expiry)
         self._ssl = ssl_context  # None: the system's CAs through certifi, made on first use
         self._fallback: httpx.AsyncHTTPTransport | None = None
         self._keepalive_expiry = keepalive_expiry
@@ -149,24 +82,17 @@ class LeanTransport(httpx.AsyncBaseTransport):
         origin = (url.raw_scheme, url.raw_host, url.port or (443 if url.raw_scheme == b"https" else 80))
         body = request.content if isinstance(request.stream, httpx.ByteStream) else None
         timeouts = Timeouts.of(request, self._timeouts)
-        conn = await self._acquire(origin, request, timeouts, reuse=True)
-        if conn.expires:  # a kept-alive one
-            try:
-                return await self._exchange(conn, request, body, timeouts)
-            except _Stale:  # the upstream had closed it; the request never reached the upstream
-                conn = await self._acquire(origin, request, timeouts, reuse=False)
+        conn = await self._acquire(origin, request, timeouts)
         return await self._exchange(conn, request, body, timeouts)
 
-    async def _acquire(
-        self, origin: tuple[bytes, bytes, int], request: httpx.Request, t: Timeouts, *, reuse: bool
-    ) -> Connection:
-        conn = self._pool.take(origin) if reuse else None
+    async def _acquire(self, origin: Origin, request: httpx.Request, t: Timeouts) -> Connection:
+        conn = self._pool.take(origin)
         if conn is not None:  # the usual case, without the cost of a timeout scope
             return conn
         try:
             async with asyncio.timeout(t.pool):
                 while True:
-                    conn = self._pool.take(origin) if reuse else None
+                    conn = self._pool.take(origin)
                     if conn is not None:
                         return conn
                     if self._pool.make_room():
@@ -182,7 +108,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             self._fallback = httpx.AsyncHTTPTransport(limits=limits, retries=0)
         return self._fallback
 
-    async def _connect(self, origin: tuple[bytes, bytes, int], request: httpx.Request, t: Timeouts) -> Connection:
+    async def _connect(self, origin: Origin, request: httpx.Request, t: Timeouts) -> Connection:
         scheme, host, port = origin
         name = host.decode("ascii")
         tls = self._tls() if scheme == b"https" else None
@@ -227,10 +153,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
             self._abandon(conn)
             raise httpx.ReadTimeout("the upstream sent no response within the read timeout", request=request) from exc
         except httpx.TransportError as exc:
-            reused_and_silent = conn.expires and not conn.received_any and body is not None
+            # Never resent, even on a reused connection that failed before a byte came back: the
+            # upstream may have received the request and be generating (and billing) already.
             self._abandon(conn)
-            if reused_and_silent:
-                raise _Stale() from exc
             exc.request = request
             raise
         except BaseException:  # cancelled (the client went away) or the request body failed
@@ -312,6 +237,3 @@ class UpstreamClient(httpx.AsyncClient):
 def _answered(head: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]]) -> bool:
     return head.done() and not head.cancelled() and head.exception() is None
 
-
-class _Stale(Exception):
-    """A reused connection failed before the upstream answered a byte: retry on a fresh one."""
