@@ -34,7 +34,7 @@ from .relay import Outcome
 from .sse import assistant_text
 from .store.traces import TraceStore
 from .tokens import Counters, TokenCounter
-from .upstream import Upstreams, join_url
+from .upstream import Upstreams, credential, join_url
 
 log = logging.getLogger("paperclip.engine")
 
@@ -177,7 +177,7 @@ class MemoryPipeline:
         client = self.upstreams.client(st.upstream)
         url = join_url(comp.base_url or st.upstream.base_url, "/chat/completions")
         key = comp.api_key or upstream_key
-        headers = {"authorization": f"Bearer {key}"} if key else {}
+        headers = dict([credential(st.upstream, key)]) if key else {}
 
         async def complete(messages: list[dict[str, Any]]) -> str:
             if st.memory.pii != "keep":

@@ -90,7 +90,7 @@ class ConnectionPool:
     def close(self) -> None:
         for idle in self._idle.values():
             for conn in idle:
-                conn.close()
+                conn.abort()
         self._idle.clear()
 
 

@@ -20,23 +20,26 @@ after that — even on a reused connection, before any response byte — is the
 caller's error, not a retry (Go's and nginx's proxies behave the same for a
 POST). The pool checks a connection before reuse instead (``pool``).
 
-What it leaves to httpx's own transport: ``HEAD`` (the parser cannot know such
-a response has no body) and protocol upgrades.
+Connections open directly or through an outbound HTTP proxy (``dial``), with
+the upstream's TLS settings (``tls``); where no proxy applies nothing on the
+request path changes. What it leaves to httpx's own transport (given the same
+proxy and TLS): ``HEAD`` (the parser cannot know such a response has no body)
+and protocol upgrades. What it does not speak: HTTP/2 (see docs/decisions.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from .http11 import Body, Connection, wait
+from .dial import connect
+from .http11 import Body, Connection, send_request, wait
+from .outbound import DIRECT, OutboundProxy, ProxyRules
 from .pool import ConnectionPool, Origin
-
-_SKIP = frozenset({b"expect"})  # no 1xx interim responses on this hop
+from .tls import DEFAULT_TLS, TlsSettings, ssl_context
 
 
 @dataclass(frozen=True)
@@ -67,19 +70,22 @@ class LeanTransport(httpx.AsyncBaseTransport):
         max_connections: int = 4096,
         max_keepalive: int = 512,
         keepalive_expiry: float = 4.0,
-        ssl_context: ssl.SSLContext | None = None,
+        tls: TlsSettings = DEFAULT_TLS,
+        routes: ProxyRules = DIRECT,
     ) -> None:
         self._timeouts = timeouts
         self._pool = ConnectionPool(max_connections, max_keepalive, keepalive_expiry)
-        self._ssl = ssl_context  # None: the system's CAs through certifi, made on first use
-        self._fallback: httpx.AsyncHTTPTransport | None = None
+        self._tls = tls
+        self._routes = routes
+        self._via: dict[Origin, OutboundProxy | None] = {}
+        self._fallback: dict[OutboundProxy | None, httpx.AsyncHTTPTransport] = {}
         self._keepalive_expiry = keepalive_expiry
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "HEAD" or "upgrade" in request.headers:
-            return await self._fallback_transport().handle_async_request(request)
         url = request.url
         origin = (url.raw_scheme, url.raw_host, url.port or (443 if url.raw_scheme == b"https" else 80))
+        if request.method == "HEAD" or "upgrade" in request.headers:
+            return await self._fallback_transport(origin).handle_async_request(request)
         body = request.content if isinstance(request.stream, httpx.ByteStream) else None
         timeouts = Timeouts.of(request, self._timeouts)
         conn = await self._acquire(origin, request, timeouts)
@@ -102,39 +108,46 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise httpx.PoolTimeout("no upstream connection free in time", request=request) from exc
         return await self._connect(origin, request, t)
 
-    def _fallback_transport(self) -> httpx.AsyncHTTPTransport:
-        if self._fallback is None:
+    def _route(self, origin: Origin) -> OutboundProxy | None:
+        if origin not in self._via:
+            scheme, host, port = origin
+            self._via[origin] = self._routes.for_origin(scheme.decode(), host.decode("ascii"), port)
+        return self._via[origin]
+
+    def _fallback_transport(self, origin: Origin) -> httpx.AsyncHTTPTransport:
+        via = self._route(origin)
+        if via not in self._fallback:
             limits = httpx.Limits(max_connections=64, keepalive_expiry=self._keepalive_expiry)
-            self._fallback = httpx.AsyncHTTPTransport(limits=limits, retries=0)
-        return self._fallback
+            proxy = None
+            if via is not None:
+                auth = {"proxy-authorization": via.authorization} if via.authorization else None
+                proxy = httpx.Proxy(via.url, headers=auth)
+            self._fallback[via] = httpx.AsyncHTTPTransport(
+                verify=ssl_context(self._tls), limits=limits, retries=0, proxy=proxy
+            )
+        return self._fallback[via]
 
     async def _connect(self, origin: Origin, request: httpx.Request, t: Timeouts) -> Connection:
-        scheme, host, port = origin
-        name = host.decode("ascii")
-        tls = self._tls() if scheme == b"https" else None
+        tls = ssl_context(self._tls) if origin[0] == b"https" else None
         conn = Connection(origin)
         self._pool.opened()
         try:
             async with asyncio.timeout(t.connect):
-                transport, _ = await asyncio.get_running_loop().create_connection(
-                    lambda: conn, name, port, ssl=tls, server_hostname=name if tls else None
-                )
-            conn.transport = transport  # uvloop calls connection_made a tick later
+                await connect(conn, self._route(origin), tls)
         except TimeoutError as exc:
             self._pool.release(conn)
             raise httpx.ConnectTimeout("connecting to the upstream timed out", request=request) from exc
         except OSError as exc:
             self._pool.release(conn)
             raise httpx.ConnectError(f"cannot connect to the upstream: {exc}", request=request) from exc
+        except httpx.TransportError as exc:
+            self._pool.release(conn)
+            exc.request = request
+            raise
         except BaseException:
             self._pool.release(conn)
             raise
         return conn
-
-    def _tls(self) -> ssl.SSLContext:
-        if self._ssl is None:
-            self._ssl = httpx.create_ssl_context()
-        return self._ssl
 
     async def _exchange(
         self, conn: Connection, request: httpx.Request, body: bytes | None, t: Timeouts
@@ -142,7 +155,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         head_future = conn.start(asyncio.get_running_loop())
         try:
             try:
-                await _send(conn, request, body, t.write)
+                await send_request(conn, request, body, t.write)
             except TimeoutError as exc:
                 raise httpx.WriteTimeout("the upstream did not take the request in time", request=request) from exc
             except httpx.TransportError:
@@ -175,39 +188,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         self._pool.close()
-        if self._fallback is not None:
-            await self._fallback.aclose()
-
-
-async def _send(conn: Connection, request: httpx.Request, body: bytes | None, write_s: float | None) -> None:
-    """The request on the wire: head and an in-memory body in one write, else the stream as it comes."""
-    head = [request.method.encode("ascii"), b" ", request.url.raw_path, b" HTTP/1.1\r\n"]
-    chunked = False
-    for name, value in request.headers.raw:
-        low = name.lower()
-        if low in _SKIP:
-            continue
-        if low == b"transfer-encoding" and value.lower() == b"chunked":
-            chunked = True
-        head += [name, b": ", value, b"\r\n"]
-    head.append(b"\r\n")
-    if body is not None:
-        if len(body) < 65536:
-            conn.write(b"".join(head) + body)
-        else:
-            conn.write(b"".join(head))
-            conn.write(body)
-        await conn.drained(write_s)
-        return
-    conn.write(b"".join(head))
-    assert isinstance(request.stream, httpx.AsyncByteStream)
-    async for part in request.stream:
-        if part:
-            conn.write(b"%x\r\n%b\r\n" % (len(part), part) if chunked else part)
-            await conn.drained(write_s)
-    if chunked:
-        conn.write(b"0\r\n\r\n")
-    await conn.drained(write_s)
+        for fallback in self._fallback.values():
+            await fallback.aclose()
+        await asyncio.sleep(0)  # the sockets close in the loop's next turn: let it come before shutdown
 
 
 class UpstreamClient(httpx.AsyncClient):

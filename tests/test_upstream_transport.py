@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import ssl
 import subprocess
 import threading
 import time
@@ -20,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from proxy.config import Upstream
+from proxy.tls import TlsSettings
 from proxy.transport import LeanTransport, Timeouts
 from proxy.upstream import Upstreams
 from tests.conftest import Proxy
@@ -291,7 +291,7 @@ async def test_tls_upstream(tmp_path: Path, upstream: FakeUpstream) -> None:
     key, cert = self_signed(tmp_path)
     server = ServerThread(upstream.app(), ssl_keyfile=str(key), ssl_certfile=str(cert)).start()
     try:
-        transport = LeanTransport(FAST, ssl_context=ssl.create_default_context(cafile=str(cert)))
+        transport = LeanTransport(FAST, tls=TlsSettings(ca_file=str(cert)))
         async with httpx.AsyncClient(transport=transport) as client:
             r = await client.get(f"https://127.0.0.1:{server.port}/v1/models")
             again = await client.get(f"https://127.0.0.1:{server.port}/v1/models")
