@@ -114,7 +114,9 @@ def routes(s: Services) -> list[BaseRoute]:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/openai/deployments/{deployment}/chat/completions", chat, methods=["POST"]),  # Azure OpenAI
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
+        Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths
         *admin_routes(s),
         Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]
