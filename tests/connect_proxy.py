@@ -1,5 +1,8 @@
 """A small outbound HTTP proxy on loopback for tests: CONNECT tunnels and absolute-form forwarding.
 
+``python -m tests.connect_proxy --port N`` runs one in a process of its own
+(``bench/overhead.py --outbound-proxy``).
+
 It records what it was asked (``tunnels``: CONNECT targets; ``forwarded``: the
 request lines it forwarded) and can require ``Proxy-Authorization``. Bytes are
 piped both ways as they come, so streaming through it is streaming.
@@ -14,13 +17,13 @@ from urllib.parse import urlsplit
 
 
 class ConnectProxy:
-    def __init__(self, require_auth: str | None = None) -> None:
+    def __init__(self, require_auth: str | None = None, port: int = 0) -> None:
         self.require_auth = require_auth
         self.tunnels: list[str] = []
         self.forwarded: list[str] = []
         self.refused = 0
         self.connections = 0
-        self.port = 0
+        self.port = port
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -40,7 +43,7 @@ class ConnectProxy:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", self.port))
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
@@ -97,3 +100,17 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     finally:
         with contextlib.suppress(OSError):
             writer.close()
+
+
+if __name__ == "__main__":
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description="an HTTP CONNECT proxy on 127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    running = ConnectProxy(port=parser.parse_args().port).start()
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
+    running.stop()
