@@ -17,6 +17,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "pii": ("mask", "keep", "drop"),
     "auth": ("bearer", "api-key"),
     "log_format": ("text", "json"),
+    "backend": ("auto", "onnx", "torch"),
 }
 _FRACTIONS = {"vector_weight", "bm25_weight", "dedup_cosine", "importance_weight"}
 _NONNEG = {"temperature"}

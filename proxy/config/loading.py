@@ -86,6 +86,8 @@ def build(
         server=_server(top["server"], source),
         storage_url=typed(top["storage"]["url"], str, source, "storage.url"),
         embedding_model=typed(top["embedding"]["model"], str, source, "embedding.model"),
+        embedding_backend=choice(top["embedding"]["backend"], CHOICES["backend"], source, "embedding.backend"),
+        embedding_cache_dir=_cache_dir(top["embedding"]["cache_dir"], env, source),
         passthrough_keys=typed(top["passthrough_keys"], bool, source, "passthrough_keys"),
         defaults=defaults,
         tenants=tenants,
@@ -94,6 +96,17 @@ def build(
     _ = settings.sqlite_path  # validates storage.url
     _unique_keys(settings)
     return settings
+
+
+def _cache_dir(value: Any, env: Mapping[str, str], source: str) -> Path | None:
+    """``embedding.cache_dir``, or $XDG_CACHE_HOME/paperclip, or ~/.cache/paperclip."""
+    if value is not None:
+        return Path(typed(value, str, source, "embedding.cache_dir")).expanduser()
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "paperclip"
+    if env.get("HOME"):
+        return Path(env["HOME"]) / ".cache" / "paperclip"
+    return None
 
 
 def _server(values: Mapping[str, Any], source: str) -> Server:

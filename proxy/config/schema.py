@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
@@ -64,7 +65,7 @@ TOP_DEFAULTS: dict[str, Any] = {
         "log_content": False,
     },
     "storage": {"url": "sqlite:///paperclip.db"},
-    "embedding": {"model": "bundled"},
+    "embedding": {"model": "bundled", "backend": "auto", "cache_dir": None},
     "tenants_dir": None,
     "passthrough_keys": False,
 }
@@ -156,6 +157,8 @@ class Settings:
     server: Server
     storage_url: str
     embedding_model: str
+    embedding_backend: Literal["auto", "onnx", "torch"]
+    embedding_cache_dir: Path | None  # null in the file: the user's cache folder (None without one)
     passthrough_keys: bool
     defaults: TenantSettings
     tenants: tuple[TenantSettings, ...] = field(default_factory=tuple)
