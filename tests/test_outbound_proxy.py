@@ -124,6 +124,9 @@ def test_https_upstream_through_a_connect_proxy_streams(
     port = tls_upstream.split(":")[2].split("/")[0]
     assert set(relay.tunnels) == {f"127.0.0.1:{port}"}
     assert len(relay.tunnels) <= 2  # the tunnel is a kept-alive connection like any other
+    with proxy.http() as http:
+        assert http.head("/v1/models").status_code == 200  # httpx's transport, same proxy and CA
+    assert len(relay.tunnels) >= 2
     assert len(upstream.chat_requests()) == 2
     assert upstream.chat_requests()[0].headers["authorization"] == "Bearer sk-upstream-acme"
 
@@ -147,7 +150,10 @@ def test_plain_http_upstream_through_the_proxy(
     relay = outbound(require_auth="Basic dXNlcjpzM2NyZXQ=")
     proxy = paperclip(upstream_url, proxy=f"http://user:s3cret@127.0.0.1:{_port(relay.url)}")
     assert chat_and_stream(proxy) == ("Hello from upstream", "Hello from upstream")
+    with proxy.http() as http:
+        assert http.head("/v1/models").status_code == 200  # HEAD goes by httpx's transport, same proxy
     assert relay.forwarded and relay.forwarded[0] == f"POST {upstream_url}/chat/completions HTTP/1.1"
+    assert f"HEAD {upstream_url}/models HTTP/1.1" in relay.forwarded
     assert relay.tunnels == []
     assert "proxy-authorization" not in upstream.chat_requests()[0].headers  # the proxy's, not the upstream's
 
