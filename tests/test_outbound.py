@@ -63,7 +63,8 @@ def test_rules_pick_the_proxy_by_scheme() -> None:
 def test_parse_proxy() -> None:
     assert parse_proxy("proxy.corp:3128") == OutboundProxy("proxy.corp", 3128)
     assert parse_proxy("http://proxy.corp") == OutboundProxy("proxy.corp", 80)
-    assert parse_proxy("http://us%40er:p%3Ass@[::1]:8080/").authorization == "Basic dXNAZXI6cDpzcw=="
+    v6 = parse_proxy("http://us%40er:p%3Ass@[::1]:8080/")
+    assert (v6.host, v6.url, v6.authorization) == ("::1", "http://[::1]:8080", "Basic dXNAZXI6cDpzcw==")
     for bad in ("socks5://h:1080", "https://h:443", "http://h:port", "http://h:1/path", "http://"):
         with pytest.raises(ValueError):
             parse_proxy(bad)
