@@ -43,7 +43,7 @@ async def connect(conn: Connection, via: OutboundProxy | None, tls: ssl.SSLConte
         auth = b"proxy-authorization: %b\r\n" % via.authorization.encode("latin-1") if via.authorization else b""
         raw.write(b"CONNECT %b HTTP/1.1\r\nhost: %b\r\n%b\r\n" % (target, target, auth))
         status, reason = await handshake.answer
-        if status != 200:
+        if not 200 <= status < 300:  # any 2xx opens the tunnel (RFC 9110 §9.3.6)
             raise httpx.ProxyError(f"the outbound proxy refused the tunnel to {name}:{port}: {status} {reason}")
         secured = await loop.start_tls(raw, conn, tls, server_hostname=name)
     except BaseException:
