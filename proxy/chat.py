@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 from starlette.types import Receive, Scope, Send
 
-from .errors import BadRequest, PaperclipError, PayloadTooLarge
+from .errors import BadRequest, ClientGone, PaperclipError, PayloadTooLarge
 from .pipeline import ChatCall, Pipeline, Prepared
-from .relay import ClientGone, Exchange, read_body, run, send_error
+from .relay import Exchange, read_body, run, send_error
 from .services import Services
 from .tenancy import client_key, resolve_session, resolve_user
 from .upstream import header_map, join_url, request_headers

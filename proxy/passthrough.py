@@ -13,8 +13,8 @@ import anyio
 import httpx
 from starlette.types import Receive, Scope, Send
 
-from .errors import PaperclipError
-from .relay import ClientGone, Exchange, run, send_error
+from .errors import ClientGone, PaperclipError
+from .relay import Exchange, run, send_error
 from .services import Services
 from .tenancy import client_key
 from .upstream import header_map, join_url, request_headers

@@ -7,6 +7,7 @@ import logging
 
 from .context.engine import ContextEngine
 from .engine import MemoryPipeline
+from .errors import MemoryNotReady
 from .memory import textindex
 from .memory.embedder import Embedder, load_embedder
 from .memory.index import FragmentIndex
@@ -21,15 +22,11 @@ from .tokens import TokenCounter, encoding_for
 log = logging.getLogger("paperclip.startup")
 
 
-class NotReady(Exception):
-    reason = "starting"
-
-
 class StartingPipeline:
     """Stands in until the memory layer is loaded: every request degrades to plain forwarding."""
 
     async def prepare(self, call: ChatCall) -> Prepared:
-        raise NotReady("the memory layer is still loading")
+        raise MemoryNotReady("The memory layer is still loading.")
 
     async def record(self, call: ChatCall, prepared: Prepared, outcome: Outcome) -> None:
         return None

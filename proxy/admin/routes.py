@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..engine import MemoryPipeline
-from ..errors import BadRequest, NotFound, PaperclipError
+from ..errors import BadRequest, MemoryNotReady, NotFound, PaperclipError
 from ..services import Services
 from ..tenancy import Tenant, client_key
 from .memories import SEARCH_LIMIT, Found, MemoryAdmin
@@ -33,12 +33,6 @@ PREFIX = "/paperclip/v1"
 SETTLE_S = 10.0
 
 Handler = Callable[[Request, Tenant, MemoryAdmin], Awaitable[Response]]
-
-
-class MemoryNotReady(PaperclipError):
-    status = 503
-    type = "server_error"
-    code = "memory_not_ready"
 
 
 def admin_routes(services: Services) -> list[BaseRoute]:

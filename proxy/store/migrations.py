@@ -1,7 +1,7 @@
 """Named schema migrations, applied in order, each once (recorded in ``_migrations``).
 
 Append new migrations at the end; never edit one that has shipped.
-tests/test_store.py applies all of them to a blank database.
+Every test that starts a proxy applies all of them to a blank database.
 
 Every row carries ``tenant``: isolation is enforced by every query filtering
 on it, and vectors are partitioned by ``scope`` (tenant + user), so one
