@@ -18,12 +18,13 @@ from .background import Background
 from .chat import ChatEndpoint
 from .config import Settings
 from .errors import NotFound
+from .maintenance import maintain
 from .memory.embedder import Embedder
 from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
 from .pipeline import CountingPipeline, Pipeline
 from .services import Services
-from .startup import StartingPipeline, maintain, start_memory
+from .startup import StartingPipeline, start_memory
 from .tenancy import KeyRing
 from .upstream import Upstreams
 
@@ -66,7 +67,7 @@ def create_app(
             services.ready.update(database=True, embedding=True)
         elif pipeline is None:
             tasks.append(asyncio.ensure_future(start_memory(services, embedder)))
-            tasks.append(asyncio.ensure_future(maintain(services)))
+            tasks.append(asyncio.ensure_future(maintain(settings, lambda: services.store, metrics)))
         else:
             services.ready.update(database=True, embedding=True)
         try:

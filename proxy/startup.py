@@ -67,36 +67,3 @@ def _warm_up() -> None:
     encoding_for(None)
     textindex.warm_up()
 
-
-# Lifecycle work (SPEC §5): expired items deleted, stale low-importance items
-# archived, old traces pruned. Hourly is plenty: expiry is also checked at
-# retrieval time, so an expired item never ranks even before the cleanup.
-MAINTENANCE_EVERY_S = 3600.0
-TRACE_RETENTION_S = 7 * 86400.0
-STALE_IMPORTANCE = 0.3
-
-
-async def maintain(services: Services, every_s: float = MAINTENANCE_EVERY_S) -> None:
-    while True:
-        await asyncio.sleep(every_s)
-        store = services.store
-        if store is None:
-            continue
-        try:
-            await run_maintenance(services)
-        except Exception:
-            log.exception("maintenance failed")
-            services.metrics.background_errors.labels("maintenance").inc()
-
-
-async def run_maintenance(services: Services) -> dict[str, int]:
-    import datetime as dt
-    import time
-
-    store = services.store
-    now = dt.datetime.now(dt.UTC)
-    expired = await store.items.expire(now)
-    stale_days = services.settings.defaults.memory.stale_days
-    archived = await store.items.archive_stale(time.time() - stale_days * 86400.0, STALE_IMPORTANCE)
-    pruned = await store.traces.prune(TRACE_RETENTION_S)
-    return {"expired": expired, "archived": archived, "traces_pruned": pruned}
