@@ -43,11 +43,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proxy import config  # noqa: E402
-from proxy.memory import textindex  # noqa: E402
+from proxy.memory import bm25  # noqa: E402
 from proxy.memory.embedder import Embedder, load_embedder  # noqa: E402
+from proxy.memory.fragment_search import FragmentIndex  # noqa: E402
 from proxy.memory.fusion import Floor  # noqa: E402
-from proxy.memory.index import FragmentIndex  # noqa: E402
-from proxy.memory.items import ItemIndex  # noqa: E402
+from proxy.memory.item_search import ItemIndex  # noqa: E402
 from proxy.memory.query import fragment_hash  # noqa: E402
 from proxy.memory.recall import recall_for  # noqa: E402
 from proxy.pipeline import ChatCall  # noqa: E402
@@ -150,7 +150,7 @@ async def fill(store: Store, counter: TokenCounter, say: Sentences, basis: np.nd
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         frags = [
             NewFragment(fragment_hash("user", f"{user}:{start + lo + i}:{t}"), "user" if i % 2 == 0 else "assistant",
-                        t, " ".join(textindex.tokenize(t)), start + lo + i, counter.text(t))
+                        t, " ".join(bm25.tokenize(t)), start + lo + i, counter.text(t))
             for i, t in enumerate(texts)
         ]
         await store.fragments.add(TENANT, user, f"s-{user}-{(start + lo) // 40}", frags, vectors, time.time())
@@ -196,7 +196,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"rss_mb": {"start": rss_mb()}, "cpus": os.cpu_count(), "load_avg": os.getloadavg()}
     t = time.perf_counter()
     embedder = load_embedder("bundled")
-    textindex.warm_up()
+    bm25.warm_up()
     result["model_load_s"] = round(time.perf_counter() - t, 1)
     result["rss_mb"]["model_loaded"] = rss_mb()
     say = Sentences()

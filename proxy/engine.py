@@ -19,11 +19,12 @@ import httpx
 
 from .config import TenantSettings
 from .context.compressor import Complete, Compressor
-from .context.engine import ContextEngine, View
+from .context.watermark import View, WatermarkWindow
 from .memory.cards import inject
+from .memory.extractor import Extractor
+from .memory.fragment_search import FragmentIndex
 from .memory.fusion import Floor
-from .memory.index import FragmentIndex
-from .memory.items import Extractor, ItemIndex
+from .memory.item_search import ItemIndex
 from .memory.query import indexable, text_of
 from .memory.recall import Recall, candidate, recall_for
 from .memory.redaction import redact_message
@@ -43,7 +44,7 @@ class MemoryPipeline:
     def __init__(
         self,
         *,
-        context: ContextEngine,
+        context: WatermarkWindow,
         index: FragmentIndex,
         items: ItemIndex | None = None,
         traces: TraceStore,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .context.engine import ContextEngine
+from .context.watermark import WatermarkWindow
 from .engine import MemoryPipeline
 from .errors import MemoryNotReady
-from .memory import textindex
+from .memory import bm25
 from .memory.embedder import Embedder, load_embedder
-from .memory.index import FragmentIndex
-from .memory.items import Extractor, ItemIndex
+from .memory.extractor import Extractor
+from .memory.fragment_search import FragmentIndex
+from .memory.item_search import ItemIndex
 from .pipeline import ChatCall, Prepared
 from .prompts import Prompts
 from .relay import Outcome
@@ -49,7 +50,7 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
     counter = TokenCounter(None)
     index = FragmentIndex(store.fragments, embedder, counter)
     services.pipeline = MemoryPipeline(
-        context=ContextEngine(store.sessions, services.metrics),
+        context=WatermarkWindow(store.sessions, services.metrics),
         index=index,
         items=ItemIndex(store.items),
         traces=store.traces,
@@ -65,5 +66,5 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
 
 def _warm_up() -> None:
     encoding_for(None)
-    textindex.warm_up()
+    bm25.warm_up()
 

@@ -11,7 +11,7 @@ import numpy as np
 from proxy import config
 from proxy.maintenance import DAY_S, run_maintenance, stale_rules
 from proxy.store import Store, open_store
-from proxy.store.items import NewItem
+from proxy.store.item_rows import NewItem
 
 DIM = 8
 TENANTS = ("acme", "globex", "key-0123456789abcdef01234567")  # the last: a passthrough-derived tenant

@@ -10,8 +10,8 @@ import pytest
 
 from proxy.memory.cards import render_block
 from proxy.memory.embedder import HashEmbedder
+from proxy.memory.fragment_search import FragmentIndex, _ScopeIndex, nearest
 from proxy.memory.fusion import Part, Scored
-from proxy.memory.index import FragmentIndex, _ScopeIndex, nearest
 from proxy.memory.query import focus, periods_in
 from proxy.memory.recall import (
     Candidate,

@@ -15,13 +15,13 @@ from typing import Any, cast
 import numpy as np
 
 from ..errors import BadRequest
+from ..memory.bm25 import BM25Index, tokenize
 from ..memory.extraction import TYPES, MemoryItem, MemoryType, derive_key
 from ..memory.fusion import Floor, fuse
 from ..memory.lifecycle import ExistingItem, decide, expiry_moment
 from ..memory.redaction import redact
-from ..memory.textindex import BM25Index, tokenize
 from ..store import Store
-from ..store.items import ItemRow, NewItem
+from ..store.item_rows import ItemRow, NewItem
 from .portable import read_export
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]

@@ -27,11 +27,11 @@ from typing import Any, Literal, NamedTuple
 
 from ..pipeline import ChatCall
 from ..store.fragments import Fragment
-from ..store.items import ItemRow
+from ..store.item_rows import ItemRow
 from ..tokens import TokenCounter
+from .bm25 import tokenize
 from .cards import MIN_TRUNCATED_TOKENS, Card, CardSource, pack, render_block, render_card
-from .fusion import Floor, Fused, Normalisation, Scored, fuse_arrays
-from .index import (
+from .fragment_search import (
     CANDIDATES,
     FragmentIndex,
     day_of,
@@ -39,9 +39,9 @@ from .index import (
     keyword_scores,
     vector_scores,
 )
-from .items import ItemCandidates, ItemIndex, item_candidates
+from .fusion import Floor, Fused, Normalisation, Scored, fuse_arrays
+from .item_search import ItemCandidates, ItemIndex, item_candidates
 from .query import Period, build_query, focus, fragment_hash, indexable, periods_in
-from .textindex import tokenize
 
 Key = tuple[Literal["f", "i"], int]
 

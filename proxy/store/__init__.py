@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import migrations
 from .db import Connection, Database
 from .fragments import FragmentStore
-from .items import ItemStore
+from .item_rows import ItemStore
 from .sessions import SessionStore
 from .traces import TraceStore
 from .users import UserStore

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..memory.textindex import tokenize
+from ..memory.bm25 import tokenize
 from .db import Connection, Database
 from .fragments import bump_generation, scope_of
 

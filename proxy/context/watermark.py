@@ -63,7 +63,7 @@ class View:
         return planner.assemble(self.leading, self.summaries, self.window, memory_head)
 
 
-class ContextEngine:
+class WatermarkWindow:
     def __init__(self, sessions: SessionStore, metrics: Metrics) -> None:
         self.sessions = sessions
         self.metrics = metrics

@@ -19,10 +19,10 @@ import numpy as np
 
 from ..store.fragments import Fragment, FragmentStore, NewFragment
 from ..tokens import TokenCounter
+from .bm25 import BM25Index, tokenize
 from .embedder import Embedder
 from .query import Period, fragment_hash
 from .redaction import redact
-from .textindex import BM25Index, tokenize
 
 # How many candidates each retriever contributes before fusion. Generous on
 # purpose: the fused ranking, not either retriever alone, decides what fits
