@@ -50,7 +50,7 @@ from proxy.memory.fusion import Floor  # noqa: E402
 from proxy.memory.item_search import ItemIndex  # noqa: E402
 from proxy.memory.query import fragment_hash  # noqa: E402
 from proxy.memory.recall import recall_for  # noqa: E402
-from proxy.pipeline import ChatCall  # noqa: E402
+from proxy.pipeline.call import ChatCall  # noqa: E402
 from proxy.store import Store, open_store  # noqa: E402
 from proxy.store.fragments import NewFragment  # noqa: E402
 from proxy.tenancy import Tenant  # noqa: E402

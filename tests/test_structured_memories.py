@@ -130,7 +130,7 @@ def test_a_temporary_fact_is_gone_after_expiry(make_proxy: Callable[..., Proxy],
     assert "Lutetia" not in forwarded_last_user(upstream)
     from proxy.maintenance import run_maintenance
 
-    counts = proxy.server.call(run_maintenance(proxy.services.settings, proxy.services.store))
+    counts = proxy.server.call(run_maintenance(proxy.runtime.settings, proxy.store))
     assert counts["expired"] == 1
     assert items(proxy, "kai", all_=True) == []
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from ..pipeline import ChatCall
+from ..pipeline.call import ChatCall
 from ..store.fragments import Fragment
 from ..store.item_rows import ItemRow
 from ..tokens import TokenCounter
