@@ -26,7 +26,7 @@ from .memory.fragment_search import FragmentIndex
 from .memory.fusion import Floor
 from .memory.item_search import ItemIndex
 from .memory.query import indexable, text_of
-from .memory.recall import Recall, candidate, recall_for
+from .memory.recall import Recall, RecallRequest, candidate, recall_for
 from .memory.redaction import redact_message
 from .metrics import Metrics
 from .pipeline import ChatCall, Prepared
@@ -84,7 +84,7 @@ class MemoryPipeline:
             else:
                 degraded = self.context.failing.get((call.tenant.id, call.session))
         recall = (
-            await recall_for(self.index, call, view.window, counter, self.floor, self.items)
+            await recall_for(self.index, _recall_request(call, view), counter, self.floor, self.items)
             if st.memory.enabled
             else None
         )
@@ -125,6 +125,9 @@ class MemoryPipeline:
         if view is None:
             return
         await self._save_trace(call, prepared)
+        recall: Recall | None = prepared.state.get("recall")
+        if recall is not None and recall.touched and self.items is not None:
+            await self.items.touch(call.tenant.id, call.user, recall.touched)
         if st.memory.enabled:
             await self._index(call, view, outcome)
             await self._extract(call, view, force=False)
@@ -214,6 +217,13 @@ class MemoryPipeline:
             "memory_block": recall.block if recall else None,
         }
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
+
+
+def _recall_request(call: ChatCall, view: View) -> RecallRequest:
+    return RecallRequest(
+        call.tenant.id, call.user, call.session, call.messages, view.window,
+        call.tenant.settings.memory, call.received_at,
+    )
 
 
 def _reply_text(outcome: Outcome) -> str | None:

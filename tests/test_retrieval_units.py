@@ -12,17 +12,9 @@ from proxy.memory.cards import render_block
 from proxy.memory.embedder import HashEmbedder
 from proxy.memory.fragment_search import FragmentIndex, _ScopeIndex, nearest
 from proxy.memory.fusion import Part, Scored
+from proxy.memory.packing import Excerpt, place, select
 from proxy.memory.query import focus, periods_in
-from proxy.memory.recall import (
-    Candidate,
-    Excerpt,
-    Hit,
-    Key,
-    place,
-    rank,
-    select,
-    supported_by_neighbours,
-)
+from proxy.memory.ranking import Candidate, Hit, Key, rank, supported_by_neighbours
 from proxy.store import open_store
 from proxy.store.fragments import Fragment, NewFragment
 from proxy.tokens import TokenCounter
