@@ -18,7 +18,7 @@ from ..errors import BadRequest
 from ..memory.bm25 import BM25Index, tokenize
 from ..memory.extraction import TYPES, MemoryItem, MemoryType, derive_key
 from ..memory.fusion import Floor, fuse
-from ..memory.lifecycle import ExistingItem, decide, expiry_moment
+from ..memory.lifecycle import ExistingItem, decide, expiry_epoch, expiry_moment
 from ..memory.redaction import redact
 from ..store import Store
 from ..store.item_rows import ItemRow, NewItem
@@ -154,8 +154,11 @@ class MemoryAdmin:
         data = read_export(raw)
         for item in data["items"]:
             item["content"] = _mask(item["content"], pii)
+            item["terms"] = " ".join(tokenize(item["content"]))
+            item["expires"] = expiry_epoch(item["expires_at"])
         for fragment in data["fragments"]:
             fragment["text"] = _mask(fragment["text"], pii)
+            fragment["terms"] = " ".join(tokenize(fragment["text"]))
         item_vectors = await self._vectors([i["content"] for i in data["items"]])
         fragment_vectors = await self._vectors([f["text"] for f in data["fragments"]])
         return await self.store.users.restore(tenant, user, data, item_vectors, fragment_vectors)
@@ -225,7 +228,7 @@ def _new_item(item: MemoryItem) -> NewItem:
     return NewItem(
         type=item.type, key=item.key, content=item.content, terms=" ".join(tokenize(item.content)),
         importance=item.importance, confidence=item.confidence, source=item.source,
-        expires_at=item.expires_at, turns=[], fragment_hashes=[],
+        expires_at=item.expires_at, expires=expiry_epoch(item.expires_at), turns=[], fragment_hashes=[],
     )
 
 

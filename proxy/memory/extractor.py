@@ -22,7 +22,7 @@ from ..store.fragments import FragmentStore
 from ..store.item_rows import ItemStore, NewItem
 from .bm25 import tokenize
 from .extraction import MemoryItem, parse_items, transcript_for_extraction
-from .lifecycle import ExistingItem, decide
+from .lifecycle import ExistingItem, decide, expiry_epoch
 from .query import fragment_hash
 from .redaction import redact
 from .rules import rule_extract
@@ -123,6 +123,7 @@ class Extractor:
             confidence=item.confidence,
             source=item.source,
             expires_at=item.expires_at,
+            expires=expiry_epoch(item.expires_at),
             turns=list(item.turns),
             fragment_hashes=_sources(item, turns),
         )

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from ..memory.lifecycle import is_expired
 from .db import Connection, Database
 from .fragments import scope_of
 
@@ -63,6 +62,7 @@ class NewItem:
     confidence: float
     source: str
     expires_at: str | None
+    expires: float | None  # ``expires_at`` in epoch seconds, as the caller reads it
     turns: Sequence[int]
     fragment_hashes: Sequence[str]
 
@@ -92,10 +92,10 @@ class ItemStore:
         def write(c: Connection) -> int:
             cur = c.execute(
                 "INSERT INTO items (tenant, user, session, type, key, content, terms, importance,"
-                " confidence, source, expires_at, turns, fragment_hashes, created, updated)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " confidence, source, expires_at, expires, turns, fragment_hashes, created, updated)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (tenant, user, session, item.type, item.key, item.content, item.terms,
-                 item.importance, item.confidence, item.source, item.expires_at,
+                 item.importance, item.confidence, item.source, item.expires_at, item.expires,
                  json.dumps(list(item.turns)), json.dumps(list(item.fragment_hashes)), now, now),
             )
             new_id = int(cur.lastrowid)
@@ -227,15 +227,12 @@ class ItemStore:
         )
 
     async def expire(self, now: dt.datetime) -> int:
-        """Delete items whose ``expires_at`` has passed."""
+        """Delete items whose expiry has passed (their vectors first: vec0 has no cascade)."""
+        at = now.timestamp()
 
         def write(c: Connection) -> int:
-            rows = c.execute("SELECT id, expires_at FROM items WHERE expires_at IS NOT NULL")
-            ids = [r[0] for r in rows if is_expired(r[1], now)]
-            for item_id in ids:
-                c.execute("DELETE FROM items WHERE id = ?", (item_id,))
-                c.execute("DELETE FROM vec_items WHERE rowid = ?", (item_id,))
-            return len(ids)
+            c.execute("DELETE FROM vec_items WHERE rowid IN (SELECT id FROM items WHERE expires <= ?)", (at,))
+            return int(c.execute("DELETE FROM items WHERE expires <= ?", (at,)).rowcount)
 
         return await self.db.write(write)
 
