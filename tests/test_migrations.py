@@ -12,7 +12,7 @@ import pytest
 from proxy.memory.lifecycle import expiry_epoch
 from proxy.store import migrations, open_store
 from proxy.store.db import Database
-from proxy.store.item_rows import NewItem
+from proxy.store.item_rows import ItemWrite, NewItem
 
 BEFORE_EXPIRY = [name for name, _ in migrations.MIGRATIONS].index("005_item_expiry")
 
@@ -55,7 +55,7 @@ async def test_expire_deletes_exactly_the_items_past_their_expiry(tmp_path: Path
     try:
         for key, expires_at in [("gone", "2029-12-31"), ("today", "2030-01-01"), ("never", None)]:
             item = NewItem("event", key, key, key, 0.5, 1.0, "user-stated", expires_at, expiry_epoch(expires_at), [], [])
-            await store.items.add("t", "u", None, item, np.array([1.0, 0.0, 0.0, 0.0]))
+            await store.items.remember("t", "u", None, item, np.array([1.0, 0.0, 0.0, 0.0]), lambda _: ItemWrite())
         assert await store.items.expire(now) == 1
         assert sorted(r.key for r in await store.items.all("t", "u")) == ["never", "today"]
         vectors = await store.db.read(lambda c: c.execute("SELECT count(*) FROM vec_items").fetchone()[0])
