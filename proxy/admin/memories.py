@@ -95,9 +95,10 @@ class MemoryAdmin:
         literal = {i for i, r in rows.items() if _contains(r, query)}
         bm25 = {**dict.fromkeys(literal, 0.0), **_bm25(rows.values(), query)}
         floor = Floor()
+        fused = fuse(vector, bm25, weights[0], weights[1])
         found = [
             Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw)
-            for s in fuse(vector, bm25, weights[0], weights[1], floor=None)
+            for s in (fused.scored(i) for i in range(len(fused)))
             if s.id in literal or floor.passes(s.vector.raw, s.bm25.raw)
         ]
         return found[:limit]

@@ -30,7 +30,7 @@ from ..tokens import TokenCounter
 from .bm25 import tokenize
 from .cards import Card, render_block
 from .fragment_search import CANDIDATES, FragmentIndex, keyword_scores, vector_scores
-from .fusion import Floor, Normalisation, fuse_arrays
+from .fusion import Floor, Normalisation, fuse
 from .item_search import ItemCandidates, ItemIndex, item_candidates
 from .packing import SCAN_LIMIT, select
 from .query import build_query, focus, fragment_hash, indexable, periods_in
@@ -115,7 +115,7 @@ async def recall_for(
     bm25: dict[Key, float] = {("f", i): s for i, s in bm25_f.items()}
     vector.update({("i", i): s for i, s in item_found.vector.items()})
     bm25.update({("i", i): s for i, s in item_found.bm25.items()})
-    fused = fuse_arrays(
+    fused = fuse(
         vector, bm25, mem.vector_weight, mem.bm25_weight, vector_norm=VECTOR_NORM, bm25_norm=BM25_NORM
     )
     exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
