@@ -11,7 +11,7 @@ import numpy as np
 from proxy import config
 from proxy.maintenance import DAY_S, run_maintenance, stale_rules
 from proxy.store import Store, open_store
-from proxy.store.item_rows import NewItem
+from proxy.store.item_rows import ItemRow, ItemWrite, NewItem
 
 DIM = 8
 TENANTS = ("acme", "globex", "key-0123456789abcdef01234567")  # the last: a passthrough-derived tenant
@@ -34,8 +34,12 @@ def settings(tmp_path: Path) -> config.Settings:
 def item(content: str, importance: float) -> NewItem:
     return NewItem(
         type="preference", key=content, content=content, terms=content, importance=importance,
-        confidence=0.7, source="user-stated", expires_at=None, turns=(), fragment_hashes=(),
+        confidence=0.7, source="user-stated", expires_at=None, expires=None, turns=(), fragment_hashes=(),
     )
+
+
+def insert(active: list[tuple[ItemRow, np.ndarray]]) -> ItemWrite:
+    return ItemWrite()  # a new item, superseding nothing
 
 
 async def statuses(store: Store) -> dict[str, set[str]]:
@@ -50,8 +54,9 @@ def test_each_tenant_is_archived_by_its_own_stale_days(tmp_path: Path) -> None:
         store = open_store(st.sqlite_path, DIM)
         try:
             for tenant in TENANTS:
-                await store.items.add(tenant, "u", None, item("likes tea", 0.1), np.ones(DIM, np.float32))
-                await store.items.add(tenant, "u", None, item("is a pilot", 0.9), np.ones(DIM, np.float32))
+                for content, importance in (("likes tea", 0.1), ("is a pilot", 0.9)):
+                    vector = np.ones(DIM, np.float32)
+                    await store.items.remember(tenant, "u", None, item(content, importance), vector, insert)
             seen = []
             for days in (29, 31, 181):
                 await run_maintenance(st, store, now=time.time() + days * DAY_S)

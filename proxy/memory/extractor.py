@@ -18,13 +18,11 @@ import numpy as np
 
 from ..metrics import Metrics
 from ..prompts import Prompts
-from ..store.fragments import FragmentStore
-from ..store.item_rows import ItemStore, NewItem
-from .bm25 import tokenize
+from ..store.item_rows import ItemStore
 from .extraction import MemoryItem, parse_items, transcript_for_extraction
-from .lifecycle import ExistingItem, decide
 from .query import fragment_hash
 from .redaction import redact
+from .remember import remember
 from .rules import rule_extract
 
 log = logging.getLogger("paperclip.items")
@@ -42,13 +40,11 @@ class Extractor:
     def __init__(
         self,
         items: ItemStore,
-        fragments: FragmentStore,
         prompts: Prompts,
         embed: Embed,
         metrics: Metrics,
     ) -> None:
         self.items = items
-        self.fragments = fragments
         self.prompts = prompts
         self.embed = embed
         self.metrics = metrics
@@ -107,33 +103,11 @@ class Extractor:
         turns: Sequence[Turn],
         dedup_cosine: float,
     ) -> int:
-        vector = (await self.embed([item.content]))[0]
-        existing = await self.items.active_with_vectors(tenant, user)
-        known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
-        decision = decide(item, vector, known, dedup_cosine)
-        if decision.action == "merge":
-            await self.items.merge(tenant, user, int(decision.target_ids[0]))
-            return 0
-        new = NewItem(
-            type=item.type,
-            key=item.key,
-            content=item.content,
-            terms=" ".join(tokenize(item.content)),
-            importance=item.importance,
-            confidence=item.confidence,
-            source=item.source,
-            expires_at=item.expires_at,
-            turns=list(item.turns),
-            fragment_hashes=_sources(item, turns),
+        done = await remember(
+            self.items, self.embed, tenant, user, session, item,
+            dedup_cosine=dedup_cosine, fragment_hashes=_sources(item, turns),
         )
-        old = [int(i) for i in decision.target_ids] if decision.action == "supersede" else []
-        await self.items.add(tenant, user, session, new, vector, supersedes=old)
-        if old:
-            # Neither a superseded fact nor the turns it came from may be injected again.
-            rows = await self.items.get(tenant, user, old)
-            hashes = [h for r in rows.values() for h in r.fragment_hashes]
-            await self.fragments.suppress(tenant, user, hashes)
-        return 1
+        return 0 if done.action == "merged" else 1
 
 
 def _numbered(turns: Sequence[Turn]) -> list[Turn]:

@@ -139,6 +139,12 @@ def expiry_moment(expires_at: str | datetime | None) -> datetime | None:
         return None
 
 
+def expiry_epoch(expires_at: str | None) -> float | None:
+    """``expiry_moment`` in epoch seconds, the form the store compares; None never expires."""
+    moment = expiry_moment(expires_at)
+    return None if moment is None else moment.timestamp()
+
+
 def is_expired(expires_at: str | datetime | None, now: datetime) -> bool:
     """True once ``now`` has reached the item's expiry; never for no or unreadable expiry."""
     moment = expiry_moment(expires_at)

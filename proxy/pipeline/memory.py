@@ -21,7 +21,7 @@ from ..memory.fragment_search import FragmentIndex
 from ..memory.fusion import Floor
 from ..memory.item_search import ItemIndex
 from ..memory.query import indexable
-from ..memory.recall import candidate, recall_for
+from ..memory.recall import RecallRequest, candidate, recall_for
 from ..memory.redaction import redact_message
 from ..prompts import Prompts
 from ..store.traces import TraceStore
@@ -74,7 +74,7 @@ class MemoryPipeline:
             else:
                 degraded = self.context.failing.get((call.tenant.id, call.session))
         recall = (
-            await recall_for(self.index, call, view.window, counter, self.floor, self.items)
+            await recall_for(self.index, _recall_request(call, view), counter, self.floor, self.items)
             if st.memory.enabled
             else None
         )
@@ -114,6 +114,8 @@ class MemoryPipeline:
             return
         st = call.tenant.settings
         await self._save_trace(call, prepared, plan)
+        if plan.recall is not None and plan.recall.touched and self.items is not None:
+            await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
         if st.memory.enabled:
             await self._index(call, plan.view, reply)
             await self._extract(call, plan.view, force=False)
@@ -192,3 +194,10 @@ class MemoryPipeline:
             "memory_block": recall.block if recall else None,
         }
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
+
+
+def _recall_request(call: ChatCall, view: View) -> RecallRequest:
+    return RecallRequest(
+        call.tenant.id, call.user, call.session, call.messages, view.window,
+        call.tenant.settings.memory, call.received_at,
+    )
