@@ -152,17 +152,11 @@ class MemoryPipeline:
         if self.extractor is None or not call.tenant.settings.memory.enabled:
             return
         mem = call.tenant.settings.memory
-        tenant, session = call.tenant.id, call.session
-        done = await self.extractor.items.cursor(tenant, session)
-        fresh = len(view.conv) - done
-        if fresh <= 0 or (fresh < mem.extract_every_messages and not force):
-            return
-        turns = [t for t in indexable(view.conv) if t[0] >= done]
         complete = self.complete(call.tenant.settings, call.tenant.upstream_key)
-        await self.extractor.extract(
-            tenant, call.user, session, turns, complete, pii=mem.pii, dedup_cosine=mem.dedup_cosine
+        await self.extractor.catch_up(
+            call.tenant.id, call.user, call.session, indexable(view.conv), len(view.conv), complete,
+            every=1 if force else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
         )
-        await self.extractor.items.set_cursor(tenant, session, len(view.conv))
 
     async def _compress(self, call: ChatCall, view: View, counter: TokenCounter) -> View:
         st = call.tenant.settings

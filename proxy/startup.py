@@ -60,7 +60,7 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
         prompts=prompts,
         upstreams=services.upstreams,
         metrics=services.metrics,
-        extractor=Extractor(store.items, prompts, index.embed, services.metrics),
+        extractor=Extractor(store.items, store.cursors, prompts, index.embed, services.metrics),
     )
     # Ready only once requests can use it: /readyz turns 200 here.
     services.ready.update(database=True, embedding=True)
