@@ -42,7 +42,7 @@ def test_expiry_backfill_reads_expires_at_as_the_memory_layer_does(tmp_path: Pat
         " expires_at, created, updated) VALUES ('t', 'u', 'event', 'k', 'c', 'c', 0.5, 1, 'user-stated', ?, 0, 0)",
         (expires_at,),
     )
-    assert migrations.apply(conn) == ["005_item_expiry"]
+    assert migrations.apply(conn)[0] == "005_item_expiry"
     (stored,) = conn.execute("SELECT expires FROM items").fetchone()
     conn.close()
     expected = expiry_epoch(expires_at)  # None for no expiry and for junk alike

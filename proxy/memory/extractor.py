@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..metrics import Metrics
 from ..prompts import Prompts
+from ..store.extraction_cursors import ExtractionCursorStore
 from ..store.item_rows import ItemStore
 from .extraction import MemoryItem, parse_items, transcript_for_extraction
 from .query import fragment_hash
@@ -34,20 +36,61 @@ Turn = tuple[int, str, str]  # (conversation position, role, text)
 # A session that arrives with a long history is caught up with the model for
 # its latest messages only; older ones go through the rules (cheap, no tokens).
 MODEL_CATCH_UP = 40
+# How long a claim on a session's turns holds if its process dies mid-extraction.
+CLAIM_LEASE_S = 300.0
 
 
 class Extractor:
     def __init__(
         self,
         items: ItemStore,
+        cursors: ExtractionCursorStore,
         prompts: Prompts,
         embed: Embed,
         metrics: Metrics,
     ) -> None:
         self.items = items
+        self.cursors = cursors
         self.prompts = prompts
         self.embed = embed
         self.metrics = metrics
+
+    async def catch_up(
+        self,
+        tenant: str,
+        user: str,
+        session: str,
+        turns: Sequence[Turn],
+        length: int,
+        complete: Complete | None,
+        *,
+        every: int,
+        pii: str,
+        dedup_cosine: float,
+    ) -> int:
+        """Extract the session's turns not mined yet, once at least ``every`` messages wait.
+
+        ``turns`` are the conversation's indexable turns and ``length`` its
+        message count (the cursor's unit). The turns are claimed first (see
+        ``store/extraction_cursors.py``): a concurrent record of the session
+        that lost the claim extracts nothing. Returns how many items were added.
+        """
+        done = await self.cursors.cursor(tenant, session)
+        if length - done <= 0 or length - done < every:
+            return 0
+        owner = "extract-" + uuid.uuid4().hex
+        if not await self.cursors.claim(tenant, session, done, owner, CLAIM_LEASE_S):
+            return 0
+        try:
+            fresh = [t for t in turns if t[0] >= done]
+            added = await self.extract(
+                tenant, user, session, fresh, complete, pii=pii, dedup_cosine=dedup_cosine
+            )
+        except BaseException:
+            await self.cursors.release(tenant, session, owner)
+            raise
+        await self.cursors.finish(tenant, session, owner, length)
+        return added
 
     async def extract(
         self,

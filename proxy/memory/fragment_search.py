@@ -1,7 +1,7 @@
-"""The memory index: indexing fragments after a response, hybrid search on the request path.
+"""The fragments' side of the hybrid search: indexing turns after a response, searching them on the request path.
 
 Blocking work (embedding, SQLite) runs off the event loop: embeddings on one
-dedicated thread (torch parallelises inside it), SQLite through the store's
+dedicated thread (the embedder runs its own threads inside it), SQLite through the store's
 own threads. The BM25 side is an in-memory index per scope (tenant + user),
 loaded incrementally from the stored terms, so a search touches only the
 documents that share a term with the query.

@@ -4,14 +4,14 @@ gate, and the final score — fused, + a period bonus, + support from adjacent t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from ..store.fragments import Fragment
 from ..store.item_rows import ItemRow
 from .fragment_search import epoch_range
-from .fusion import Floor, Fused, Scored
+from .fusion import Floor, Fused, Scored, boost_of
 from .query import Period
 
 Key = tuple[Literal["f", "i"], int]
@@ -22,6 +22,8 @@ PERIOD_BONUS = 0.3
 NEIGHBOUR_WEIGHT = 0.3
 # The relevance gate looks at this many of the best fused candidates.
 GATE_DEPTH = 10
+# A fragment (a turn as said) has no importance of its own: it counts as an average item.
+FRAGMENT_IMPORTANCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,33 @@ def candidates(
             row = rows.get(number)
             if row is not None and (session is None or row.session == session):
                 out.append(Candidate(at, scores[at], None, row))
+    return out
+
+
+def boosts(
+    keys: Iterable[Key],
+    fragments: Mapping[int, Fragment],
+    rows: Mapping[int, ItemRow],
+    now: float,
+    half_life_days: float | None,
+    importance_weight: float,
+) -> dict[Key, float] | None:
+    """Each candidate's importance × recency factor (``fusion.boost_of``); None when both are off.
+
+    A fragment's age runs from when it was said; an item's from when it was
+    last stated (a repeat refreshes it).
+    """
+    if half_life_days is None and importance_weight == 0.0:
+        return None
+    out: dict[Key, float] = {}
+    for key in keys:
+        kind, number = key
+        frag = fragments.get(number) if kind == "f" else None
+        row = rows.get(number) if kind == "i" else None
+        if frag is not None:
+            out[key] = boost_of((now - frag.created) / 86_400, FRAGMENT_IMPORTANCE, half_life_days, importance_weight)
+        elif row is not None:
+            out[key] = boost_of((now - row.updated) / 86_400, row.importance, half_life_days, importance_weight)
     return out
 
 

@@ -34,7 +34,7 @@ from .fusion import Floor, Normalisation, fuse
 from .item_search import ItemCandidates, ItemIndex, item_candidates
 from .packing import SCAN_LIMIT, select
 from .query import build_query, focus, fragment_hash, indexable, periods_in
-from .ranking import Hit, Key, candidates, rank, relevant
+from .ranking import Hit, Key, boosts, candidates, rank, relevant
 
 # Normalisation of each signal over the candidates before fusion. Min-max for
 # both: "max" for BM25 (the weakest match keeps a share) let keyword matches on
@@ -115,8 +115,12 @@ async def recall_for(
     bm25: dict[Key, float] = {("f", i): s for i, s in bm25_f.items()}
     vector.update({("i", i): s for i, s in item_found.vector.items()})
     bm25.update({("i", i): s for i, s in item_found.bm25.items()})
+    boost = boosts(
+        vector.keys() | bm25.keys(), scope.fragments, item_found.rows, request.now,
+        mem.recency_half_life_days, mem.importance_weight,
+    )
     fused = fuse(
-        vector, bm25, mem.vector_weight, mem.bm25_weight, vector_norm=VECTOR_NORM, bm25_norm=BM25_NORM
+        vector, bm25, mem.vector_weight, mem.bm25_weight, vector_norm=VECTOR_NORM, bm25_norm=BM25_NORM, boost=boost
     )
     exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
     session = request.session if mem.scope == "session" else None
@@ -151,6 +155,7 @@ def candidate(hit: Hit) -> dict[str, Any]:
         "vector_norm": s.vector.norm,
         "bm25": s.bm25.raw,
         "bm25_norm": s.bm25.norm,
+        "boost": s.boost,
         "fused": s.score,
         "dated": hit.dated,
         "score": hit.score,

@@ -140,16 +140,10 @@ class MemoryPipeline:
         if self.extractor is None or not call.tenant.settings.memory.enabled:
             return
         mem = call.tenant.settings.memory
-        tenant, session = call.tenant.id, call.session
-        done = await self.extractor.items.cursor(tenant, session)
-        fresh = len(view.conv) - done
-        if fresh <= 0 or (fresh < mem.extract_every_messages and not force):
-            return
-        turns = [t for t in indexable(view.conv) if t[0] >= done]
-        await self.extractor.extract(
-            tenant, call.user, session, turns, self.complete(call), pii=mem.pii, dedup_cosine=mem.dedup_cosine
+        await self.extractor.catch_up(
+            call.tenant.id, call.user, call.session, indexable(view.conv), len(view.conv), self.complete(call),
+            every=1 if force else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
         )
-        await self.extractor.items.set_cursor(tenant, session, len(view.conv))
 
     async def _compress(self, call: ChatCall, view: View, counter: TokenCounter) -> View:
         compressor = Compressor(self.prompts, self.complete(call), self.counter(None))

@@ -205,24 +205,6 @@ class ItemStore:
 
         return await self.db.write(write)
 
-    async def cursor(self, tenant: str, session: str) -> int:
-        row = await self.db.read(
-            lambda c: c.execute(
-                "SELECT upto FROM extraction_cursors WHERE tenant = ? AND session = ?",
-                (tenant, session),
-            ).fetchone()
-        )
-        return 0 if row is None else int(row[0])
-
-    async def set_cursor(self, tenant: str, session: str, upto: int) -> None:
-        await self.db.write(
-            lambda c: c.execute(
-                "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (?, ?, ?)"
-                " ON CONFLICT (tenant, session) DO UPDATE SET upto = max(upto, excluded.upto)",
-                (tenant, session, upto),
-            )
-        )
-
     async def expire(self, now: dt.datetime) -> int:
         """Delete items whose expiry has passed (their vectors first: vec0 has no cascade)."""
         at = now.timestamp()

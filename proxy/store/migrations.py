@@ -156,6 +156,16 @@ def m005_item_expiry(conn: Connection) -> None:
     )
 
 
+def m006_extraction_claims(conn: Connection) -> None:
+    # A claim on a session's next turns: who extracts them, and until when (store/extraction_cursors.py).
+    _script(conn,
+        """
+        ALTER TABLE extraction_cursors ADD COLUMN owner TEXT;
+        ALTER TABLE extraction_cursors ADD COLUMN lease_expires REAL
+        """
+    )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -169,6 +179,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("003_items", m003_items),
     ("004_traces", m004_traces),
     ("005_item_expiry", m005_item_expiry),
+    ("006_extraction_claims", m006_extraction_claims),
 ]
 
 
