@@ -125,12 +125,13 @@ class MemoryPipeline:
         if view is None:
             return
         await self._save_trace(call, prepared)
-        recall: Recall | None = prepared.state.get("recall")
-        if recall is not None and recall.touched and self.items is not None:
-            await self.items.touch(call.tenant.id, call.user, recall.touched)
         if st.memory.enabled:
             await self._index(call, view, outcome)
             await self._extract(call, view, force=False)
+            recall: Recall | None = prepared.state.get("recall")
+            if recall is not None and recall.touched and self.items is not None:
+                # Recall never writes: the injected items' access is recorded here, after the response.
+                await self.items.touch(call.tenant.id, call.user, recall.touched)
         if st.context.enabled and st.context.compression_mode == "background" and view.over_watermark():
             await self._compress(call, view, counter)
         overrun = self._overrun.pop(call.trace_id, None)
