@@ -14,8 +14,8 @@ import ssl
 
 import httpx
 
+from .config.outbound import OutboundProxy
 from .http11 import Connection
-from .outbound import OutboundProxy
 
 _MAX_TUNNEL_HEAD = 16 * 1024
 

@@ -35,11 +35,11 @@ from typing import Any
 
 import httpx
 
+from .config.outbound import DIRECT, OutboundProxy, ProxyRules
+from .config.tls import DEFAULT_TLS, TlsSettings, ssl_context
 from .dial import connect
 from .http11 import Body, Connection, send_request, wait
-from .outbound import DIRECT, OutboundProxy, ProxyRules
 from .pool import ConnectionPool, Origin
-from .tls import DEFAULT_TLS, TlsSettings, ssl_context
 
 
 @dataclass(frozen=True)

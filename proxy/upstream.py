@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import httpx
 
 from .config import Upstream
+from .config.outbound import ProxyRules
+from .config.tls import TlsSettings
 from .errors import (
     PaperclipError,
     UpstreamError,
@@ -16,9 +18,7 @@ from .errors import (
     UpstreamUnavailable,
     UpstreamUnreachable,
 )
-from .outbound import ProxyRules
 from .tenancy import CONTROL_PREFIX, Tenant
-from .tls import TlsSettings
 from .transport import LeanTransport, Timeouts, UpstreamClient
 
 # RFC 9110 §7.6.1 hop-by-hop headers, plus the ones the transport recomputes.

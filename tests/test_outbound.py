@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.outbound import OutboundProxy, ProxyRules, bypassed, parse_no_proxy, parse_proxy
+from proxy.config.outbound import OutboundProxy, ProxyRules, bypassed, parse_no_proxy, parse_proxy
 
 label = st.from_regex(r"[a-z][a-z0-9-]{0,10}[a-z0-9]", fullmatch=True)
 domain = st.lists(label, min_size=1, max_size=4).map(".".join)

@@ -20,8 +20,8 @@ import uvloop
 
 from proxy import config
 from proxy.app import create_app
-from proxy.outbound import ProxyRules, parse_proxy
-from proxy.tls import TlsSettings
+from proxy.config.outbound import ProxyRules, parse_proxy
+from proxy.config.tls import TlsSettings
 from proxy.transport import LeanTransport, Timeouts
 from tests.conftest import Proxy, base_config
 from tests.connect_proxy import ConnectProxy

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from proxy.config import Upstream
-from proxy.tls import TlsSettings
+from proxy.config.tls import TlsSettings
 from proxy.transport import LeanTransport, Timeouts
 from proxy.upstream import Upstreams
 from tests.conftest import Proxy

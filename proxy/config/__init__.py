@@ -9,7 +9,8 @@ that into exit status 2 before anything starts.
 ``schema`` holds every key with its default and the settings objects,
 ``loading`` reads and merges the files, ``fields`` checks single values,
 ``upstream_settings`` the upstream section (URL, proxy, TLS), ``environment``
-the proxy variables.
+the proxy variables; ``outbound`` (which proxy reaches an origin) and ``tls``
+(the SSL context of a TLS setting) are the value types the transport reads.
 """
 
 from .loading import build, from_dict, load

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import ConfigError
-from ..outbound import OutboundProxy, ProxyRules, parse_no_proxy, parse_proxy
+from .outbound import OutboundProxy, ProxyRules, parse_no_proxy, parse_proxy
 
 SOURCE = "<environment>"
 

@@ -12,9 +12,9 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
-from ..outbound import ProxyRules
 from .environment import proxy_rules
 from .fields import CHOICES, choice, keys, positive, section, typed
+from .outbound import ProxyRules
 from .schema import (
     DEFAULTS,
     TENANT_KEYS,

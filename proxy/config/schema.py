@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
-from ..outbound import DIRECT, ProxyRules
-from ..tls import TlsSettings
+from .outbound import DIRECT, ProxyRules
+from .tls import TlsSettings
 
 DEFAULTS: dict[str, Any] = {
     "upstream": {

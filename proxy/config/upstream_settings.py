@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..outbound import ProxyRules, parse_proxy
-from ..tls import ssl_context
 from .fields import section
+from .outbound import ProxyRules, parse_proxy
 from .schema import Upstream
+from .tls import ssl_context
 
 _FILES = ("ca_file", "client_cert", "client_key")
 
