@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from proxy.store import open_store
+from proxy.store.item_rows import ItemWrite, NewItem
+from proxy.store.pg_cursors import PgExtractionCursorStore
 from proxy.store.pg_fragments import PgFragmentStore
 from proxy.store.pg_items import PgItemStore
 from proxy.store.pg_sessions import PgSessionStore
@@ -28,16 +30,25 @@ class Stores:
     items: Any
     traces: Any
     users: Any
+    cursors: Any
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
     if request.param == "sqlite":
         store = await asyncio.to_thread(open_store, str(tmp_path / "p.db"), DIM)
-        yield Stores(store.sessions, store.fragments, store.items, store.traces, store.users)
+        yield Stores(store.sessions, store.fragments, store.items, store.traces, store.users, store.cursors)
         store.close()
     else:
         db = await PgDatabase.open(request.getfixturevalue("pg_url"), DIM)
         yield Stores(PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db),
-                     PgUserStore(db))
+                     PgUserStore(db), PgExtractionCursorStore(db))
         await db.close()
+
+
+async def add_item(items: Any, tenant: str, user: str, session: str | None, item: NewItem, vector: Any,
+                   supersedes: Sequence[int] = ()) -> int:
+    """Store ``item`` superseding ``supersedes`` (the choice ``remember`` would have made)."""
+    _, new_id = await items.remember(tenant, user, session, item, vector,
+                                     lambda active: ItemWrite(supersedes=tuple(supersedes)))
+    return int(new_id)

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from proxy.store.fragments import NewFragment
+from proxy.store.item_rows import NewItem
 from proxy.store.sessions import EMPTY, SummaryRow
-from tests.store_backends import DIM, Stores
+from tests.store_backends import DIM, Stores, add_item
 
 
 def _fragments(n: int, start: int = 0) -> list[NewFragment]:
@@ -43,11 +44,15 @@ async def test_fragments_are_added_once_and_load_in_id_order_with_their_vectors(
     assert await stores.fragments.count("acme", "u1") == 8
 
 
-async def test_a_suppressed_fragment_leaves_the_active_set_and_moves_the_generation(stores: Stores) -> None:
+async def test_a_superseded_items_fragments_leave_the_active_set_and_move_the_generation(
+    stores: Stores,
+) -> None:
     await stores.fragments.add("acme", "u1", "s1", _fragments(4), _vectors(4))
     await stores.fragments.add("beta", "u1", "s1", _fragments(4), _vectors(4))
     before = await stores.fragments.active_ids("acme", "u1")
-    await stores.fragments.suppress("acme", "u1", ["h1", "h2"])
+    fact = NewItem("preference", "k", "old fact", "old fact", 0.5, 0.5, "user", None, None, (1,), ("h1", "h2"))
+    old = await add_item(stores.items, "acme", "u1", "s1", fact, _vectors(1)[0])
+    await add_item(stores.items, "acme", "u1", "s1", fact, _vectors(1)[0], supersedes=[old])
     generation, loaded = await stores.fragments.load_since("acme", "u1", 0, 100)
     assert generation == 1
     assert [x.fragment.hash for x in loaded] == ["h0", "h3"]

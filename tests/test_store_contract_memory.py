@@ -10,14 +10,15 @@ from typing import Any
 import numpy as np
 
 from proxy.store.fragments import NewFragment
-from proxy.store.items import NewItem
+from proxy.store.item_rows import ItemWrite, NewItem
 from proxy.store.sessions import SummaryRow
-from tests.store_backends import DIM, Stores
+from tests.store_backends import DIM, Stores, add_item
 
 
 def _item(key: str, content: str, expires_at: str | None = None, importance: float = 0.8) -> NewItem:
+    expires = None if expires_at is None else dt.datetime.fromisoformat(expires_at).timestamp()
     return NewItem("preference", key, content, content.lower(), importance, 0.9, "user", expires_at,
-                   (1, 2), ("h1",))
+                   expires, (1, 2), ("h1",))
 
 
 def _vec(seed: int) -> Any:
@@ -27,9 +28,9 @@ def _vec(seed: int) -> Any:
 
 async def test_items_are_added_superseded_merged_touched_and_deleted(stores: Stores) -> None:
     items = stores.items
-    old = await items.add("acme", "u1", "s1", _item("user.diet", "Vegetarian"), _vec(1))
+    old = await add_item(items, "acme", "u1", "s1", _item("user.diet", "Vegetarian"), _vec(1))
     version = await items.version("acme", "u1")
-    new = await items.add("acme", "u1", "s1", _item("user.diet", "Vegan"), _vec(2), supersedes=[old])
+    new = await add_item(items, "acme", "u1", "s1", _item("user.diet", "Vegan"), _vec(2), supersedes=[old])
     assert await items.version("acme", "u1") != version
     active = await items.active_with_vectors("acme", "u1")
     assert [(row.id, row.content) for row, _ in active] == [(new, "Vegan")]
@@ -38,7 +39,9 @@ async def test_items_are_added_superseded_merged_touched_and_deleted(stores: Sto
     assert [(r.id, r.status, r.superseded_by) for r in everything] == [
         (old, "superseded", new), (new, "active", None)]
     assert [r.id for r in await items.all("acme", "u1")] == [new]
-    await items.merge("acme", "u1", new)
+    merged = await items.remember("acme", "u1", "s1", _item("user.diet", "Vegan"), _vec(2),
+                                  lambda active: ItemWrite(merge_into=new))
+    assert merged == (ItemWrite(merge_into=new), new)
     await items.touch("acme", "u1", [new])
     row = (await items.get("acme", "u1", [new, old, 999]))[new]
     assert (row.seen_count, row.access_count, row.turns, row.fragment_hashes) == (2, 1, [1, 2], ["h1"])
@@ -52,18 +55,27 @@ async def test_items_are_added_superseded_merged_touched_and_deleted(stores: Sto
     assert [i for i, _ in await items.knn("acme", "u1", _vec(2), 5)] == [old]  # superseded history stays
 
 
-async def test_cursors_only_move_forward(stores: Stores) -> None:
-    assert await stores.items.cursor("acme", "s1") == 0
-    await stores.items.set_cursor("acme", "s1", 6)
-    await stores.items.set_cursor("acme", "s1", 4)
-    assert (await stores.items.cursor("acme", "s1"), await stores.items.cursor("beta", "s1")) == (6, 0)
+async def test_a_cursor_moves_by_claims_one_claimant_at_a_time(stores: Stores) -> None:
+    cursors = stores.cursors
+    assert await cursors.cursor("acme", "s1") == 0
+    assert await cursors.claim("acme", "s1", 0, "a", 30)
+    assert not await cursors.claim("acme", "s1", 0, "b", 30)  # a holds the turns
+    await cursors.finish("acme", "s1", "a", 6)
+    assert not await cursors.claim("acme", "s1", 0, "b", 30)  # the cursor moved: 0 is stale
+    assert await cursors.claim("acme", "s1", 6, "b", 30)
+    await cursors.release("acme", "s1", "b")
+    assert await cursors.claim("acme", "s1", 6, "c", 0.01)
+    await asyncio.sleep(0.05)
+    assert await cursors.claim("acme", "s1", 6, "d", 30)  # c's lease ran out
+    await cursors.finish("acme", "s1", "c", 9)  # c lost its claim: nothing moves
+    assert (await cursors.cursor("acme", "s1"), await cursors.cursor("beta", "s1")) == (6, 0)
 
 
 async def test_expired_items_are_deleted_and_stale_ones_archived(stores: Stores) -> None:
     items = stores.items
-    await items.add("acme", "u1", None, _item("task.a", "Due yesterday", "2026-01-01T00:00:00+00:00"), _vec(1))
-    keep = await items.add("acme", "u1", None, _item("task.b", "Due later", "2099-01-01T00:00:00+00:00"), _vec(2))
-    low = await items.add("acme", "u1", None, _item("p.c", "Minor", importance=0.1), _vec(3))
+    await add_item(items, "acme", "u1", None, _item("task.a", "Due yesterday", "2026-01-01T00:00:00+00:00"), _vec(1))
+    keep = await add_item(items, "acme", "u1", None, _item("task.b", "Due later", "2099-01-01T00:00:00+00:00"), _vec(2))
+    low = await add_item(items, "acme", "u1", None, _item("p.c", "Minor", importance=0.1), _vec(3))
     assert await items.expire(dt.datetime(2026, 6, 1, tzinfo=dt.UTC)) == 1
     assert await items.archive_stale(time.time() + 1, 0.3) == 1
     assert {r.id: r.status for r in await items.all("acme", "u1", include_inactive=True)} == {
@@ -73,12 +85,13 @@ async def test_expired_items_are_deleted_and_stale_ones_archived(stores: Stores)
 async def _fill(stores: Stores, user: str) -> None:
     frag = [NewFragment("h1", "user", "I am vegetarian", "i am vegetarian", 0, 4)]
     await stores.fragments.add("acme", user, "s1", frag, np.stack([_vec(5)]))
-    first = await stores.items.add("acme", user, "s1", _item("user.diet", "Vegetarian"), _vec(1))
-    await stores.items.add("acme", user, "s1", _item("user.diet", "Vegan"), _vec(2), supersedes=[first])
+    first = await add_item(stores.items, "acme", user, "s1", _item("user.diet", "Vegetarian"), _vec(1))
+    await add_item(stores.items, "acme", user, "s1", _item("user.diet", "Vegan"), _vec(2), supersedes=[first])
     summary = SummaryRow("sum-1", 0, "they talked", 3, 0, 2)
     await stores.sessions.save_prefix("acme", user, "s1", "c1", 2, [summary], [summary])
     await stores.traces.save("acme", user, "s1", "t1", {"why": "x"})
-    await stores.items.set_cursor("acme", "s1", 2)
+    assert await stores.cursors.claim("acme", "s1", 0, "x", 30)
+    await stores.cursors.finish("acme", "s1", "x", 2)
 
 
 async def test_export_forget_and_restore_round_trip(stores: Stores) -> None:
@@ -94,21 +107,28 @@ async def test_export_forget_and_restore_round_trip(stores: Stores) -> None:
     assert exported["traces"][0]["data"] == {"why": "x"}
     assert (await stores.users.session_activity("acme", "s1"))["users"] == ["u1"]
 
+    generation = (await stores.fragments.load_since("acme", "u1", 0, 10))[0]
     counts = await stores.users.forget("acme", "u1")
     assert {k: counts[k] for k in ("vectors", "fragments", "items", "summaries", "prefixes", "traces",
                                    "extraction_cursors")} == {
         "vectors": 3, "fragments": 1, "items": 2, "summaries": 1, "prefixes": 1, "traces": 1,
         "extraction_cursors": 1}
-    assert (await stores.fragments.load_since("acme", "u1", 0, 10)) == (1, [])
+    assert (await stores.fragments.load_since("acme", "u1", 0, 10)) == (generation + 1, [])
     assert await stores.users.session_activity("acme", "s1") is None
     assert await stores.fragments.count("acme", "u2") == 1  # another user untouched
 
     vectors = np.stack([_vec(1), _vec(2)]), np.stack([_vec(5)])
+    for f in exported["fragments"]:  # what the caller computes (admin/memories.py)
+        f["terms"] = f["text"].lower()
+    for i in exported["items"]:
+        i["terms"], i["expires"] = i["content"].lower(), None
     restored = await stores.users.restore("acme", "u1", exported, *vectors)
     assert restored == {"fragments": 1, "items": 2, "summaries": 1, "prefixes": 1, "traces": 1}
     again = await stores.users.restore("acme", "u1", exported, *vectors)
     assert again == dict.fromkeys(restored, 0)
     back = await stores.users.export("acme", "u1")
+    for f in exported["fragments"]:
+        del f["terms"]
     for part in ("fragments", "sessions", "traces"):
         assert _without_ids(back[part]) == _without_ids(exported[part])
     assert [(i["content"], i["status"]) for i in back["items"]] == [

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from . import migrations, urls
 from .db import Connection, Database
+from .extraction_cursors import ExtractionCursorStore
 from .fragments import FragmentStore
-from .interface import Fragments, Items, Sessions, Traces, Users
-from .items import ItemStore
+from .interface import ExtractionCursors, Fragments, Items, Sessions, Traces, Users
+from .item_rows import ItemStore
 from .postgres import PgDatabase
 from .sessions import SessionStore
 from .traces import TraceStore
@@ -30,6 +31,7 @@ class Store:
     items: Items
     traces: Traces
     users: Users
+    cursors: ExtractionCursors
 
     def close(self) -> None:
         """Close a SQLite store from synchronous code; ``aclose`` closes either kind."""
@@ -59,12 +61,14 @@ def open_store(path: str, dim: int | None) -> Store:
 
     db.run_sync(setup)
     return Store(
-        db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db)
+        db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
+        ExtractionCursorStore(db),
     )
 
 
 async def open_postgres(url: str, dim: int | None) -> Store:
     """Connect a pool to PostgreSQL, migrating first (once across replicas starting together)."""
+    from .pg_cursors import PgExtractionCursorStore
     from .pg_fragments import PgFragmentStore
     from .pg_items import PgItemStore
     from .pg_sessions import PgSessionStore
@@ -73,7 +77,8 @@ async def open_postgres(url: str, dim: int | None) -> Store:
 
     db = await PgDatabase.open(url, dim)
     return Store(
-        db, PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db), PgUserStore(db)
+        db, PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db), PgUserStore(db),
+        PgExtractionCursorStore(db),
     )
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .coordination import GENERATION, bump_generation, lock_scope
 from .fragments import Fragment, Loaded, NewFragment
-from .postgres import PgDatabase, nearest
+from .postgres import PgConnection, PgDatabase, nearest
 
 
 class PgFragmentStore:
@@ -111,18 +111,6 @@ class PgFragmentStore:
             )
             return {int(r[0]) for r in await cur.fetchall()}
 
-    async def suppress(self, tenant: str, user: str, hashes: Sequence[str]) -> None:
-        """Mark fragments as never to be injected again (their fact was superseded)."""
-        if not hashes:
-            return
-        async with self.db.transaction() as conn:
-            await conn.execute(
-                "UPDATE fragments SET status = 'superseded'"
-                ' WHERE tenant = %s AND "user" = %s AND hash = ANY(%s)',
-                (tenant, user, list(hashes)),
-            )
-            await bump_generation(conn, tenant, user)
-
     async def count(self, tenant: str, user: str) -> int:
         async with self.db.connection() as conn:
             cur = await conn.execute(
@@ -130,3 +118,14 @@ class PgFragmentStore:
             )
             row = await cur.fetchone()
             return int(row[0])
+
+
+async def suppress(conn: PgConnection, tenant: str, user: str, hashes: Sequence[str]) -> None:
+    """Mark fragments as never to be injected again (their fact was superseded), in ``conn``'s transaction."""
+    if not hashes:
+        return
+    await conn.execute(
+        "UPDATE fragments SET status = 'superseded' WHERE tenant = %s AND \"user\" = %s AND hash = ANY(%s)",
+        (tenant, user, list(hashes)),
+    )
+    await bump_generation(conn, tenant, user)

@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 from psycopg.rows import dict_row
 
-from ..memory.lifecycle import is_expired
-from .items import ItemRow, NewItem
-from .items import _row as item_row
-from .postgres import PgDatabase, nearest
+from .coordination import lock_scope
+from .item_rows import Choose, ItemRow, ItemWrite, NewItem
+from .item_rows import _row as item_row
+from .pg_fragments import suppress
+from .postgres import PgConnection, PgDatabase, nearest
 
 _COLUMNS = (
     "id, session, type, key, content, importance, confidence, source, expires_at, status,"
@@ -32,46 +33,49 @@ class PgItemStore:
         self.db = db
 
     async def active_with_vectors(self, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
-        async with self.db.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cur:
-            await cur.execute(
-                f"SELECT {_COLUMNS}, embedding FROM items WHERE {_SCOPE} AND status = 'active'"
-                " AND embedding IS NOT NULL ORDER BY id",
-                (tenant, user),
-            )
-            return [(item_row(r), r["embedding"]) for r in await cur.fetchall()]
+        async with self.db.connection() as conn:
+            return await _active(conn, tenant, user)
 
-    async def add(
-        self, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray,
-        supersedes: Sequence[int] = (),
-    ) -> int:
-        """Insert an item (and mark ``supersedes`` superseded by it) in one transaction."""
+    async def remember(
+        self, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray, choose: Choose
+    ) -> tuple[ItemWrite, int]:
+        """In one transaction: ``choose`` against the user's active items, then do what it chose.
+
+        The scope's lock (``lock_scope``) makes the choice and the write one step across
+        replicas: two replicas remembering one fact for one user never both insert it.
+        """
         now = time.time()
         async with self.db.transaction() as conn:
+            await lock_scope(conn, tenant, user)
+            choice = choose(await _active(conn, tenant, user))
+            if choice.merge_into is not None:
+                await conn.execute(
+                    f"UPDATE items SET seen_count = seen_count + 1, updated = %s WHERE {_SCOPE} AND id = %s",
+                    (now, tenant, user, choice.merge_into),
+                )
+                return choice, choice.merge_into
             cur = await conn.execute(
                 'INSERT INTO items (tenant, "user", session, type, key, content, terms, importance,'
-                " confidence, source, expires_at, turns, fragment_hashes, created, updated, embedding)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                " confidence, source, expires_at, expires, turns, fragment_hashes, created, updated, embedding)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
                 (tenant, user, session, item.type, item.key, item.content, item.terms,
-                 item.importance, item.confidence, item.source, item.expires_at,
+                 item.importance, item.confidence, item.source, item.expires_at, item.expires,
                  json.dumps(list(item.turns)), json.dumps(list(item.fragment_hashes)), now, now,
                  np.asarray(vector, dtype=np.float32)),
             )
             row = await cur.fetchone()
             new_id = int(row[0])
-            if supersedes:
-                await conn.execute(
+            for old in choice.supersedes:
+                cur = await conn.execute(
                     "UPDATE items SET status = 'superseded', superseded_by = %s, updated = %s"
-                    f" WHERE {_SCOPE} AND id = ANY(%s)",
-                    (new_id, now, tenant, user, list(supersedes)),
+                    f" WHERE {_SCOPE} AND id = %s RETURNING fragment_hashes",
+                    (new_id, now, tenant, user, old),
                 )
-            return new_id
-
-    async def merge(self, tenant: str, user: str, item_id: int) -> None:
-        async with self.db.connection() as conn:
-            await conn.execute(
-                f"UPDATE items SET seen_count = seen_count + 1, updated = %s WHERE {_SCOPE} AND id = %s",
-                (time.time(), tenant, user, item_id),
-            )
+                hidden = await cur.fetchone()
+                if hidden is not None:
+                    # Neither a superseded fact nor the turns it came from may be injected again.
+                    await suppress(conn, tenant, user, json.loads(hidden[0]))
+            return choice, new_id
 
     async def get(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, ItemRow]:
         if not ids:
@@ -117,39 +121,37 @@ class PgItemStore:
             cur = await conn.execute(f"DELETE FROM items WHERE {_SCOPE} AND id = %s", (tenant, user, item_id))
             return bool(cur.rowcount)
 
-    async def cursor(self, tenant: str, session: str) -> int:
-        async with self.db.connection() as conn:
-            cur = await conn.execute(
-                "SELECT upto FROM extraction_cursors WHERE tenant = %s AND session = %s", (tenant, session)
-            )
-            row = await cur.fetchone()
-        return 0 if row is None else int(row[0])
-
-    async def set_cursor(self, tenant: str, session: str, upto: int) -> None:
-        async with self.db.connection() as conn:
-            await conn.execute(
-                "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (%s, %s, %s)"
-                " ON CONFLICT (tenant, session)"
-                " DO UPDATE SET upto = greatest(extraction_cursors.upto, excluded.upto)",
-                (tenant, session, upto),
-            )
-
     async def expire(self, now: dt.datetime) -> int:
-        """Delete items whose ``expires_at`` has passed."""
-        async with self.db.transaction() as conn:
-            cur = await conn.execute("SELECT id, expires_at FROM items WHERE expires_at IS NOT NULL")
-            ids = [int(r[0]) for r in await cur.fetchall() if is_expired(r[1], now)]
-            if ids:
-                await conn.execute("DELETE FROM items WHERE id = ANY(%s)", (ids,))
-        return len(ids)
-
-    async def archive_stale(self, cutoff: float, importance_floor: float) -> int:
+        """Delete items whose expiry has passed."""
         async with self.db.connection() as conn:
-            cur = await conn.execute(
-                "UPDATE items SET status = 'archived' WHERE status = 'active'"
-                " AND importance < %s AND coalesce(last_access, created) < %s",
-                (importance_floor, cutoff),
-            )
+            cur = await conn.execute("DELETE FROM items WHERE expires <= %s", (now.timestamp(),))
+            return max(int(cur.rowcount), 0)
+
+    async def archive_stale(
+        self,
+        cutoff: float,
+        importance_floor: float,
+        *,
+        only: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
+    ) -> int:
+        """Archive active items below ``importance_floor`` untouched since ``cutoff``.
+
+        Of the tenants ``only`` (every tenant when None), except those in ``skip``.
+        """
+        sql = (
+            "UPDATE items SET status = 'archived' WHERE status = 'active'"
+            " AND importance < %s AND coalesce(last_access, created) < %s"
+        )
+        args: list[Any] = [importance_floor, cutoff]
+        if only is not None:
+            sql += " AND tenant = ANY(%s)"
+            args.append(list(only))
+        if skip:
+            sql += " AND NOT (tenant = ANY(%s))"
+            args.append(list(skip))
+        async with self.db.connection() as conn:
+            cur = await conn.execute(sql, args)
             return max(int(cur.rowcount), 0)
 
     async def _select(self, where: str, args: Sequence[Any]) -> list[ItemRow]:
@@ -157,3 +159,13 @@ class PgItemStore:
             await cur.execute(f"SELECT {_COLUMNS} FROM items {where}", tuple(args))
             return [item_row(r) for r in await cur.fetchall()]
 
+
+
+async def _active(conn: PgConnection, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
+    async with conn.cursor(row_factory=dict_row, binary=True) as cur:
+        await cur.execute(
+            f"SELECT {_COLUMNS}, embedding FROM items WHERE {_SCOPE} AND status = 'active'"
+            " AND embedding IS NOT NULL ORDER BY id",
+            (tenant, user),
+        )
+        return [(item_row(r), r["embedding"]) for r in await cur.fetchall()]

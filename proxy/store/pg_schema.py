@@ -155,12 +155,30 @@ async def m005_transfer_progress(conn: PgConnection) -> None:
     """)
 
 
+async def m006_item_expiry(conn: PgConnection) -> None:
+    # ``expires`` (epoch seconds): ``expires_at`` as the database compares it (the caller computes it).
+    await _script(conn, """
+        ALTER TABLE items ADD COLUMN expires DOUBLE PRECISION;
+        CREATE INDEX items_expires ON items (expires) WHERE expires IS NOT NULL
+    """)
+
+
+async def m007_extraction_claims(conn: PgConnection) -> None:
+    # A claim on a session's next turns: who extracts them, and until when (pg_cursors.py).
+    await _script(conn, """
+        ALTER TABLE extraction_cursors ADD COLUMN owner TEXT;
+        ALTER TABLE extraction_cursors ADD COLUMN lease_expires DOUBLE PRECISION
+    """)
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
     ("003_items", m003_items),
     ("004_traces", m004_traces),
     ("005_transfer_progress", m005_transfer_progress),
+    ("006_item_expiry", m006_item_expiry),
+    ("007_extraction_claims", m007_extraction_claims),
 ]
 
 # Tables whose rows carry an embedding of the model's dimension.

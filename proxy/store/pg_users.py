@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 from psycopg.rows import dict_row
 
-from ..memory.textindex import tokenize
 from .coordination import bump_generation, lock_scope
 from .postgres import PgConnection, PgDatabase
 from .users import EXPORT_VERSION
@@ -219,7 +218,7 @@ async def _restore_fragments(
             'INSERT INTO fragments (tenant, "user", session, hash, role, text, terms, position,'
             " tokens, created, status, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT DO NOTHING",
-            (tenant, user, f["session"], f["hash"], f["role"], f["text"], " ".join(tokenize(f["text"])),
+            (tenant, user, f["session"], f["hash"], f["role"], f["text"], f["terms"],
              f["position"], f["tokens"], f["created"], f["status"], np.asarray(vec, dtype=np.float32)),
         )
         added += int(cur.rowcount)
@@ -242,12 +241,12 @@ async def _restore_items(
         new_ids[item["id"]] = int(await _one(
             conn,
             'INSERT INTO items (tenant, "user", session, type, key, content, terms, importance,'
-            " confidence, source, expires_at, status, turns, fragment_hashes, seen_count,"
+            " confidence, source, expires_at, expires, status, turns, fragment_hashes, seen_count,"
             " access_count, last_access, created, updated, embedding) VALUES (%s, %s, %s, %s, %s,"
-            " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
             (tenant, user, item["session"], item["type"], item["key"], item["content"],
-             " ".join(tokenize(item["content"])), item["importance"], item["confidence"],
-             item["source"], item["expires_at"], item["status"], json.dumps(item["turns"]),
+             item["terms"], item["importance"], item["confidence"],
+             item["source"], item["expires_at"], item["expires"], item["status"], json.dumps(item["turns"]),
              json.dumps(item["fragment_hashes"]), item["seen_count"], item["access_count"],
              item["last_access"], item["created"], item["updated"], np.asarray(vec, dtype=np.float32)),
         ))
