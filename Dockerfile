@@ -20,7 +20,7 @@ COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY prompts ./prompts
 # proxy/_prompts is a link to ../prompts: replace it by the files before building the wheel.
-RUN rm -f proxy/_prompts && cp -r prompts proxy/_prompts && pip install '.[postgres]' && rm -rf /app/proxy /app/prompts
+RUN rm -f proxy/_prompts && cp -r prompts proxy/_prompts && pip install . && pip install '.[postgres]' && rm -rf /app/proxy /app/prompts
 # The image must carry no CUDA: fail the build if a dependency brought any back.
 RUN python -c "import torch; assert torch.version.cuda is None, torch.version.cuda" \
     && ! pip list 2>/dev/null | grep -i '^nvidia-' \

@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 import yaml
 
 from ..errors import ConfigError
-from ..store import urls
 from .environment import proxy_rules
 from .fields import CHOICES, choice, keys, positive, section, typed
 from .outbound import ProxyRules
@@ -210,9 +209,9 @@ def _unique_keys(settings: Settings) -> None:
 
 def _storage_url(url: str, source: str) -> str:
     """``sqlite:///PATH`` (one process) or ``postgresql://...`` (replicas on one database)."""
-    if urls.is_sqlite(url):
+    if url.startswith("sqlite://"):
         return url
-    if not urls.is_postgres(url):
+    if not url.startswith(("postgresql://", "postgres://")):
         raise ConfigError(
             source, "storage.url", "must be sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
         )

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
-from ..store import urls
 from .outbound import DIRECT, ProxyRules
 from .tls import TlsSettings
 
@@ -167,6 +166,7 @@ class Settings:
 
     @property
     def sqlite_path(self) -> str:
-        if not urls.is_sqlite(self.storage_url):
+        # The store parses the same way (store/urls.py); config may not import the store.
+        if not self.storage_url.startswith("sqlite://"):
             raise ConfigError(self.source, "storage.url", "this needs a sqlite:/// database")
-        return urls.sqlite_path(self.storage_url)
+        return self.storage_url.removeprefix("sqlite://").removeprefix("/") or ":memory:"
