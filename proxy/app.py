@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from .accounting import Accounting
 from .admin.routes import admin_routes
 from .background import Background
 from .chat import ChatEndpoint
@@ -23,7 +24,7 @@ from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
 from .pipeline import CountingPipeline, Pipeline
 from .services import Services
-from .startup import StartingPipeline, maintain, start_memory
+from .startup import StartingPipeline, flush_usage, maintain, start_memory, write_usage
 from .tenancy import KeyRing
 from .upstream import Upstreams
 
@@ -55,12 +56,13 @@ def create_app(
         background=Background(on_error=lambda stage: metrics.background_errors.labels(stage).inc()),
         pipeline=pipeline or StartingPipeline(),
         bypass=CountingPipeline(),
+        accounting=Accounting(settings, metrics),
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         services.ready.update(config=True, database=False, embedding=False)
-        tasks: list[asyncio.Future[None]] = []
+        tasks: list[asyncio.Future[None]] = [asyncio.ensure_future(flush_usage(services))]
         if pipeline is None and not memory_needed(settings):
             # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
             services.ready.update(database=True, embedding=True)
@@ -76,6 +78,7 @@ def create_app(
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await services.background.close()
+            await write_usage(services)
             await services.upstreams.aclose()
             if services.store is not None:
                 services.store.close()

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 from starlette.types import Receive, Scope, Send
 
+from .accounting import Finished
 from .errors import BadRequest, PaperclipError, PayloadTooLarge
 from .pipeline import ChatCall, Pipeline, Prepared
 from .relay import ClientGone, Exchange, read_body, run, send_error
@@ -32,20 +33,22 @@ class ChatEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        status = "error"
+        done = Finished("chat", "error", started)
         try:
-            status = await self._serve(scope, receive, send, started)
+            done.status = await self._serve(scope, receive, send, done)
         except ClientGone:
-            status = "client_gone"
+            done.status = "client_gone"
         except PaperclipError as exc:
-            status = str(exc.status)
+            done.status = str(exc.status)
             await send_error(send, exc)
         finally:
-            self.s.metrics.requests.labels("chat", status).inc()
+            self.s.metrics.requests.labels("chat", done.status).inc()
+            self.s.accounting.finish(done)
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, started: float) -> str:
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, done: Finished) -> str:
+        started = done.started
         headers = header_map(scope["headers"])
-        tenant = self.s.keys.tenant_for(client_key(headers))
+        tenant = done.tenant = self.s.keys.tenant_for(client_key(headers))
         raw = await read_body(receive, self.s.settings.server.max_body_bytes)
         raw = decode_request_body(raw, headers.get("content-encoding"), self.s.settings.server.max_body_bytes)
         body = parse_body(raw)
@@ -76,8 +79,13 @@ class ChatEndpoint:
             stop_at_done=True,
         )
         ex.body_done.set()
-        self.s.metrics.added_latency.labels("chat").observe(time.perf_counter() - started)
+        done.added_s = time.perf_counter() - started
+        self.s.metrics.added_latency.labels("chat").observe(done.added_s)
+        _describe(done, call, prepared, self.s.settings.server.log_content)
         outcome = await run(ex, receive, send)
+        done.upstream_s = time.perf_counter() - started - done.added_s
+        if not outcome.content_encoding:
+            done.tail = outcome.tail
         if not bypass:
             self.s.background.spawn("record", self.s.pipeline.record(call, prepared, outcome))
         return str(outcome.status or (outcome.error.status if outcome.error else "client_gone"))
@@ -128,6 +136,15 @@ class ChatEndpoint:
         if prepared.degraded:
             out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
         return out
+
+
+def _describe(done: Finished, call: ChatCall, prepared: Prepared, content: bool) -> None:
+    done.user, done.session, done.trace, done.model = call.user, call.session, call.trace_id, call.model
+    done.tokens_in, done.tokens_forwarded = prepared.tokens_in, prepared.tokens_forwarded
+    done.memories, done.degraded = prepared.memories, prepared.degraded
+    if content:
+        last = next((m for m in reversed(call.messages) if m.get("role") == "user"), None)
+        done.content = str(last.get("content")) if last is not None else None
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

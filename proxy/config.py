@@ -60,7 +60,10 @@ DEFAULTS: dict[str, Any] = {
 }
 
 TOP_DEFAULTS: dict[str, Any] = {
-    "server": {"host": "127.0.0.1", "port": 8787, "max_body_bytes": 16 * 1024 * 1024},
+    "server": {
+        "host": "127.0.0.1", "port": 8787, "max_body_bytes": 16 * 1024 * 1024,
+        "admin_keys": [], "log_format": "text", "log_content": False,
+    },
     "storage": {"url": "sqlite:///paperclip.db"},
     "embedding": {"model": "bundled"},
     "tenants_dir": None,
@@ -132,6 +135,9 @@ class Server:
     host: str
     port: int
     max_body_bytes: int
+    admin_keys: tuple[str, ...] = ()
+    log_format: str = "text"
+    log_content: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,6 +214,9 @@ def build(
             host=_typed(top["server"]["host"], str, source, "server.host"),
             port=_typed(top["server"]["port"], int, source, "server.port"),
             max_body_bytes=_positive(top["server"]["max_body_bytes"], source, "server.max_body_bytes"),
+            admin_keys=_keys(top["server"]["admin_keys"], source, "server.admin_keys"),
+            log_format=_choice(top["server"]["log_format"], ("text", "json"), source, "server.log_format"),
+            log_content=_typed(top["server"]["log_content"], bool, source, "server.log_content"),
         ),
         storage_url=_typed(top["storage"]["url"], str, source, "storage.url"),
         embedding_model=_typed(top["embedding"]["model"], str, source, "embedding.model"),
@@ -325,6 +334,12 @@ def _positive(value: Any, source: str, key: str) -> int:
     if number <= 0:
         raise ConfigError(source, key, f"must be a positive integer, not {value!r}")
     return number
+
+
+def _choice(value: Any, allowed: tuple[str, ...], source: str, key: str) -> str:
+    if value not in allowed:
+        raise ConfigError(source, key, f"must be one of {', '.join(allowed)}, not {value!r}")
+    return str(value)
 
 
 def _number(value: Any, source: str, key: str) -> float:

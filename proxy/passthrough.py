@@ -13,6 +13,7 @@ import anyio
 import httpx
 from starlette.types import Receive, Scope, Send
 
+from .accounting import Finished
 from .errors import PaperclipError
 from .relay import ClientGone, Exchange, run, send_error
 from .services import Services
@@ -26,20 +27,22 @@ class PassthroughEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        status = "error"
+        done = Finished("passthrough", "error", started, extra={"path": scope["path"]})
         try:
-            status = await self._serve(scope, receive, send, started)
+            done.status = await self._serve(scope, receive, send, done)
         except ClientGone:
-            status = "client_gone"
+            done.status = "client_gone"
         except PaperclipError as exc:
-            status = str(exc.status)
+            done.status = str(exc.status)
             await send_error(send, exc)
         finally:
-            self.s.metrics.requests.labels("passthrough", status).inc()
+            self.s.metrics.requests.labels("passthrough", done.status).inc()
+            self.s.accounting.finish(done)
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, started: float) -> str:
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, done: Finished) -> str:
+        started = done.started
         headers = header_map(scope["headers"])
-        tenant = self.s.keys.tenant_for(client_key(headers))
+        tenant = done.tenant = self.s.keys.tenant_for(client_key(headers))
         body_done = anyio.Event()
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         out_headers = request_headers(pairs, tenant)
@@ -61,8 +64,10 @@ class PassthroughEndpoint:
             content=content,
         )
         ex = Exchange(client=self.s.upstreams.client(up), request=request, body_done=body_done)
-        self.s.metrics.added_latency.labels("passthrough").observe(time.perf_counter() - started)
+        done.added_s = time.perf_counter() - started
+        self.s.metrics.added_latency.labels("passthrough").observe(done.added_s)
         outcome = await run(ex, receive, send)
+        done.upstream_s = time.perf_counter() - started - done.added_s
         return str(outcome.status or (outcome.error.status if outcome.error else "client_gone"))
 
 

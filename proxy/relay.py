@@ -26,6 +26,7 @@ from starlette.types import Message, Receive, Send
 
 from .errors import PaperclipError, PayloadTooLarge
 from .upstream import response_headers, translate
+from .usage import TAIL_BYTES
 
 _DONE = b"data: [DONE]"
 _LINGER_S = 0.25
@@ -41,6 +42,7 @@ class Outcome:
     error: PaperclipError | None = None
     body: bytearray = field(default_factory=bytearray)
     content_encoding: str | None = None
+    tail: bytes = b""  # the last TAIL_BYTES of the body, where the upstream reports its usage
 
 
 @dataclass
@@ -123,6 +125,7 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
         async for chunk in chunks:
             if len(outcome.body) < ex.capture_limit:
                 outcome.body += chunk
+            outcome.tail = (outcome.tail + chunk)[-TAIL_BYTES:]
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
             if ex.stop_at_done and sse:
                 window = tail + chunk

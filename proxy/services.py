@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .accounting import Accounting
 from .background import Background
 from .config import Settings
 from .metrics import Metrics
@@ -22,6 +23,7 @@ class Services:
     background: Background
     pipeline: Pipeline
     bypass: CountingPipeline
+    accounting: Accounting
     ready: dict[str, bool] = field(default_factory=dict)
     store: Any = None
     embedder: Any = None

@@ -92,6 +92,26 @@ async def maintain(services: Services, every_s: float = MAINTENANCE_EVERY_S) -> 
             services.metrics.background_errors.labels("maintenance").inc()
 
 
+USAGE_EVERY_S = 10.0
+
+
+async def flush_usage(services: Services, every_s: float = USAGE_EVERY_S) -> None:
+    """Write the usage ledger to the store every few seconds (and ``write_usage`` at shutdown)."""
+    while True:
+        await asyncio.sleep(every_s)
+        await write_usage(services)
+
+
+async def write_usage(services: Services) -> None:
+    if services.store is None:
+        return  # a proxy without a database keeps its usage in memory
+    try:
+        await services.accounting.flush(services.store.usage)
+    except Exception:
+        log.exception("writing usage failed; kept for the next flush")
+        services.metrics.background_errors.labels("usage").inc()
+
+
 async def run_maintenance(services: Services) -> dict[str, int]:
     import datetime as dt
     import time

@@ -33,6 +33,7 @@ MAX_KNN = 4096
 SEARCH_LIMIT = 20
 MAX_CONTENT_CHARS = 4000
 NEW_MEMORY_FIELDS = frozenset({"content", "type", "key", "importance", "expires_at"})
+EDIT_FIELDS = frozenset({"content", "type", "importance", "expires_at"})
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,22 @@ class MemoryAdmin:
         row = (await items.get(tenant, user, [new_id]))[new_id]
         return Added("superseded" if targets else "added", row, targets)
 
+    async def edit(self, tenant: str, user: str, item_id: int, body: Any, *, pii: str, by: str) -> ItemRow | None:
+        """Apply a ``PATCH`` (``edit_fields`` validates it); new content is re-embedded. None: no such item."""
+        changes = edit_fields(body, pii)
+        vector = None
+        if "content" in changes:
+            changes["terms"] = " ".join(tokenize(changes["content"]))
+            vector = (await self.embed([changes["content"]]))[0]
+        if not await self.store.edits.edit(tenant, user, item_id, changes, vector, by):
+            return None
+        return (await self.store.items.get(tenant, user, [item_id]))[item_id]
+
+    async def history(self, tenant: str, user: str, item_id: int) -> list[dict[str, Any]] | None:
+        if not await self.store.items.get(tenant, user, [item_id]):
+            return None
+        return await self.store.edits.history(tenant, user, item_id)
+
     async def delete(self, tenant: str, user: str, item_id: int) -> bool:
         deleted = await self.store.items.delete(tenant, user, item_id)
         if deleted:
@@ -171,12 +188,8 @@ def new_memory(body: Any, pii: str) -> MemoryItem:
     unknown = sorted(set(body) - NEW_MEMORY_FIELDS)
     if unknown:
         raise BadRequest(f"Unknown field {unknown[0]!r}.", param=unknown[0])
-    content = _mask(" ".join(_text(body, "content", required=True).split()), pii)
-    if not content or len(content) > MAX_CONTENT_CHARS:
-        raise BadRequest(f"'content' must hold 1 to {MAX_CONTENT_CHARS} characters.", param="content")
-    kind = _text(body, "type") or "entity"
-    if kind not in TYPES:
-        raise BadRequest(f"'type' must be one of {', '.join(sorted(TYPES))}.", param="type")
+    content = _content(body, pii)
+    kind = _type(_text(body, "type") or "entity")
     return MemoryItem(
         type=cast(MemoryType, kind),
         content=content,
@@ -186,6 +199,38 @@ def new_memory(body: Any, pii: str) -> MemoryItem:
         source="user-stated",
         expires_at=_expires(body.get("expires_at")),
     )
+
+
+def edit_fields(body: Any, pii: str) -> dict[str, Any]:
+    """Validate the body of ``PATCH .../memories/{id}``: the fields to change, at least one."""
+    if not isinstance(body, dict) or not body:
+        raise BadRequest("The request body must be a JSON object with fields to change.")
+    unknown = sorted(set(body) - EDIT_FIELDS)
+    if unknown:
+        raise BadRequest(f"Field {unknown[0]!r} cannot be edited.", param=unknown[0])
+    changes: dict[str, Any] = {}
+    if "content" in body:
+        changes["content"] = _content(body, pii)
+    if "type" in body:
+        changes["type"] = _type(_text(body, "type", required=True))
+    if "importance" in body:
+        changes["importance"] = _importance(body["importance"])
+    if "expires_at" in body:
+        changes["expires_at"] = _expires(body["expires_at"])
+    return changes
+
+
+def _content(body: Mapping[str, Any], pii: str) -> str:
+    content = _mask(" ".join(_text(body, "content", required=True).split()), pii)
+    if not content or len(content) > MAX_CONTENT_CHARS:
+        raise BadRequest(f"'content' must hold 1 to {MAX_CONTENT_CHARS} characters.", param="content")
+    return content
+
+
+def _type(kind: str) -> str:
+    if kind not in TYPES:
+        raise BadRequest(f"'type' must be one of {', '.join(sorted(TYPES))}.", param="type")
+    return kind
 
 
 def _text(body: Mapping[str, Any], name: str, *, required: bool = False) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import config
+from ..accounting import Accounting
 from ..background import Background
 from ..engine import MemoryPipeline
 from ..memory.query import text_of
@@ -156,14 +157,16 @@ class Harness:
 async def open_harness(options: Options, folder: Path) -> Harness:
     fake = FakeCompressionModel()
     settings = config.from_dict(_raw_settings(options, folder / "eval.db"), env={})
+    metrics = Metrics()
     services = Services(
         settings=settings,
         keys=KeyRing(settings),
         upstreams=Upstreams(fake.transport()),
-        metrics=Metrics(),
+        metrics=metrics,
         background=Background(),
         pipeline=CountingPipeline(),
         bypass=CountingPipeline(),
+        accounting=Accounting(settings, metrics),
     )
     await start_memory(services)
     if not isinstance(services.pipeline, MemoryPipeline):

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 
 from . import migrations
 from .db import Connection, Database
+from .edits import ItemEdits
 from .fragments import FragmentStore
 from .items import ItemStore
+from .listings import ListingStore
 from .sessions import SessionStore
 from .traces import TraceStore
+from .usage import UsageStore
 from .users import UserStore
 
 
@@ -26,6 +29,9 @@ class Store:
     items: ItemStore
     traces: TraceStore
     users: UserStore
+    edits: ItemEdits
+    listings: ListingStore
+    usage: UsageStore
 
     def close(self) -> None:
         self.db.close()
@@ -41,5 +47,6 @@ def open_store(path: str, dim: int) -> Store:
 
     db.run_sync(setup)
     return Store(
-        db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db)
+        db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
+        ItemEdits(db), ListingStore(db), UsageStore(db),
     )
