@@ -7,6 +7,7 @@ Usage (from the repo root, in its virtualenv)::
     python bench/overhead.py --memory             # Paperclip with its memory and context layers on
     python bench/overhead.py --memory --embedding hash   # ... with the fast fake embedder
     python bench/overhead.py --requests 500 --seconds 4   # a quick run
+    python bench/overhead.py --accounting         # ... and Paperclip without its log line and usage
 
 Three processes on loopback, so that none shares a GIL with another: the
 fixed-answer upstream (``bench/upstream.py``), the proxy (``python -m proxy
@@ -18,6 +19,11 @@ proxy (``litellm[proxy]``, installed on first use into its own virtualenv,
 ``--litellm-venv``, default ``~/.cache/paperclip-bench/venv-litellm``) runs in
 front of the same upstream, with one ``model_list`` entry whose ``api_base``
 is the upstream.
+
+With ``--accounting``, a second Paperclip (``bench/quiet_proxy.py``: the same
+app with the per-request log line, usage ledger and tenant/model metrics
+switched off) runs beside the first, which then writes its JSON log line at
+``info``: "accounting" in the table is the first's p50 minus the second's.
 
 Measured, for every target in the same run:
 
@@ -145,7 +151,7 @@ def start(stack: ExitStack, cmd: list[str], log: Path, env: dict[str, str] | Non
 
 def proxy_config(tmp: Path, upstream_url: str, port: int, memory: bool, embedding: str) -> Path:
     raw = {
-        "server": {"host": "127.0.0.1", "port": port},
+        "server": {"host": "127.0.0.1", "port": port, "log_format": "json"},
         "storage": {"url": f"sqlite:///{tmp / 'bench.db'}"},
         "embedding": {"model": embedding},
         "defaults": {
@@ -287,6 +293,7 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             "concurrency": args.concurrency,
             "memory": args.memory,
             "embedding": args.embedding if args.memory else None,
+            "accounting": args.accounting,
         },
         "targets": {},
     }
@@ -324,6 +331,9 @@ def goals(rows: dict[str, Any]) -> dict[str, Any]:
         f"throughput c=32 >= {GOALS['throughput_ratio']:.0%} of direct": p["throughput_ratio"] >= GOALS["throughput_ratio"],
         f"idle RSS <= {GOALS['idle_rss_mb']:.0f} MB": p["idle_rss_mb"] is not None and p["idle_rss_mb"] <= GOALS["idle_rss_mb"],
     }
+    if "quiet" in rows:
+        cost = p["latency_p50_ms"] - rows["quiet"]["latency_p50_ms"]
+        checks[f"log line + usage add <= 0.1 ms p50 (measured {cost:+.3f} ms)"] = cost <= 0.1
     if "litellm" in rows:
         checks["added p50 <= half LiteLLM's"] = p["added_p50_ms"] <= rows["litellm"]["added_p50_ms"] / 2
     return checks
@@ -376,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", action="store_true", help="turn Paperclip's memory and context layers on")
     parser.add_argument("--embedding", default="bundled", help="embedding.model with --memory (bundled, hash, ...)")
     parser.add_argument("--peer", choices=["litellm"], action="append", default=[])
+    parser.add_argument("--accounting", action="store_true", help="also run Paperclip without its log line and usage")
     parser.add_argument("--litellm-venv", type=Path, default=Path.home() / ".cache" / "paperclip-bench" / "venv-litellm")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.json")
     args = parser.parse_args(argv)
@@ -388,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         wait_until_up(upstream_url + "/models", up, "the upstream", 30, tmp / "upstream.log")
 
         cfg = proxy_config(tmp, upstream_url, proxy_port, args.memory, args.embedding)
-        proxy = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--log-level", "warning"], tmp / "proxy.log")
+        level = "info" if args.accounting else "warning"
+        proxy = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--log-level", level], tmp / "proxy.log")
         wait_until_up(f"http://127.0.0.1:{proxy_port}/healthz", proxy, "paperclip", 60, tmp / "proxy.log")
         targets = [
             Target("direct", upstream_url, {"authorization": f"Bearer {UPSTREAM_KEY}"}, up.pid),
@@ -398,6 +410,17 @@ def main(argv: list[str] | None = None) -> int:
         # Measure only once the memory layer has loaded (it loads even when off: see the notes).
         wait_ready(f"http://127.0.0.1:{proxy_port}/readyz", 180)
         targets[1].ready_rss_mb = rss_mb(proxy.pid)
+
+        if args.accounting:
+            port = free_port()
+            (tmp / "quiet").mkdir()
+            qcfg = proxy_config(tmp / "quiet", upstream_url, port, args.memory, args.embedding)
+            quiet = start(stack, [sys.executable, str(HERE / "quiet_proxy.py"), "--config", str(qcfg), "--port", str(port)], tmp / "quiet.log")
+            wait_until_up(f"http://127.0.0.1:{port}/healthz", quiet, "quiet paperclip", 60, tmp / "quiet.log")
+            wait_ready(f"http://127.0.0.1:{port}/readyz", 180)
+            t = Target("quiet", f"http://127.0.0.1:{port}/v1", {"authorization": f"Bearer {PROXY_KEY}"}, quiet.pid)
+            t.rss_mb = t.ready_rss_mb = rss_mb(quiet.pid)
+            targets.append(t)
 
         if "litellm" in args.peer:
             exe = litellm_venv(args.litellm_venv)

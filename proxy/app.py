@@ -19,6 +19,7 @@ from .background import Background
 from .chat import ChatEndpoint
 from .config import Settings
 from .errors import NotFound
+from .inspector.site import inspector_site
 from .memory.embedder import Embedder
 from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
@@ -119,5 +120,6 @@ def routes(s: Services) -> list[BaseRoute]:
         Route("/chat/completions", chat, methods=["POST"]),
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
         *admin_routes(s),
+        *inspector_site(s),
         Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]

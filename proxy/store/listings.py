@@ -48,6 +48,16 @@ class ListingStore:
         sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
         return await self.db.read(lambda c: [item_row(r) for r in c.execute(sql, (*args, limit))])
 
+    async def important(self, tenant: str, user: str, floor: float, limit: int) -> list[ItemRow]:
+        """The user's active items of at least ``floor`` importance, most important first."""
+        sql = (
+            f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant = ? AND user = ? AND status = 'active'"
+            " AND importance >= ? ORDER BY importance DESC, id LIMIT ?"
+        )
+        return await self.db.read(
+            lambda c: [item_row(r) for r in c.execute(sql, (tenant, user, floor, limit))]
+        )
+
     async def sessions(self, tenant: str, user: str) -> list[dict[str, Any]]:
         """The user's sessions, most recently active first (a user has tens to hundreds)."""
         return await self.db.read(lambda c: _sessions(c, tenant, user))
