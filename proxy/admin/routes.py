@@ -146,7 +146,9 @@ def _admin(services: Services) -> MemoryAdmin:
     scopes = [pipeline.index.forget_scope]
     if pipeline.items is not None:
         scopes.append(pipeline.items.forget_scope)
-    return MemoryAdmin(services.store, pipeline.index.embed, scopes, lambda: _settle(services))
+    return MemoryAdmin(
+        services.store, pipeline.index.embed, scopes, lambda: _settle(services), pipeline.items
+    )
 
 
 async def _settle(services: Services) -> None:
