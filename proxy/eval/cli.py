@@ -23,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=None, help="memory.budget_tokens")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--md", default=None, help="write the tables as Markdown here")
+    parser.add_argument("--report", default=None, metavar="DIR", help="write an HTML report with plots here")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -66,4 +67,8 @@ def eval_command(args: argparse.Namespace) -> int:
         report.write_json(args.out, meta, stats, summary, answers)
     if args.md:
         Path(args.md).write_text(report.markdown(meta, stats, summary), encoding="utf-8")
+    if args.report:
+        from .page import write_report
+
+        print(f"report: {write_report(args.report, meta, stats, summary)}")
     return 0

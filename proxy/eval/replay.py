@@ -104,6 +104,12 @@ class Stats:
     compression_calls: int = 0
     replay_s: float = 0.0
     questions_s: float = 0.0
+    # For the HTML report: each replayed request's (tokens the client sent, tokens
+    # forwarded), per conversation; the final scores of the default variant's
+    # candidates, injected or not.
+    timeline: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    injected_scores: list[float] = field(default_factory=list)
+    other_scores: list[float] = field(default_factory=list)
 
 
 Tick = Callable[[int], None]
@@ -142,12 +148,18 @@ class Harness:
             received_at=at,
         )
 
-    async def send(self, user: str, messages: list[dict[str, Any]], at: float, reply: str | None) -> None:
-        """One request of the replayed client: prepare, then record with ``reply`` as the response."""
+    async def send(
+        self, user: str, messages: list[dict[str, Any]], at: float, reply: str | None
+    ) -> tuple[int, int]:
+        """One request of the replayed client: prepare, then record with ``reply`` as the response.
+
+        Returns the tokens the client sent and the tokens forwarded.
+        """
         call = self.call(self.tenant, user, messages, at)
         prepared = await self.pipeline.prepare(call)
         body = bytearray(json.dumps(completion(reply, MODEL)).encode()) if reply else bytearray()
         await self.pipeline.record(call, prepared, Outcome(status=200, body=body))
+        return prepared.tokens_in, prepared.tokens_forwarded
 
     def close(self) -> None:
         if self.services.store is not None:
@@ -222,11 +234,12 @@ def unindexed(turns: Sequence[Turn]) -> int:
 
 async def replay(h: Harness, conv: Conversation, mode: Mode, stats: Stats, tick: Tick) -> None:
     times = session_times(conv)
+    timeline = stats.timeline.setdefault(conv.id, [])
     if mode == "sessions":
         for session, at in zip(conv.sessions, times, strict=True):
             messages = [as_message(t) for t in session.turns]
             for end, reply in requests_of(session.turns, every_user_turn=False):
-                await h.send(conv.id, messages[:end], at, reply)
+                timeline.append(await h.send(conv.id, messages[:end], at, reply))
                 stats.requests += 1
             stats.unindexed_turns += unindexed(session.turns)
             tick(1)
@@ -234,7 +247,7 @@ async def replay(h: Harness, conv: Conversation, mode: Mode, stats: Stats, tick:
     flat = [(t, at) for s, at in zip(conv.sessions, times, strict=True) for t in s.turns]
     messages = [as_message(t) for t, _ in flat]
     for end, reply in requests_of([t for t, _ in flat], every_user_turn=True):
-        await h.send(conv.id, messages[:end], flat[end - 1][1] + end, reply)
+        timeline.append(await h.send(conv.id, messages[:end], flat[end - 1][1] + end, reply))
         stats.requests += 1
         tick(1)
     stats.unindexed_turns += unindexed([t for t, _ in flat])
@@ -250,7 +263,8 @@ def replay_steps(conv: Conversation, mode: Mode) -> int:
 
 
 async def ask(
-    h: Harness, conv: Conversation, mode: Mode, variants: Sequence[Variant], tick: Tick
+    h: Harness, conv: Conversation, mode: Mode, variants: Sequence[Variant], tick: Tick,
+    stats: Stats | None = None,
 ) -> list[Answer]:
     turns = conv.turns()
     history = [] if mode == "sessions" else [as_message(t) for s in conv.sessions for t in s.turns]
@@ -265,8 +279,18 @@ async def ask(
             prepared = await h.pipeline.prepare(call)
             sent = prepared.messages if prepared.messages is not None else call.messages
             out.append(measure(conv.id, index, q, v.name, prepared, sent, turns, lookup))
+            if stats is not None and v is variants[0]:
+                _scores(prepared.state.get("recall"), stats)
             tick(1)
     return out
+
+
+def _scores(recall: Recall | None, stats: Stats) -> None:
+    if recall is None:
+        return
+    injected = {c.id for c in recall.cards}
+    for hit in recall.hits:
+        (stats.injected_scores if hit.id in injected else stats.other_scores).append(hit.score)
 
 
 def _fragment_lookup(turns: Any, pii: str) -> dict[str, set[str]]:
@@ -334,7 +358,7 @@ async def run(
                 await h.services.background.drain()
                 stats.replay_s += time.perf_counter() - started
                 started = time.perf_counter()
-                answers += await ask(h, conv, options.mode, options.variants, tick)
+                answers += await ask(h, conv, options.mode, options.variants, tick, stats)
                 stats.questions_s += time.perf_counter() - started
                 stats.questions += len(conv.questions)
         finally:
