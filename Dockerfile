@@ -7,7 +7,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     PAPERCLIP_CONFIG=/etc/paperclip/proxy.yaml \
-    PAPERCLIP_DATA_DIR=/data
+    PAPERCLIP_DATA_DIR=/data \
+    PAPERCLIP_LOG_FORMAT=json
 
 WORKDIR /app
 # The CPU build of torch first: an unpinned torch from PyPI is a multi-GB CUDA build.
