@@ -376,6 +376,42 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def accounting_cost(calls: int = 20000) -> dict[str, float]:
+    """Per-request time of ``Accounting.finish`` in this process: median µs with the JSON log line
+    written (to /dev/null) and with it off, usage and metrics recorded in both (alternating calls)."""
+    import logging
+
+    sys.path.insert(0, str(REPO))
+    from proxy import config, requestlog
+    from proxy.accounting import Accounting, Finished
+    from proxy.metrics import Metrics
+    from proxy.tenancy import KeyRing
+
+    settings = config.from_dict({"tenants": {"bench": {"api_keys": [PROXY_KEY]}}, "server": {"log_format": "json"}}, env={})
+    accounting = Accounting(settings, Metrics())
+    tenant = KeyRing(settings).tenant_for(PROXY_KEY)
+    tail = json.dumps({"choices": [{"message": {"content": "hi " * 200}}],
+                       "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
+    handler = requestlog.configure(settings.server)
+    devnull = open(os.devnull, "w")  # noqa: SIM115 (closed below)
+    handler.setStream(devnull)
+    root = logging.getLogger("paperclip")
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(calls):
+        on = i % 2 == 0
+        root.setLevel(logging.INFO if on else logging.WARNING)
+        done = Finished("chat", "200", time.perf_counter(), tenant=tenant, user="u", session="s", trace="t",
+                        model=MODEL, tokens_in=100, tokens_forwarded=90, memories=2, added_s=0.001,
+                        upstream_s=0.01, tail=tail)
+        started = time.perf_counter()
+        accounting.finish(done)
+        times[on].append(time.perf_counter() - started)
+    root.handlers.clear()
+    devnull.close()
+    return {"with_log_us": statistics.median(times[True]) * 1e6,
+            "usage_and_metrics_us": statistics.median(times[False]) * 1e6}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000, help="requests per target at c=1, for each of non-stream and stream")
@@ -438,6 +474,10 @@ def main(argv: list[str] | None = None) -> int:
             assert t.pid is not None
             t.final_rss_mb = rss_mb(t.pid)
         result = summarise(targets, args)
+        if args.accounting:
+            result["accounting_in_process"] = cost = accounting_cost()
+            result["goals"][f"log line + usage <= 0.1 ms per request in process (measured {cost['with_log_us']:.1f} µs)"] = (
+                cost["with_log_us"] <= 100.0)
 
     print()
     print(table(result))

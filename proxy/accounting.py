@@ -20,6 +20,7 @@ from .usage import Billed, UsageLedger, billed
 
 # Label values kept per metric: past these, a new model is counted as "other".
 MAX_MODELS = 32
+TOKEN_KINDS = ("client", "forwarded", "billed_prompt", "billed_completion")
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Accounting:
         self.ledger = ledger or UsageLedger()
         self._tenants = {t.name for t in settings.tenants}
         self._models: set[str] = set()
+        # Metric children by (tenant label, model label): labels() costs a lock and a hash each call.
+        self._children: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     def finish(self, done: Finished) -> None:
         bill = billed(done.tail) if done.tail else None
@@ -67,15 +70,21 @@ class Accounting:
         await self.ledger.flush(store)
 
     def _count(self, done: Finished, bill: Billed | None) -> None:
-        tenant = self._tenant_label(done.tenant)
-        model = self._model_label(done.model or "unknown")
-        m = self.metrics
-        m.tenant_requests.labels(tenant, model).inc()
-        m.tenant_tokens.labels(tenant, model, "client").inc(done.tokens_in or 0)
-        m.tenant_tokens.labels(tenant, model, "forwarded").inc(done.tokens_forwarded or 0)
+        labels = (self._tenant_label(done.tenant), self._model_label(done.model or "unknown"))
+        children = self._children.get(labels)
+        if children is None:
+            m = self.metrics
+            children = self._children[labels] = (
+                m.tenant_requests.labels(*labels),
+                *(m.tenant_tokens.labels(*labels, kind) for kind in TOKEN_KINDS),
+            )
+        requests, client, forwarded, billed_prompt, billed_completion = children
+        requests.inc()
+        client.inc(done.tokens_in or 0)
+        forwarded.inc(done.tokens_forwarded or 0)
         if bill is not None:
-            m.tenant_tokens.labels(tenant, model, "billed_prompt").inc(bill.prompt_tokens)
-            m.tenant_tokens.labels(tenant, model, "billed_completion").inc(bill.completion_tokens)
+            billed_prompt.inc(bill.prompt_tokens)
+            billed_completion.inc(bill.completion_tokens)
 
     def _tenant_label(self, tenant: Tenant | None) -> str:
         # Passthrough scopes are one per client key: unbounded, so they share one label.

@@ -10,6 +10,7 @@ update) and writes them to the store after the response, in batches.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Mapping
@@ -77,8 +78,7 @@ class UsageLedger:
         self, tenant: str, model: str, tokens_client: int, tokens_forwarded: int,
         bill: Billed | None, now: float,
     ) -> None:
-        day = dt.datetime.fromtimestamp(now, dt.UTC).date().isoformat()
-        row = self.pending[(tenant, model, day)]
+        row = self.pending[(tenant, model, _day(now))]
         row["requests"] += 1
         row["tokens_client"] += tokens_client
         row["tokens_forwarded"] += tokens_forwarded
@@ -99,6 +99,16 @@ class UsageLedger:
 
     def unwritten(self) -> list[dict[str, Any]]:
         return [{"tenant": t, "model": m, "day": d, **c} for (t, m, d), c in self.pending.items()]
+
+
+@functools.lru_cache(maxsize=4)
+def _days(epoch_day: int) -> str:
+    return (dt.date(1970, 1, 1) + dt.timedelta(days=epoch_day)).isoformat()
+
+
+def _day(now: float) -> str:
+    """The UTC day of ``now``, as YYYY-MM-DD (cached: it changes once a day)."""
+    return _days(int(now // 86400))
 
 
 def _merge(into: defaultdict[Key, dict[str, int]], rows: Mapping[Key, Mapping[str, int]]) -> None:

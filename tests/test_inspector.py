@@ -101,3 +101,20 @@ def test_pyramid_blocks_stay_inside_the_conversation(parts: list[tuple[int, int,
         assert len({b.level for b in row}) == 1
         for b in row:
             assert b.left >= 0 and b.left + b.width <= 100.0 + 1e-6
+
+
+def test_sessions_expire_and_are_bounded() -> None:
+    from proxy.inspector import signin
+
+    now = [0.0]
+    sessions = signin.Sessions(clock=lambda: now[0])
+    sid = sessions.open("ak")
+    found = sessions.get(sid)
+    assert found is not None and found.key == "ak"
+    assert signin.csrf_ok(found, found.csrf) and not signin.csrf_ok(found, "x") and not signin.csrf_ok(found, None)
+    now[0] = signin.TTL_S + 1
+    assert sessions.get(sid) is None
+    first = sessions.open("ak")
+    for _ in range(signin.MAX_SESSIONS):
+        sessions.open("ak")
+    assert sessions.get(first) is None
