@@ -7,6 +7,7 @@ log line: microseconds); the usage ledger is written to the store later, by
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,8 @@ from .requestlog import emit, hashed_user
 from .store.usage import UsageStore
 from .tenancy import Tenant
 from .usage import Billed, UsageLedger, billed
+
+log = logging.getLogger("paperclip.accounting")
 
 # Label values kept per metric: past these, a new model is counted as "other".
 MAX_MODELS = 32
@@ -57,6 +60,13 @@ class Accounting:
         self._children: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     def finish(self, done: Finished) -> None:
+        """Log, count and note the usage of a finished request; never raises (it runs in a ``finally``)."""
+        try:
+            self._finish(done)
+        except Exception:
+            log.exception("accounting of a %s request failed", done.route)
+
+    def _finish(self, done: Finished) -> None:
         bill = billed(done.tail) if done.tail else None
         if done.tenant is not None and done.tokens_in is not None:
             model = done.model or "unknown"
