@@ -288,7 +288,7 @@ async def ask(
 def _scores(recall: Recall | None, stats: Stats) -> None:
     if recall is None:
         return
-    injected = {c.id for c in recall.cards}
+    injected = {i for c in recall.cards for i in c.id.split(",")}  # a card of adjacent turns: "f1,f2"
     for hit in recall.hits:
         (stats.injected_scores if hit.id in injected else stats.other_scores).append(hit.score)
 

@@ -95,7 +95,8 @@ async def trace_page(page: Page) -> Response:
     data = await _admin(page).store.traces.get(page.tenant, trace)
     if data is None:
         raise NotFound(f"No trace {trace!r}.")
-    injected = {str(i) for i in data.get("injected") or []}
+    # A card of adjacent turns names each of them: "f12,f13".
+    injected = {i for card in data.get("injected") or [] for i in str(card).split(",")}
     candidates = [
         {**c, "rank": n, "injected": str(c.get("id")) in injected}
         for n, c in enumerate(data.get("candidates") or [], start=1)
