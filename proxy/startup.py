@@ -40,7 +40,12 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
     try:
         prompts = Prompts.load()
         if embedder is None:
-            embedder = await asyncio.to_thread(load_embedder, settings.embedding_model)
+            embedder = await asyncio.to_thread(
+                load_embedder,
+                settings.embedding_model,
+                backend=settings.embedding_backend,
+                cache_dir=settings.embedding_cache_dir,
+            )
         services.embedder = embedder
         await asyncio.to_thread(_warm_up)
         store = await asyncio.to_thread(open_store, settings.sqlite_path, embedder.dim)
