@@ -358,12 +358,6 @@ def _positive(value: Any, source: str, key: str) -> int:
     return number
 
 
-def _choice(value: Any, allowed: tuple[str, ...], source: str, key: str) -> str:
-    if value not in allowed:
-        raise ConfigError(source, key, f"must be one of {', '.join(allowed)}, not {value!r}")
-    return str(value)
-
-
 def _number(value: Any, source: str, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(source, key, f"must be a number, not {value!r}")
