@@ -40,6 +40,7 @@ def test_one_line_per_request_without_content(proxy: Proxy, caplog: pytest.LogCa
     proxy.drain()
     with proxy.http() as http:
         http.get("/v1/models")
+    proxy.drain()  # the line is written once the response has gone out
     records = lines(caplog)
     assert len(records) == 2
     line = json.loads(JsonFormatter().format(records[0]))
@@ -64,6 +65,7 @@ def test_content_only_when_allowed(make_proxy: Callable[..., Proxy], caplog: pyt
     proxy = make_proxy(server={"log_content": True})
     caplog.set_level(logging.INFO, "paperclip")
     chat(proxy)
+    proxy.drain()
     assert json.loads(JsonFormatter().format(lines(caplog)[0]))["content"] == SECRET
 
 
@@ -71,6 +73,7 @@ def test_failed_auth_is_logged_too(proxy: Proxy, caplog: pytest.LogCaptureFixtur
     caplog.set_level(logging.INFO, "paperclip")
     with proxy.http("wrong") as http:
         http.post("/v1/chat/completions", json={})
+    proxy.drain()
     line = json.loads(JsonFormatter().format(lines(caplog)[0]))
     assert line["status"] == "401" and line["tenant"] is None
 

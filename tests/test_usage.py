@@ -92,6 +92,7 @@ def test_model_labels_are_bounded(proxy: Proxy) -> None:
     for n in range(MAX_MODELS + 3):
         client.chat.completions.create(model=f"model-{n}", messages=[{"role": "user", "content": "hi"}],
                                        extra_headers={"X-Paperclip-Memory": "off"})
+    proxy.drain()  # each request is accounted once its response has gone out
     with proxy.http() as http:
         metrics = http.get("/metrics").text
     labels = {line.split('model="')[1].split('"')[0] for line in metrics.splitlines()
