@@ -118,3 +118,18 @@ def test_sessions_expire_and_are_bounded() -> None:
     for _ in range(signin.MAX_SESSIONS):
         sessions.open("ak")
     assert sessions.get(first) is None
+
+
+def test_a_passthrough_client_inspects_its_own_scope(
+    make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path
+) -> None:
+    from tests.conftest import base_config
+
+    proxy = make_proxy(base_config(upstream_url, tmp_path / "pt.db", passthrough_keys=True, tenants={}))
+    teach(proxy, "erin", key="sk-client-one")
+    with signed_in(proxy.url, "sk-client-one") as http:
+        page = http.get("/paperclip/ui/users/erin")
+        assert page.status_code == 200 and "Zorblax" in page.text
+        assert "<summary>edit</summary>" not in page.text  # a client key may read and delete, not edit
+    with signed_in(proxy.url, "sk-client-two") as http:
+        assert "Zorblax" not in http.get("/paperclip/ui/users/erin").text

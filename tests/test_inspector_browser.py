@@ -143,3 +143,26 @@ def test_inspect_search_edit_delete_trace(
     assert "bob" not in browser.find_element(By.ID, "users").text
     browser.get(f"{proxy.url}/paperclip/ui/users/bob")
     assert contents(browser) == []
+
+
+def test_session_summary_pyramid(
+    browser: WebDriver, make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path
+) -> None:
+    from typing import Any
+
+    from tests.conftest import base_config
+
+    proxy = make_proxy(base_config(upstream_url, tmp_path / "s.db", defaults={"context": {"recent_window_tokens": 300}}))
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Let us plan the Lisbon trip in detail."}]
+    for i in range(30):
+        history.append({"role": "assistant", "content": f"Step {i}: book the tram tickets and a fado evening."})
+        history.append({"role": "user", "content": f"Fine, step {i} is done, what is next on the list?"})
+    raw = proxy.client().chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=history, extra_headers={"X-Paperclip-User": "carol"}  # type: ignore[arg-type]
+    )
+    proxy.drain()
+    sign_in(browser, proxy.url, ADMIN_KEY)
+    browser.get(f"{proxy.url}/paperclip/ui/sessions/{raw.headers['x-paperclip-session']}")
+    blocks = browser.find_elements(By.CSS_SELECTOR, "#pyramid .block")
+    assert blocks and all("turns" in b.text for b in blocks)
+    shot(browser, "session")
