@@ -20,7 +20,7 @@ import uvicorn
 
 from proxy import config
 from proxy.app import create_app
-from proxy.usage import UsageLedger
+from proxy.usage_ledger import UsageLedger
 
 
 class Silent:

@@ -17,7 +17,7 @@ from .metrics import Metrics
 from .requestlog import emit, hashed_user
 from .store.usage import UsageStore
 from .tenancy import Tenant
-from .usage import Billed, UsageLedger, billed
+from .usage_ledger import Billed, UsageLedger, billed
 
 log = logging.getLogger("paperclip.accounting")
 

@@ -26,7 +26,7 @@ from starlette.types import Message, Receive, Send
 
 from .errors import PaperclipError, PayloadTooLarge
 from .upstream import response_headers, translate
-from .usage import TAIL_BYTES
+from .usage_ledger import TAIL_BYTES
 
 _DONE = b"data: [DONE]"
 _LINGER_S = 0.25

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy.startup import write_usage
-from proxy.usage import Billed, billed
+from proxy.usage_ledger import Billed, billed
 from tests.admin_helpers import admin
 from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream, chunk, sse, stream_response

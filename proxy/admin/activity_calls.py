@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from starlette.responses import JSONResponse, Response
 
 from ..errors import BadRequest, NotFound
-from ..usage import combine
-from .pages import after_cursor, page, page_ask
+from ..usage_ledger import combine
+from .pagination import after_cursor, page, page_ask
 
 if TYPE_CHECKING:
     from .routes import AdminCall

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 from ..errors import BadRequest, NotFound
 from ..memory.extraction import TYPES
 from .memories import Found
-from .pages import page, page_ask
+from .pagination import page, page_ask
 
 if TYPE_CHECKING:
     from .routes import AdminCall

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from starlette.responses import JSONResponse, Response
 
-from .pages import after_cursor, page, page_ask
+from .pagination import after_cursor, page, page_ask
 
 if TYPE_CHECKING:
     from .routes import AdminCall

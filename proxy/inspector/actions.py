@@ -8,7 +8,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..admin.routes import _admin as memory_admin
 from ..errors import NotFound
-from .routes import Page
+from .guard import Page
 
 
 async def edit_memory(page: Page) -> Response:

@@ -8,12 +8,12 @@ from typing import Any
 from starlette.responses import Response
 
 from ..admin.memories import MemoryAdmin
-from ..admin.pages import page_ask
+from ..admin.pagination import page_ask
 from ..admin.routes import _admin as memory_admin
 from ..errors import BadRequest, NotFound
 from ..memory.extraction import TYPES
+from .guard import Page
 from .pyramid import pyramid
-from .routes import Page
 
 PAGE_ROWS = 50
 PROFILE_IMPORTANCE = 0.7

@@ -6,7 +6,7 @@ from starlette.routing import BaseRoute
 
 from ..services import Services
 from . import actions, pages
-from .routes import inspector_routes
+from .guard import inspector_routes
 
 
 def inspector_site(services: Services) -> list[BaseRoute]:

@@ -1,4 +1,4 @@
-"""The inspector's routes: sign-in, the guard every page passes, form parsing and rendering.
+"""The inspector's guard and sign-in: the session every page passes, form parsing and rendering.
 
 Every page acts with the signed-in key's grant (``KeyRing.admin_grant``), as
 the admin API does: viewing is a GET, an edit a PATCH, a delete a DELETE, so a

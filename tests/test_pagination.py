@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.admin.pages import PageAsk, after_cursor, page, page_ask
+from proxy.admin.pagination import PageAsk, after_cursor, page, page_ask
 from proxy.errors import BadRequest
 
 
