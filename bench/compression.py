@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from proxy import config  # noqa: E402
 from proxy.app import create_app  # noqa: E402
-from proxy.context.planner import SUMMARY_HEADER  # noqa: E402
+from proxy.context.assembly import SUMMARY_HEADER  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 from tests.fake_upstream import FakeUpstream, completion, fake_summary  # noqa: E402
 from tests.servers import ServerThread  # noqa: E402

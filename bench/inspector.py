@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proxy.memory.embedder import load_embedder  # noqa: E402
-from proxy.memory.textindex import tokenize  # noqa: E402
+from proxy.memory.bm25 import tokenize  # noqa: E402
 from proxy.store import open_store  # noqa: E402
 from proxy.store.fragments import NewFragment  # noqa: E402
-from proxy.store.items import NewItem  # noqa: E402
+from proxy.store.item_rows import NewItem, _insert  # noqa: E402
 from proxy.store.sessions import SummaryRow  # noqa: E402
 from tests.inspector_helpers import signed_in  # noqa: E402
 from tests.servers import free_port  # noqa: E402
@@ -57,16 +57,22 @@ async def fill(db: Path, memories: int, embedding: str) -> dict[str, str]:
     rng = random.Random(7)
     texts = [sentence(rng, n) for n in range(memories)]
     vectors = await asyncio.to_thread(embedder.embed, texts)
-    for n, (text, vec) in enumerate(zip(texts, vectors, strict=True)):
-        item = NewItem(type=TYPES[n % 5], key=f"user.fact.{n}", content=text, terms=" ".join(tokenize(text)),
-                       importance=round(rng.random(), 2), confidence=1.0, source="extracted",
-                       expires_at=None, turns=[], fragment_hashes=[])
-        await store.items.add("bench", "u0", f"s-{n % 40}", item, vec)
-    for other in range(1, 31):
-        await store.items.add("bench", f"u{other}", None, NewItem(
+    items = [
+        ("u0", f"s-{n % 40}", NewItem(
+            type=TYPES[n % 5], key=f"user.fact.{n}", content=text, terms=" ".join(tokenize(text)),
+            importance=round(rng.random(), 2), confidence=1.0, source="extracted", expires_at=None,
+            expires=None, turns=[], fragment_hashes=[]), vec)
+        for n, (text, vec) in enumerate(zip(texts, vectors, strict=True))
+    ] + [
+        (f"u{other}", None, NewItem(
             type="entity", key="user.name", content=f"User {other} is called U{other}.", terms="user",
-            importance=0.5, confidence=1.0, source="extracted", expires_at=None, turns=[], fragment_hashes=[],
-        ), vectors[0])
+            importance=0.5, confidence=1.0, source="extracted", expires_at=None, expires=None, turns=[],
+            fragment_hashes=[]), vectors[0])
+        for other in range(1, 31)
+    ]
+    # One transaction through the store's own insert: remember() would re-read every active
+    # item for each of the 10k (it decides merges), which is not what this bench measures.
+    await store.db.write(lambda c: [_insert(c, "bench", u, s, i, v, time.time()) for u, s, i, v in items])
     frag_texts = [sentence(rng, n) for n in range(2000)]
     frag_vectors = await asyncio.to_thread(embedder.embed, frag_texts)
     for session in range(40):

@@ -19,13 +19,14 @@ import httpx
 
 from .config import TenantSettings
 from .context.compressor import Complete, Compressor
-from .context.engine import ContextEngine, View
+from .context.watermark import View, WatermarkWindow
 from .memory.cards import inject
+from .memory.extractor import Extractor
+from .memory.fragment_search import FragmentIndex
 from .memory.fusion import Floor
-from .memory.index import FragmentIndex
-from .memory.items import Extractor, ItemIndex
+from .memory.item_search import ItemIndex
 from .memory.query import indexable, text_of
-from .memory.recall import Recall, candidate, recall_for
+from .memory.recall import Recall, RecallRequest, candidate, recall_for
 from .memory.redaction import redact_message
 from .metrics import Metrics
 from .pipeline import ChatCall, Prepared
@@ -43,7 +44,7 @@ class MemoryPipeline:
     def __init__(
         self,
         *,
-        context: ContextEngine,
+        context: WatermarkWindow,
         index: FragmentIndex,
         items: ItemIndex | None = None,
         traces: TraceStore,
@@ -83,7 +84,7 @@ class MemoryPipeline:
             else:
                 degraded = self.context.failing.get((call.tenant.id, call.session))
         recall = (
-            await recall_for(self.index, call, view.window, counter, self.floor, self.items)
+            await recall_for(self.index, _recall_request(call, view), counter, self.floor, self.items)
             if st.memory.enabled
             else None
         )
@@ -127,6 +128,10 @@ class MemoryPipeline:
         if st.memory.enabled:
             await self._index(call, view, outcome)
             await self._extract(call, view, force=False)
+            recall: Recall | None = prepared.state.get("recall")
+            if recall is not None and recall.touched and self.items is not None:
+                # Recall never writes: the injected items' access is recorded here, after the response.
+                await self.items.touch(call.tenant.id, call.user, recall.touched)
         if st.context.enabled and st.context.compression_mode == "background" and view.over_watermark():
             await self._compress(call, view, counter)
         overrun = self._overrun.pop(call.trace_id, None)
@@ -148,17 +153,11 @@ class MemoryPipeline:
         if self.extractor is None or not call.tenant.settings.memory.enabled:
             return
         mem = call.tenant.settings.memory
-        tenant, session = call.tenant.id, call.session
-        done = await self.extractor.items.cursor(tenant, session)
-        fresh = len(view.conv) - done
-        if fresh <= 0 or (fresh < mem.extract_every_messages and not force):
-            return
-        turns = [t for t in indexable(view.conv) if t[0] >= done]
         complete = self.complete(call.tenant.settings, call.tenant.upstream_key)
-        await self.extractor.extract(
-            tenant, call.user, session, turns, complete, pii=mem.pii, dedup_cosine=mem.dedup_cosine
+        await self.extractor.catch_up(
+            call.tenant.id, call.user, call.session, indexable(view.conv), len(view.conv), complete,
+            every=1 if force else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
         )
-        await self.extractor.items.set_cursor(tenant, session, len(view.conv))
 
     async def _compress(self, call: ChatCall, view: View, counter: TokenCounter) -> View:
         st = call.tenant.settings
@@ -213,6 +212,13 @@ class MemoryPipeline:
             "memory_block": recall.block if recall else None,
         }
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
+
+
+def _recall_request(call: ChatCall, view: View) -> RecallRequest:
+    return RecallRequest(
+        call.tenant.id, call.user, call.session, call.messages, view.window,
+        call.tenant.settings.memory, call.received_at,
+    )
 
 
 def _reply_text(outcome: Outcome) -> str | None:

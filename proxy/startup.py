@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .context.engine import ContextEngine
+from .context.watermark import WatermarkWindow
 from .engine import MemoryPipeline
-from .memory import textindex
+from .memory import bm25
 from .memory.embedder import Embedder, load_embedder
-from .memory.index import FragmentIndex
-from .memory.items import Extractor, ItemIndex
+from .memory.extractor import Extractor
+from .memory.fragment_search import FragmentIndex
+from .memory.item_search import ItemIndex
 from .pipeline import ChatCall, Prepared
 from .prompts import Prompts
 from .relay import Outcome
@@ -57,14 +58,14 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
     counter = TokenCounter(None)
     index = FragmentIndex(store.fragments, embedder, counter)
     services.pipeline = MemoryPipeline(
-        context=ContextEngine(store.sessions, services.metrics),
+        context=WatermarkWindow(store.sessions, services.metrics),
         index=index,
         items=ItemIndex(store.items),
         traces=store.traces,
         prompts=prompts,
         upstreams=services.upstreams,
         metrics=services.metrics,
-        extractor=Extractor(store.items, store.fragments, prompts, index.embed, services.metrics),
+        extractor=Extractor(store.items, store.cursors, prompts, index.embed, services.metrics),
     )
     # Ready only once requests can use it: /readyz turns 200 here.
     services.ready.update(database=True, embedding=True)
@@ -73,7 +74,7 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
 
 def _warm_up() -> None:
     encoding_for(None)
-    textindex.warm_up()
+    bm25.warm_up()
 
 
 # Lifecycle work (SPEC §5): expired items deleted, stale low-importance items

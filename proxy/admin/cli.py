@@ -23,7 +23,7 @@ from typing import Any
 from ..config import Settings, TenantSettings
 from ..memory.embedder import Embedder, Vectors, load_embedder
 from ..store import open_store
-from ..store.items import ItemRow
+from ..store.item_rows import ItemRow
 from .memories import Embed, MemoryAdmin
 from .portable import InvalidExport
 

@@ -1,7 +1,7 @@
 """Storage behind one interface: ``Store`` groups the per-concept stores over one database.
 
 A server database can replace SQLite by providing the same per-concept
-stores (sessions, fragments, items, traces, users); nothing outside
+stores (sessions, fragments, items, traces, users, extraction cursors); nothing outside
 ``proxy/store`` issues SQL.
 """
 
@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from . import migrations
 from .db import Connection, Database
 from .edits import ItemEdits
+from .extraction_cursors import ExtractionCursorStore
 from .fragments import FragmentStore
-from .items import ItemStore
+from .item_rows import ItemStore
 from .listings import ListingStore
 from .sessions import SessionStore
 from .traces import TraceStore
@@ -29,6 +30,7 @@ class Store:
     items: ItemStore
     traces: TraceStore
     users: UserStore
+    cursors: ExtractionCursorStore
     edits: ItemEdits
     listings: ListingStore
     usage: UsageStore
@@ -53,5 +55,5 @@ def open_store(path: str, dim: int | None) -> Store:
     db.run_sync(setup)
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
-        ItemEdits(db), ListingStore(db), UsageStore(db),
+        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db),
     )

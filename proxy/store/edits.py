@@ -17,7 +17,7 @@ import numpy as np
 from .db import Connection, Database
 from .fragments import scope_of
 
-EDITABLE = ("content", "terms", "type", "importance", "expires_at")
+EDITABLE = ("content", "terms", "type", "importance", "expires_at", "expires")
 
 
 class ItemEdits:
@@ -63,7 +63,7 @@ def _edit(
     c: Connection, tenant: str, user: str, item_id: int, changes: Mapping[str, Any],
     vector: np.ndarray | None, by: str,
 ) -> bool:
-    shown = [k for k in changes if k != "terms"]
+    shown = [k for k in changes if k not in ("terms", "expires")]
     before = c.execute(
         f"SELECT {', '.join(['id', *shown])} FROM items WHERE tenant = ? AND user = ? AND id = ?",
         (tenant, user, item_id),

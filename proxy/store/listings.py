@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from .db import Connection, Database
-from .items import _COLUMNS as ITEM_COLUMNS
-from .items import ItemRow
-from .items import _row as item_row
+from .item_rows import _COLUMNS as ITEM_COLUMNS
+from .item_rows import ItemRow
+from .item_rows import _row as item_row
 
 # Tables whose rows name a (tenant, user); a user exists while any of them does.
 _OWNED = ("items", "fragments", "summaries", "traces")

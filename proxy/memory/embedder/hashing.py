@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..textindex import tokenize
+from ..bm25 import tokenize
 from .protocol import Vectors
 
 TERM_WEIGHT = 1.0
