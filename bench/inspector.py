@@ -32,8 +32,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proxy.memory.embedder import load_embedder  # noqa: E402
 from proxy.memory.bm25 import tokenize  # noqa: E402
+from proxy.memory.embedder import load_embedder  # noqa: E402
 from proxy.store import open_store  # noqa: E402
 from proxy.store.fragments import NewFragment  # noqa: E402
 from proxy.store.item_rows import NewItem, _insert  # noqa: E402

@@ -18,6 +18,7 @@ import yaml
 
 from proxy.requestlog import JsonFormatter, TextFormatter, hashed_user
 from tests.conftest import PROXY_KEY, Proxy, base_config
+from tests.fake_upstream import FakeUpstream
 from tests.servers import free_port
 
 SECRET = "my passport number is 99-ZX-4412"
@@ -34,7 +35,9 @@ def chat(proxy: Proxy, text: str = SECRET, **kw: Any) -> Any:
     )
 
 
-def test_one_line_per_request_without_content(proxy: Proxy, caplog: pytest.LogCaptureFixture) -> None:
+def test_one_line_per_request_without_content(
+    proxy: Proxy, upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, "paperclip")
     raw = chat(proxy)
     proxy.drain()

@@ -63,9 +63,12 @@ def test_usage_per_tenant_model_and_day(proxy: Proxy, upstream: FakeUpstream) ->
     messages: Any = [{"role": "user", "content": "Hello there, how are you today?"}]
     client.chat.completions.create(model="gpt-4o-mini", messages=messages)  # usage 10 + 5
     upstream.chat = streaming
-    list(client.chat.completions.create(model="gpt-4o", messages=messages, stream=True,
-                                        stream_options={"include_usage": True}))
-    list(client.chat.completions.create(model="gpt-4o", messages=messages, stream=True))  # no usage
+    try:
+        list(client.chat.completions.create(model="gpt-4o", messages=messages, stream=True,
+                                            stream_options={"include_usage": True}))
+        list(client.chat.completions.create(model="gpt-4o", messages=messages, stream=True))  # no usage
+    finally:
+        upstream.chat = None  # the fake upstream outlives this test; later ones expect its default
     proxy.drain()
     got = {r["model"]: r for r in rows(proxy)}
     assert set(got) == {"gpt-4o", "gpt-4o-mini"}
