@@ -110,16 +110,19 @@ class MemoryAdmin:
             k = min(MAX_KNN, await self._item_count(tenant, user))
             vector = {i: s for i, s in await self.store.items.knn(tenant, user, qvec, k) if i in rows}
             keyword = _bm25(rows.values(), query)
-        literal = {i for i, r in rows.items() if _contains(r, query)}
+        needle = query.strip().casefold()
+        literal = {i for i, r in rows.items() if needle in r.content.casefold() or needle in r.key.casefold()}
         bm25 = {**dict.fromkeys(literal, 0.0), **keyword}
         floor = Floor()
         fused = fuse(vector, bm25, weights[0], weights[1])
-        found = [
-            Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw)
-            for s in (fused.scored(i) for i in range(len(fused)))
-            if s.id in rows and (s.id in literal or floor.passes(s.vector.raw, s.bm25.raw))
-        ]
-        return found[:limit]
+        found: list[Found] = []
+        for i in range(len(fused)):  # in fused order: stop at a page
+            s = fused.scored(i)
+            if s.id in rows and (s.id in literal or floor.passes(s.vector.raw, s.bm25.raw)):
+                found.append(Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw))
+                if len(found) == limit:
+                    break
+        return found
 
     async def _item_count(self, tenant: str, user: str) -> int:
         count, _ = await self.store.items.version(tenant, user)
@@ -280,8 +283,3 @@ def _bm25(rows: Iterable[ItemRow], query: str) -> dict[int, float]:
     for row in rows:
         index.add(row.id, tokenize(row.content))
     return index.scores(tokenize(query))
-
-
-def _contains(row: ItemRow, query: str) -> bool:
-    needle = query.strip().casefold()
-    return needle in row.content.casefold() or needle in row.key.casefold()
