@@ -244,7 +244,7 @@ class Harness:
             time.sleep(0.05)
 
     def added_s(self) -> float:
-        registry = self.app.state.services.metrics.registry
+        registry = self.app.state.runtime.metrics.registry
         value = registry.get_sample_value("paperclip_added_latency_seconds_sum", {"route": "chat"})
         return float(value or 0.0)
 
@@ -253,7 +253,7 @@ class Harness:
 
     async def _settle(self) -> None:
         handlers = self.proxy.server.server_state.tasks
-        background = self.app.state.services.background
+        background = self.app.state.runtime.background
         while handlers or background.pending:
             if handlers:
                 await asyncio.wait(set(handlers))

@@ -1,6 +1,6 @@
 """Paperclip with its per-request accounting switched off: the "off" side of ``overhead.py --accounting``.
 
-The same app as ``python -m proxy serve``, except that ``services.accounting``
+The same app as ``python -m proxy serve``, except that ``runtime.accounting``
 (the log line, the usage ledger, the tenant/model metrics) does nothing, so
 the difference between the two proxies in one run is what accounting costs.
 
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     app = create_app(config.load(args.config))
-    app.state.services.accounting = Silent()
+    app.state.runtime.accounting = Silent()
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False,
                 server_header=False, date_header=False)
 

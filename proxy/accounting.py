@@ -7,14 +7,17 @@ log line: microseconds); the usage ledger is written to the store later, by
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Settings
 from .metrics import Metrics
 from .requestlog import emit, hashed_user
+from .store import Store
 from .store.usage import UsageStore
 from .tenancy import Tenant
 from .usage_ledger import Billed, UsageLedger, billed
@@ -79,6 +82,7 @@ class Accounting:
     async def flush(self, store: UsageStore) -> None:
         await self.ledger.flush(store)
 
+
     def _count(self, done: Finished, bill: Billed | None) -> None:
         labels = (self._tenant_label(done.tenant), self._model_label(done.model or "unknown"))
         children = self._children.get(labels)
@@ -136,3 +140,26 @@ class Accounting:
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 2)
+
+
+USAGE_EVERY_S = 10.0
+
+
+async def writing_usage(
+    accounting: Accounting, store: Callable[[], Store | None], metrics: Metrics, every_s: float = USAGE_EVERY_S
+) -> None:
+    """Write the usage ledger every ``every_s`` once ``store()`` gives the opened store (and
+    ``write_usage`` once more at shutdown); never raises."""
+    while True:
+        await asyncio.sleep(every_s)
+        await write_usage(accounting, store(), metrics)
+
+
+async def write_usage(accounting: Accounting, store: Store | None, metrics: Metrics) -> None:
+    if store is None:
+        return  # a proxy without a database keeps its usage in memory
+    try:
+        await accounting.flush(store.usage)
+    except Exception:
+        log.exception("writing usage failed; kept for the next flush")
+        metrics.background_errors.labels("usage").inc()

@@ -6,43 +6,27 @@ parsed or buffered; responses are relayed chunk by chunk.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 
 import anyio
 import httpx
-from starlette.types import Receive, Scope, Send
+from starlette.types import Receive, Scope
 
 from .accounting import Finished
-from .errors import PaperclipError
-from .relay import ClientGone, Exchange, run, send_error
-from .services import Services
+from .endpoint import Endpoint, Forward
+from .errors import ClientGone
+from .relay import Exchange
 from .tenancy import client_key
 from .upstream import header_map, join_url, request_headers
 
 
-class PassthroughEndpoint:
-    def __init__(self, services: Services) -> None:
-        self.s = services
+class PassthroughEndpoint(Endpoint):
+    route = "passthrough"
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        done = Finished("passthrough", "error", started, extra={"path": scope["path"]})
-        try:
-            done.status = await self._serve(scope, receive, send, done)
-        except ClientGone:
-            done.status = "client_gone"
-        except PaperclipError as exc:
-            done.status = str(exc.status)
-            await send_error(send, exc)
-        finally:
-            self.s.metrics.requests.labels("passthrough", done.status).inc()
-            self.s.accounting.finish(done)
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, done: Finished) -> str:
-        started = done.started
+    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
         headers = header_map(scope["headers"])
-        tenant = done.tenant = self.s.keys.tenant_for(client_key(headers))
+        done.extra["path"] = scope["path"]
+        tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
         body_done = anyio.Event()
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         out_headers = request_headers(pairs, tenant)
@@ -63,12 +47,7 @@ class PassthroughEndpoint:
             headers=out_headers,
             content=content,
         )
-        ex = Exchange(client=self.s.upstreams.client(up), request=request, body_done=body_done)
-        done.added_s = time.perf_counter() - started
-        self.s.metrics.added_latency.labels("passthrough").observe(done.added_s)
-        outcome = await run(ex, receive, send)
-        done.upstream_s = time.perf_counter() - started - done.added_s
-        return str(outcome.status or (outcome.error.status if outcome.error else "client_gone"))
+        return Forward(Exchange(client=self.rt.upstreams.client(up), request=request, body_done=body_done))
 
 
 async def _stream_body(receive: Receive, done: anyio.Event) -> AsyncIterator[bytes]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.startup import write_usage
+from proxy.accounting import write_usage
 from proxy.usage_ledger import Billed, billed
 from tests.admin_helpers import admin
 from tests.conftest import Proxy
@@ -78,8 +78,9 @@ def test_usage_per_tenant_model_and_day(proxy: Proxy, upstream: FakeUpstream) ->
     assert mini["tokens_client"] > 0 and mini["tokens_saved"] == mini["tokens_client"] - mini["tokens_forwarded"]
     assert mini["tenant"] == "acme" and mini["day"] == mini["id"].split("/")[0]
     # Written to the store, then counted once, not twice.
-    proxy.server.call(write_usage(proxy.services))
-    assert proxy.services.accounting.ledger.unwritten() == []
+    rt = proxy.runtime
+    proxy.server.call(write_usage(rt.accounting, rt.store(), rt.metrics))
+    assert rt.accounting.ledger.unwritten() == []
     assert {r["model"]: r["requests"] for r in rows(proxy)} == {"gpt-4o": 2, "gpt-4o-mini": 1}
     assert rows(proxy, since="2000-01-01", until="2000-12-31") == []
     with proxy.http() as http:

@@ -54,11 +54,11 @@ async def usage(call: AdminCall) -> Response:
     since, until = _day(q.get("since"), "since"), _day(q.get("until"), "until")
     tenant = call.grant.tenant.id if call.grant is not None else None
     stored = []
-    store = call.services.store
+    store = call.runtime.store()
     if store is not None:
         stored = await store.usage.rows(tenant, since, until)
     pending = [
-        r for r in call.services.accounting.ledger.unwritten()
+        r for r in call.runtime.accounting.ledger.unwritten()
         if tenant in (None, r["tenant"]) and (since or "") <= r["day"] <= (until or "9999")
     ]
     rows = [{"id": _usage_id(r), "object": "paperclip.usage", **r} for r in combine(stored + pending)]
@@ -71,9 +71,10 @@ async def list_tenants(call: AdminCall) -> Response:
     if call.grant is not None:
         names = [call.grant.tenant.id]
     else:
-        stored = await call.services.store.listings.tenants() if call.services.store else []
-        names = sorted({*call.services.keys.tenant_names(), *stored})
-    configured = set(call.services.keys.tenant_names())
+        store = call.runtime.store()
+        stored = await store.listings.tenants() if store is not None else []
+        names = sorted({*call.runtime.keys.tenant_names(), *stored})
+    configured = set(call.runtime.keys.tenant_names())
     rows = [
         {"id": n, "object": "paperclip.tenant", "kind": "tenant" if n in configured else "passthrough"}
         for n in names

@@ -21,9 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..engine import MemoryPipeline
-from ..errors import ClientError, PaperclipError
-from ..services import Services
+from ..errors import ClientError, MemoryNotReady, PaperclipError
+from ..runtime import Runtime
 from ..tenancy import Grant, Tenant, client_key
 from . import activity_calls, memory_calls, user_calls
 from .memories import MemoryAdmin
@@ -38,12 +37,6 @@ SETTLE_S = 10.0
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
-class MemoryNotReady(PaperclipError):
-    status = 503
-    type = "server_error"
-    code = "memory_not_ready"
-
-
 class MethodNotAllowed(ClientError):
     status = 405
     code = "method_not_allowed"
@@ -51,11 +44,11 @@ class MethodNotAllowed(ClientError):
 
 @dataclass(frozen=True)
 class AdminCall:
-    """One authenticated admin call: its request, who may do what, and the app's services."""
+    """One authenticated admin call: its request, who may do what, and the running app."""
 
     request: Request
     grant: Grant | None  # None: an operator asking about every tenant, or a public path
-    services: Services
+    runtime: Runtime
 
     @property
     def tenant(self) -> Tenant:
@@ -64,7 +57,7 @@ class AdminCall:
 
     @property
     def admin(self) -> MemoryAdmin:
-        return _admin(self.services)
+        return _admin(self.runtime)
 
 
 Handler = Callable[[AdminCall], Awaitable[Response]]
@@ -99,15 +92,15 @@ TABLE: dict[str, tuple[dict[str, Handler], Access]] = {
 }
 
 
-def admin_routes(services: Services) -> list[BaseRoute]:
+def admin_routes(runtime: Runtime) -> list[BaseRoute]:
     return [
-        Route(PREFIX + path, _endpoint(services, handlers, access), methods=METHODS)
+        Route(PREFIX + path, _endpoint(runtime, handlers, access), methods=METHODS)
         for path, (handlers, access) in TABLE.items()
     ]
 
 
 def _endpoint(
-    services: Services, handlers: dict[str, Handler], access: Access
+    runtime: Runtime, handlers: dict[str, Handler], access: Access
 ) -> Callable[[Request], Awaitable[Response]]:
     """Authenticate, pick the handler by method (405 otherwise), run it; render any error once."""
     allow = ", ".join(handlers)
@@ -117,7 +110,7 @@ def _endpoint(
             handler = handlers.get(request.method)
             if handler is None:
                 raise MethodNotAllowed(f"{request.method} is not allowed here; use {allow}.")
-            return await handler(AdminCall(request, grant(services, request, access), services))
+            return await handler(AdminCall(request, grant(runtime, request, access), runtime))
         except PaperclipError as exc:
             headers = {"allow": allow} if isinstance(exc, MethodNotAllowed) else None
             return JSONResponse(exc.envelope(), status_code=exc.status, headers=headers)
@@ -129,29 +122,26 @@ def _endpoint(
     return endpoint
 
 
-def grant(services: Services, request: Request, access: Access = "tenant") -> Grant | None:
+def grant(runtime: Runtime, request: Request, access: Access = "tenant") -> Grant | None:
     if access == "public":
         return None
     key = client_key(request.headers)
     named = request.query_params.get("tenant") or None
-    if access == "wide" and named is None and key and services.keys.is_operator(key):
+    if access == "wide" and named is None and key and runtime.keys.is_operator(key):
         return None
-    return services.keys.admin_grant(key, named, request.method)
+    return runtime.keys.admin_grant(key, named, request.method)
 
 
-def _admin(services: Services) -> MemoryAdmin:
-    pipeline = services.pipeline
-    if services.store is None or not isinstance(pipeline, MemoryPipeline):
+def _admin(runtime: Runtime) -> MemoryAdmin:
+    memory = runtime.memory
+    if memory is None:
         raise MemoryNotReady("The memory layer is not ready yet; try again shortly.")
-    scopes = [pipeline.index.forget_scope]
-    if pipeline.items is not None:
-        scopes.append(pipeline.items.forget_scope)
     return MemoryAdmin(
-        services.store, pipeline.index.embed, scopes, lambda: _settle(services), pipeline.items
+        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items
     )
 
 
-async def _settle(services: Services) -> None:
+async def _settle(runtime: Runtime) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(SETTLE_S):
-            await services.background.drain()
+            await runtime.background.drain()

@@ -21,7 +21,7 @@ async def edit_memory(page: Page) -> Response:
         except ValueError:
             body["importance"] = form["importance"]  # refused by the same check as the API's
     body["expires_at"] = form.get("expires_at", "").strip() or None
-    edited = await memory_admin(page.services).edit(
+    edited = await memory_admin(page.runtime).edit(
         page.tenant, user, item, body, pii=page.grant.tenant.settings.memory.pii, by=page.grant.by + " (ui)"
     )
     if edited is None:
@@ -31,7 +31,7 @@ async def edit_memory(page: Page) -> Response:
 
 async def delete_memory(page: Page) -> Response:
     user, item = _target(page)
-    if not await memory_admin(page.services).delete(page.tenant, user, item):
+    if not await memory_admin(page.runtime).delete(page.tenant, user, item):
         raise NotFound(f"No memory {item} for user {user!r}.")
     return _back(page, user)
 
@@ -40,7 +40,7 @@ async def forget_user(page: Page) -> Response:
     user = page.request.path_params["user"]
     if page.form.get("confirm", "") != user:
         return _back(page, user, "#forget")  # the name typed did not match: nothing deleted
-    await memory_admin(page.services).forget(page.tenant, user)
+    await memory_admin(page.runtime).forget(page.tenant, user)
     return RedirectResponse(page.url("/users"), status_code=303)
 
 

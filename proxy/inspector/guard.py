@@ -22,7 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..errors import BadRequest, PaperclipError
-from ..services import Services
+from ..runtime import Runtime
 from ..tenancy import Grant
 from .signin import COOKIE, Sessions, UiSession, cookie_header, csrf_ok
 
@@ -43,7 +43,7 @@ class Page:
     """One signed-in request: who, on which tenant (``?tenant=``), and its form if it is a POST."""
 
     request: Request
-    services: Services
+    runtime: Runtime
     session: UiSession
     grant: Grant
     form: dict[str, str]
@@ -78,25 +78,25 @@ def render(template: str, status_code: int = 200, **context: Any) -> HTMLRespons
     return HTMLResponse(_env.get_template(template).render(**context), status_code=status_code)
 
 
-def inspector_routes(services: Services, handlers: dict[str, tuple[str, Handler]]) -> list[BaseRoute]:
+def inspector_routes(runtime: Runtime, handlers: dict[str, tuple[str, Handler]]) -> list[BaseRoute]:
     """``handlers``: path → (verb, handler). A verb of GET is a page; PATCH or DELETE, a form
     posted to that path, checked as that admin call would be. Sign-in and sign-out are added here."""
     sessions = Sessions()
     routes: list[BaseRoute] = [
-        Route(PREFIX, _home(services, sessions), methods=["GET"]),
-        Route(PREFIX + "/", _home(services, sessions), methods=["GET"]),
-        Route(PREFIX + "/login", _login(services, sessions), methods=["GET", "POST"]),
+        Route(PREFIX, _home(runtime, sessions), methods=["GET"]),
+        Route(PREFIX + "/", _home(runtime, sessions), methods=["GET"]),
+        Route(PREFIX + "/login", _login(runtime, sessions), methods=["GET", "POST"]),
         Route(PREFIX + "/logout", _logout(sessions), methods=["POST"]),
-        Route(PREFIX + "/tenants", _tenants(services, sessions), methods=["GET"]),
+        Route(PREFIX + "/tenants", _tenants(runtime, sessions), methods=["GET"]),
     ]
     for path, (verb, handler) in handlers.items():
         method = "GET" if verb == "GET" else "POST"
-        routes.append(Route(PREFIX + path, _guarded(services, sessions, verb, handler), methods=[method]))
+        routes.append(Route(PREFIX + path, _guarded(runtime, sessions, verb, handler), methods=[method]))
     return routes
 
 
 def _guarded(
-    services: Services, sessions: Sessions, verb: str, handler: Handler
+    runtime: Runtime, sessions: Sessions, verb: str, handler: Handler
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         session = sessions.get(request.cookies.get(COOKIE))
@@ -107,8 +107,8 @@ def _guarded(
             if verb != "GET" and not csrf_ok(session, form.get("csrf")):
                 raise CsrfRefused("This form has expired or did not come from the inspector; reload the page.")
             named = request.query_params.get("tenant") or None
-            grant = services.keys.admin_grant(session.key, named, verb)
-            return await handler(Page(request, services, session, grant, form))
+            grant = runtime.keys.admin_grant(session.key, named, verb)
+            return await handler(Page(request, runtime, session, grant, form))
         except BadRequest as exc:
             if exc.param == "tenant":
                 return RedirectResponse(PREFIX + "/tenants", status_code=303)
@@ -122,26 +122,27 @@ def _guarded(
     return endpoint
 
 
-def _home(services: Services, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
+def _home(runtime: Runtime, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
     async def home(request: Request) -> Response:
         session = sessions.get(request.cookies.get(COOKIE))
         if session is None:
             return RedirectResponse(PREFIX + "/login", status_code=303)
-        wide = services.keys.is_operator(session.key) and len(services.keys.tenant_names()) != 1
+        wide = runtime.keys.is_operator(session.key) and len(runtime.keys.tenant_names()) != 1
         return RedirectResponse(PREFIX + ("/tenants" if wide else "/users"), status_code=303)
 
     return home
 
 
-def _tenants(services: Services, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
+def _tenants(runtime: Runtime, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
     """The operator's first page: every tenant, configured or a passthrough scope with data."""
 
     async def tenants(request: Request) -> Response:
         session = sessions.get(request.cookies.get(COOKIE))
-        if session is None or not services.keys.is_operator(session.key):
+        if session is None or not runtime.keys.is_operator(session.key):
             return RedirectResponse(PREFIX, status_code=303)
-        configured = services.keys.tenant_names()
-        stored = await services.store.listings.tenants() if services.store is not None else []
+        configured = runtime.keys.tenant_names()
+        store = runtime.store()
+        stored = await store.listings.tenants() if store is not None else []
         rows = [{"id": n, "kind": "tenant" if n in configured else "passthrough"}
                 for n in sorted({*configured, *stored})]
         return render("tenants.html", tenants=rows, csrf=session.csrf, page=None)
@@ -149,14 +150,14 @@ def _tenants(services: Services, sessions: Sessions) -> Callable[[Request], Awai
     return tenants
 
 
-def _login(services: Services, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
+def _login(runtime: Runtime, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
     async def login(request: Request) -> Response:
         if request.method == "GET":
             return render("login.html")
         key = (await read_form(request)).get("key", "").strip()
         try:
-            if not services.keys.is_operator(key):
-                services.keys.admin_grant(key, None, "GET")
+            if not runtime.keys.is_operator(key):
+                runtime.keys.admin_grant(key, None, "GET")
         except PaperclipError:
             return render("login.html", 401, error="That key is not an admin key of this proxy.")
         response = RedirectResponse(PREFIX, status_code=303)

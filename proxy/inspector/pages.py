@@ -111,4 +111,4 @@ async def _profile(admin: MemoryAdmin, tenant: str, user: str) -> list[dict[str,
 
 
 def _admin(page: Page) -> MemoryAdmin:
-    return memory_admin(page.services)
+    return memory_admin(page.runtime)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from ..services import Services
+from ..runtime import Runtime
 from . import actions, pages
 from .guard import inspector_routes
 
 
-def inspector_site(services: Services) -> list[BaseRoute]:
-    return inspector_routes(services, {
+def inspector_site(runtime: Runtime) -> list[BaseRoute]:
+    return inspector_routes(runtime, {
         "/users": ("GET", pages.users_page),
         "/users/{user}": ("GET", pages.user_page),
         "/users/{user}/export": ("GET", pages.export_page),

@@ -215,16 +215,30 @@ class ItemStore:
 
         return await self.db.write(write)
 
-    async def archive_stale(self, cutoff: float, importance_floor: float) -> int:
-        return int(
-            await self.db.write(
-                lambda c: c.execute(
-                    "UPDATE items SET status = 'archived' WHERE status = 'active'"
-                    " AND importance < ? AND coalesce(last_access, created) < ?",
-                    (importance_floor, cutoff),
-                ).rowcount
-            )
+    async def archive_stale(
+        self,
+        cutoff: float,
+        importance_floor: float,
+        *,
+        only: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
+    ) -> int:
+        """Archive active items below ``importance_floor`` untouched since ``cutoff``.
+
+        Of the tenants ``only`` (every tenant when None), except those in ``skip``.
+        """
+        sql = (
+            "UPDATE items SET status = 'archived' WHERE status = 'active'"
+            " AND importance < ? AND coalesce(last_access, created) < ?"
         )
+        args: list[Any] = [importance_floor, cutoff]
+        if only is not None:
+            sql += f" AND tenant IN ({', '.join('?' * len(only))})"
+            args += only
+        if skip:
+            sql += f" AND tenant NOT IN ({', '.join('?' * len(skip))})"
+            args += skip
+        return int(await self.db.write(lambda c: c.execute(sql, args).rowcount))
 
 
 def _active(c: Connection, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
