@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
 
 from starlette.responses import JSONResponse, Response
 
 from ..errors import BadRequest, NotFound
 from ..usage_ledger import combine
+from .call import AdminCall
 from .pagination import after_cursor, page, page_ask
-
-if TYPE_CHECKING:
-    from .routes import AdminCall
 
 
 async def get_session(call: AdminCall) -> Response:

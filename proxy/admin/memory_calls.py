@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..errors import BadRequest, NotFound
 from ..memory.extraction import TYPES
+from .call import AdminCall
 from .memories import Found
 from .pagination import page, page_ask
-
-if TYPE_CHECKING:
-    from .routes import AdminCall
 
 STATUSES = ("active", "superseded", "archived")
 

@@ -10,54 +10,30 @@ calls that need the memory layer answer 503 until it is loaded.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Literal
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..errors import ClientError, MemoryNotReady, PaperclipError
+from ..errors import ClientError, PaperclipError
 from ..runtime import Runtime
-from ..tenancy import Grant, Tenant, client_key
+from ..tenancy import Grant, client_key
 from . import activity_calls, memory_calls, user_calls
-from .memories import MemoryAdmin
+from .call import AdminCall
 from .openapi import document
 
 log = logging.getLogger("paperclip.admin")
 
 PREFIX = "/paperclip/v1"
-# A forget first lets the recording of the user's finished requests land, so
-# none of it is written after the delete; bounded, as traffic never stops.
-SETTLE_S = 10.0
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
 class MethodNotAllowed(ClientError):
     status = 405
     code = "method_not_allowed"
-
-
-@dataclass(frozen=True)
-class AdminCall:
-    """One authenticated admin call: its request, who may do what, and the running app."""
-
-    request: Request
-    grant: Grant | None  # None: an operator asking about every tenant, or a public path
-    runtime: Runtime
-
-    @property
-    def tenant(self) -> Tenant:
-        assert self.grant is not None, "only wide paths are called without a tenant"
-        return self.grant.tenant
-
-    @property
-    def admin(self) -> MemoryAdmin:
-        return _admin(self.runtime)
 
 
 Handler = Callable[[AdminCall], Awaitable[Response]]
@@ -130,18 +106,3 @@ def grant(runtime: Runtime, request: Request, access: Access = "tenant") -> Gran
     if access == "wide" and named is None and key and runtime.keys.is_operator(key):
         return None
     return runtime.keys.admin_grant(key, named, request.method)
-
-
-def _admin(runtime: Runtime) -> MemoryAdmin:
-    memory = runtime.memory
-    if memory is None:
-        raise MemoryNotReady("The memory layer is not ready yet; try again shortly.")
-    return MemoryAdmin(
-        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items
-    )
-
-
-async def _settle(runtime: Runtime) -> None:
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(SETTLE_S):
-            await runtime.background.drain()

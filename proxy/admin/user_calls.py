@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from starlette.responses import JSONResponse, Response
 
+from .call import AdminCall
 from .pagination import after_cursor, page, page_ask
-
-if TYPE_CHECKING:
-    from .routes import AdminCall
 
 
 async def list_users(call: AdminCall) -> Response:

@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 from starlette.responses import RedirectResponse, Response
 
-from ..admin.routes import _admin as memory_admin
+from ..admin.call import memory_admin
 from ..errors import NotFound
 from .guard import Page
 

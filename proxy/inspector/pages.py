@@ -7,9 +7,9 @@ from typing import Any
 
 from starlette.responses import Response
 
+from ..admin.call import memory_admin
 from ..admin.memories import MemoryAdmin
 from ..admin.pagination import page_ask
-from ..admin.routes import _admin as memory_admin
 from ..errors import BadRequest, NotFound
 from ..memory.extraction import TYPES
 from .guard import Page
