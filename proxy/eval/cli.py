@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=None, help="memory.budget_tokens")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--md", default=None, help="write the tables as Markdown here")
+    parser.add_argument("--no-record-questions", dest="record_questions", action="store_false",
+                        help="prepare each question without recording it (a memory that never sees a question)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -40,7 +42,8 @@ def eval_command(args: argparse.Namespace) -> int:
         memory["top_k"] = args.top_k
     if args.budget is not None:
         memory["budget_tokens"] = args.budget
-    options = Options(mode=args.mode, embedder=args.embedder, memory=memory)
+    options = Options(mode=args.mode, embedder=args.embedder, memory=memory,
+                      record_questions=args.record_questions)
     bar = tqdm(total=total_steps(conversations, options), file=sys.stderr, disable=args.no_progress,
                unit="req", desc=f"eval {args.mode}")
     started = time.perf_counter()
@@ -54,6 +57,7 @@ def eval_command(args: argparse.Namespace) -> int:
         "file": Path(args.path).name,
         "mode": args.mode,
         "embedder": args.embedder,
+        "record_questions": args.record_questions,
         "conversations": len(conversations),
         "top_k": defaults.top_k,
         "budget_tokens": defaults.budget_tokens,
