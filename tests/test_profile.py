@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import pytest
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 from proxy.memory.cards import render_block
 from proxy.memory.profile import kind_of, select_profile, standing
 from proxy.tokens import TokenCounter
+from tests.admin_helpers import admin
+from tests.conftest import Proxy
 
 NOW = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
 DAY = 86_400.0
@@ -126,3 +129,32 @@ def test_the_profile_keys_default_on_and_a_tenant_can_turn_it_off() -> None:
     assert (settings.tenants[0].memory.profile, settings.tenants[0].memory.profile_budget_tokens) == (False, 60)
     with pytest.raises(ConfigError, match="profile_budget_tokens"):
         config.from_dict({"defaults": {"memory": {"profile_budget_tokens": 0}}}, env={})
+
+
+def test_the_profile_endpoint_shows_the_standing_facts_and_a_tenant_can_turn_them_off(
+    make_proxy: Callable[..., Proxy],
+) -> None:
+    proxy = make_proxy(tenants={"acme": {"memory": {"profile_budget_tokens": 60}}})
+    proxy.wait_ready()
+    with admin(proxy) as http:
+        for body in (
+            {"content": "The user has been strictly vegetarian for ten years.", "type": "constraint",
+             "key": "user.diet", "importance": 0.9},
+            {"content": "The user went to Porto in May.", "type": "event", "importance": 0.9},
+            {"content": "The user likes the colour blue.", "type": "preference", "importance": 0.3},
+        ):
+            assert http.post("/paperclip/v1/users/ada/memories", json=body).status_code == 201
+        got = http.get("/paperclip/v1/users/ada/profile").json()
+        assert got["object"] == "paperclip.profile" and got["enabled"] is True
+        assert [d["key"] for d in got["data"]] == ["user.diet"]
+        assert got["data"][0]["card"].endswith("] The user has been strictly vegetarian for ten years.")
+        assert 0 < got["tokens"] <= got["budget_tokens"] == 60
+        assert got["block"].startswith("<paperclip-memory>") and "vegetarian" in got["block"]
+        assert http.get("/paperclip/v1/users/bob/profile").json()["data"] == []
+    off = make_proxy(tenants={"acme": {"memory": {"profile": False}}})
+    off.wait_ready()
+    with admin(off) as http:
+        body = {"content": "The user is vegetarian.", "type": "constraint", "key": "user.diet", "importance": 0.9}
+        http.post("/paperclip/v1/users/ada/memories", json=body)
+        got = http.get("/paperclip/v1/users/ada/profile").json()
+        assert got["enabled"] is False and got["data"] == [] and got["block"] is None

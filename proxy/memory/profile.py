@@ -28,8 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..config import Memory
 from ..tokens import TokenCounter
-from .cards import Card, CardKind, CardSource, render_card
+from .cards import Card, CardKind, CardSource, render_block, render_card
 from .lifecycle import is_expired
 
 MIN_IMPORTANCE = 0.5
@@ -141,6 +142,18 @@ def select_profile(
     order = {f.id: i for i, (f, _, _) in enumerate(chosen)}
     chosen.sort(key=lambda c: (KINDS.index(kind_of(c[0]) or "task"), order[c[0].id]))
     return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used)
+
+
+def profile_of(facts: Iterable[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:
+    """The tenant's profile for a user: ``EMPTY`` when ``memory.profile`` is off.
+
+    Its budget is ``memory.profile_budget_tokens``, and never more than what
+    ``memory.budget_tokens`` leaves beside the block's own markers and preamble.
+    """
+    if not settings.profile:
+        return EMPTY
+    room = settings.budget_tokens - counter.text(render_block([]))
+    return select_profile(facts, now, counter, min(settings.profile_budget_tokens, room))
 
 
 def item_card(fact: Fact) -> Card:
