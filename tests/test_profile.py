@@ -52,6 +52,8 @@ def test_standing_facts_are_health_identity_preferences_and_open_tasks() -> None
     assert [kind_of(i) for i in (VEGETARIAN, CAT, NAME, TEA, TASK, ZH, TRIP)] == [
         "health", "health", "identity", "preference", "task", "identity", None,
     ]
+    assert kind_of(replace(TRIP, type="entity", key="user.dog.name")) == "identity"
+    assert kind_of(replace(TRIP, type="entity", key="user.dog.breed")) is None
     # Events, passing remarks, superseded and expired items never stand.
     assert {i.id for i in standing(ALL, NOW)} == {1, 2, 3, 4, 5, 6}
 

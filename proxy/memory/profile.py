@@ -6,7 +6,8 @@ one of four kinds, rendered in this order:
 
 1. health and safety — allergies (the user's or someone in their care), diet,
    pregnancy, medication, conditions;
-2. identity — name, nickname, language, home, pronouns, occupation;
+2. identity — name, nickname, language, home, pronouns, occupation, and the
+   names of the people and pets in the user's life;
 3. durable preferences — every ``preference`` item;
 4. open tasks and deadlines.
 
@@ -44,6 +45,7 @@ _HEALTH = re.compile(
 )
 _IDENTITY = re.compile(
     r"^user\.(?:name|nickname|language|pronouns|occupation|job|location\.home|home)(?:\.|$)"
+    r"|^user\.\w+\.(?:name|nickname)$"  # the names of the people and pets in the user's life
 )
 _TASK = re.compile(r"^user\.(?:task|deadline|reminder)s?(?:\.|$)")
 _CARD_KINDS: frozenset[str] = frozenset({"entity", "preference", "event", "task", "constraint"})
