@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import uuid
 import zlib
 from typing import Any
 
 import httpx
-from starlette.types import Receive, Scope, Send
+from starlette.types import Receive, Scope
 
-from .errors import BadRequest, PaperclipError, PayloadTooLarge
-from .pipeline import ChatCall, Pipeline, Prepared
-from .relay import ClientGone, Exchange, read_body, run, send_error
-from .services import Services
-from .tenancy import client_key, resolve_session, resolve_user
+from .endpoint import Endpoint, Forward
+from .errors import BadRequest, PayloadTooLarge
+from .pipeline.call import ChatCall, Reply
+from .pipeline.protocol import Pipeline, Prepared
+from .relay import Exchange, Outcome, read_body
+from .tenancy import Tenant, client_key, resolve_session, resolve_user
 from .upstream import header_map, join_url, request_headers
 
 log = logging.getLogger("paperclip.chat")
@@ -26,28 +26,14 @@ log = logging.getLogger("paperclip.chat")
 CAPTURE_LIMIT = 4 * 1024 * 1024
 
 
-class ChatEndpoint:
-    def __init__(self, services: Services) -> None:
-        self.s = services
+class ChatEndpoint(Endpoint):
+    route = "chat"
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        status = "error"
-        try:
-            status = await self._serve(scope, receive, send, started)
-        except ClientGone:
-            status = "client_gone"
-        except PaperclipError as exc:
-            status = str(exc.status)
-            await send_error(send, exc)
-        finally:
-            self.s.metrics.requests.labels("chat", status).inc()
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, started: float) -> str:
+    async def forward(self, scope: Scope, receive: Receive) -> Forward:
         headers = header_map(scope["headers"])
-        tenant = self.s.keys.tenant_for(client_key(headers))
-        raw = await read_body(receive, self.s.settings.server.max_body_bytes)
-        raw = decode_request_body(raw, headers.get("content-encoding"), self.s.settings.server.max_body_bytes)
+        tenant = self.rt.keys.tenant_for(client_key(headers))
+        raw = await read_body(receive, self.rt.settings.server.max_body_bytes)
+        raw = decode_request_body(raw, headers.get("content-encoding"), self.rt.settings.server.max_body_bytes)
         body = parse_body(raw)
         messages = body.get("messages")
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
@@ -69,25 +55,27 @@ class ChatEndpoint:
         prepared = await self._prepare(call, bypass=bypass)
         forward = raw if prepared.messages is None else rebuild_body(body, prepared.messages)
         ex = Exchange(
-            client=self.s.upstreams.client(tenant.settings.upstream),
+            client=self.rt.upstreams.client(tenant.settings.upstream),
             request=self._request(scope, tenant, forward),
             extra_headers=self._headers(call, prepared),
             capture_limit=0 if bypass else CAPTURE_LIMIT,
             stop_at_done=True,
         )
         ex.body_done.set()
-        self.s.metrics.added_latency.labels("chat").observe(time.perf_counter() - started)
-        outcome = await run(ex, receive, send)
-        if not bypass:
-            self.s.background.spawn("record", self.s.pipeline.record(call, prepared, outcome))
-        return str(outcome.status or (outcome.error.status if outcome.error else "client_gone"))
+        if bypass:
+            return Forward(ex)
 
-    def _enabled(self, tenant: Any) -> bool:
+        def record(outcome: Outcome) -> None:
+            self.rt.background.spawn("record", self.rt.pipeline.record(call, prepared, reply_of(outcome)))
+
+        return Forward(ex, record)
+
+    def _enabled(self, tenant: Tenant) -> bool:
         st = tenant.settings
         return bool(st.context.enabled or st.memory.enabled)
 
     async def _prepare(self, call: ChatCall, *, bypass: bool) -> Prepared:
-        pipeline: Pipeline = self.s.bypass if bypass else self.s.pipeline
+        pipeline: Pipeline = self.rt.bypass if bypass else self.rt.pipeline
         try:
             prepared = await pipeline.prepare(call)
         except asyncio.CancelledError:
@@ -95,18 +83,18 @@ class ChatEndpoint:
         except Exception as exc:
             reason = getattr(exc, "reason", None) or type(exc).__name__
             log.warning("memory layer failed, forwarding unchanged: %s", reason, exc_info=True)
-            prepared = await self.s.bypass.prepare(call)
+            prepared = await self.rt.bypass.prepare(call)
             prepared.degraded = str(reason)
         if prepared.degraded:
-            self.s.metrics.degraded.labels(prepared.degraded).inc()
-        m = self.s.metrics
+            self.rt.metrics.degraded.labels(prepared.degraded).inc()
+        m = self.rt.metrics
         m.tokens_in.inc(prepared.tokens_in)
         m.tokens_forwarded.inc(prepared.tokens_forwarded)
         m.tokens_saved.inc(max(0, prepared.tokens_in - prepared.tokens_forwarded))
         m.memories_injected.inc(prepared.memories)
         return prepared
 
-    def _request(self, scope: Scope, tenant: Any, body: bytes) -> httpx.Request:
+    def _request(self, scope: Scope, tenant: Tenant, body: bytes) -> httpx.Request:
         up = tenant.settings.upstream
         headers = request_headers(
             [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
@@ -128,6 +116,17 @@ class ChatEndpoint:
         if prepared.degraded:
             out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
         return out
+
+
+def reply_of(outcome: Outcome) -> Reply:
+    """The pipeline's view of what the relay saw."""
+    return Reply(
+        status=outcome.status,
+        body=bytes(outcome.body),
+        streamed=outcome.streamed,
+        content_encoding=outcome.content_encoding,
+        disconnected=outcome.disconnected,
+    )
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

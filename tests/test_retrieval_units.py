@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from pathlib import Path
 
@@ -10,21 +11,14 @@ import pytest
 
 from proxy.memory.cards import render_block
 from proxy.memory.embedder import HashEmbedder
+from proxy.memory.fragment_search import FragmentIndex, _ScopeIndex, nearest
 from proxy.memory.fusion import Part, Scored
-from proxy.memory.index import FragmentIndex, _ScopeIndex, nearest
+from proxy.memory.packing import Excerpt, place, select
 from proxy.memory.query import focus, periods_in
-from proxy.memory.recall import (
-    Candidate,
-    Excerpt,
-    Hit,
-    Key,
-    place,
-    rank,
-    select,
-    supported_by_neighbours,
-)
+from proxy.memory.ranking import Candidate, Hit, Key, rank, supported_by_neighbours
 from proxy.store import open_store
 from proxy.store.fragments import Fragment, NewFragment
+from proxy.store.item_rows import ItemWrite, NewItem
 from proxy.tokens import TokenCounter
 
 NAMES = {"caroline", "melanie"}
@@ -224,7 +218,11 @@ async def test_a_hidden_or_forgotten_fragment_leaves_the_index_in_memory(tmp_pat
         await store.fragments.add("t", "ana", "s", news, np.eye(16, dtype=np.float32)[:5])
         before = await index.scope("t", "ana")
         assert sorted(f.text for f in before.fragments.values()) == [f"fact {i}" for i in range(5)]
-        await store.fragments.suppress("t", "ana", ["h1"])
+        # A fact said in turn h1 is superseded: the turn is suppressed with it, in the same write.
+        said = NewItem("preference", "k", "fact 1", "fact", 0.5, 1.0, "user-stated", None, None, [1], ["h1"])
+        _, old = await store.items.remember("t", "ana", "s", said, np.eye(16)[1], lambda _: ItemWrite())
+        newer = dataclasses.replace(said, content="fact one", fragment_hashes=[])
+        await store.items.remember("t", "ana", "s", newer, np.eye(16)[2], lambda _: ItemWrite(supersedes=(old,)))
         after = await index.scope("t", "ana")
         assert after is before  # one fragment hidden: dropped, not reloaded
         assert sorted(f.text for f in after.fragments.values()) == ["fact 0", "fact 2", "fact 3", "fact 4"]

@@ -21,7 +21,7 @@ from typing import Any
 from ..config import Settings, TenantSettings
 from ..memory.embedder import load_embedder
 from ..store import open_store
-from ..store.items import ItemRow
+from ..store.item_rows import ItemRow
 from .memories import MemoryAdmin
 from .portable import InvalidExport
 

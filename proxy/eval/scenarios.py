@@ -190,7 +190,7 @@ class Client:
         body = {"model": MODEL, "messages": messages}
         response = await self.http.post("/chat/completions", json=body, headers={"X-Paperclip-User": user})
         response.raise_for_status()
-        await self.app.state.services.background.drain()
+        await self.app.state.runtime.background.drain()
         return self.upstream.chats[-1]
 
     async def chat(self, user: str, turns: Sequence[str]) -> None:
@@ -202,9 +202,9 @@ class Client:
 
 
 async def _ready(app: Any) -> None:
-    services = app.state.services
+    runtime = app.state.runtime
     for _ in range(1200):
-        if services.ready and all(services.ready.values()):
+        if runtime.ready and all(runtime.ready.values()):
             return
         await asyncio.sleep(0.05)
     raise RuntimeError("the memory layer did not start")

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import onnx_export
-from .textindex import tokenize
+from .bm25 import tokenize
 
 Vectors = npt.NDArray[np.float32]
 
