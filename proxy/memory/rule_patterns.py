@@ -24,7 +24,7 @@ class RuleHit(NamedTuple):
     importance: float
 
 
-_Rule = Callable[[re.Match[str], str, datetime], list[RuleHit]]
+Rule = Callable[[re.Match[str], str, datetime], list[RuleHit]]
 
 _GLOSSARY = {
     "spicy_food": "spicy|spicy food|spicy foods|spicy dishes|hot food|辣|辣的|辣椒|辣味|辣菜|川菜",
@@ -224,7 +224,7 @@ _ZH_OBJ = f"(?P<what>{_ZH_END}{{1,10}})"
 _ZH_KIN = "猫|狗|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公|妈妈|爸爸|母亲|父亲|朋友"
 _ZH_ADV = "(?:现在|已经|从此|以后|也|还|很|非常|特别|最|挺|比较|真的|一直)?"
 
-RULES: list[tuple[re.Pattern[str], _Rule]] = [
+RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"\b(?i:my name is) " + _NAME_EN), _name),
     (re.compile(r"\b(?i:call me) (?P<v>[A-Z][\w'-]*)"), _name),
     (re.compile(r"(?:我叫|我名叫|我的名字(?:是|叫))" + _NAME_ZH), _name),
