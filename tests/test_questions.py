@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from proxy.memory.questions import QUESTION_WEIGHT, asks_only, weigh_questions
+from proxy.memory.questions import QUESTION_WEIGHT, asks_only, question_weight
+from proxy.memory.ranking import Candidate, rank
+from proxy.store.fragments import Fragment
 
 
 @pytest.mark.parametrize(
@@ -31,20 +31,20 @@ def test_a_turn_asks_only_when_every_sentence_asks_or_is_an_interjection(text: s
     assert asks_only(text) is asks
 
 
-def test_a_question_passes_its_score_to_the_reply() -> None:
-    # 0: a question, 1: its reply, 2: an unrelated statement, 3: a question without a reply.
-    out = weigh_questions([1.0, 0.2, 0.5, 0.8], [True, False, False, True], [1, None, None, None])
-    assert out == pytest.approx([QUESTION_WEIGHT, 1 - QUESTION_WEIGHT, 0.5, 0.8 * QUESTION_WEIGHT])
-    # A reply that is itself a question is weighed as one, and a strong reply keeps its own score.
-    assert weigh_questions([1.0, 0.9], [True, False], [1, None]) == pytest.approx([QUESTION_WEIGHT, 0.9])
-    assert weigh_questions([1.0, 0.4], [True, True], [1, None]) == pytest.approx([0.3, 0.12])
+def test_only_a_users_asking_turn_is_weighed_down() -> None:
+    assert question_weight("user", "Hey Mel! How was the concert?") == QUESTION_WEIGHT < 1
+    assert question_weight("assistant", "How was the concert?") == 1.0
+    assert question_weight("user", "The concert was great!") == 1.0
 
 
-@given(st.lists(st.tuples(st.floats(0, 2), st.booleans()), max_size=20), st.data())
-def test_weighing_never_raises_a_question_nor_lowers_a_statement(rows: list[tuple[float, bool]], data: st.DataObject) -> None:
-    base = [b for b, _ in rows]
-    asks = [a for _, a in rows]
-    replies = [data.draw(st.none() | st.integers(0, len(rows) - 1)) for _ in rows]
-    out = weigh_questions(base, asks, replies)
-    for b, a, o in zip(base, asks, out, strict=True):
-        assert (o <= b) if a else (o >= b)
+def test_ranking_puts_an_old_question_below_the_exchange_that_answers_it() -> None:
+    def frag(fid: int, role: str, text: str, position: int) -> Fragment:
+        return Fragment(id=fid, session="s", hash=f"h{fid}", role=role, text=text, position=position, tokens=5,
+                        created=0.0)
+
+    asked = Candidate(0, 1.0, frag(1, "user", "When did Caroline go to the support group?", 10), None)
+    other = Candidate(1, 0.6, frag(2, "user", "I went to the support group on 7 May.", 3), None)
+    reply = Candidate(2, 0.2, frag(3, "assistant", "On 7 May 2023.", 11), None)
+    ranked = [(c.fragment.id if c.fragment else 0, round(s, 3)) for c, s, _ in rank([asked, other, reply], [])]
+    # The question keeps 0.3 of its score; its reply inherits 0.3 of that, as any neighbour does.
+    assert ranked == [(2, 0.6), (1, round(0.3 + 0.3 * 0.2, 3)), (3, round(0.2 + 0.3 * 0.3, 3))]
