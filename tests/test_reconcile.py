@@ -16,9 +16,9 @@ from proxy.memory.reconcile import (
     decisions,
     fold_batch,
     parse_verdicts,
+    pick_sources,
     render_pairs,
     slot_family,
-    source_fragments,
 )
 from proxy.prompts import Prompts
 
@@ -126,8 +126,8 @@ def test_decisions_follow_the_model_and_fall_back_to_the_rules() -> None:
     assert decisions(alone, [spicy], [], None, DEDUP)[0].action == "add"
 
 
-def test_a_superseded_items_turns_are_found_by_similarity_in_its_session() -> None:
-    fragments = [("h-hello", FAR), ("h-spicy", at_cosine(0.8)), ("h-near", at_cosine(0.55)), ("h-weak", at_cosine(0.3))]
-    assert source_fragments(BASE, fragments) == ["h-spicy", "h-near"]
-    assert source_fragments(BASE, fragments, limit=1) == ["h-spicy"]
-    assert source_fragments(BASE, [("other-model", np.ones(5))]) == []
+def test_a_superseded_items_turns_are_the_closest_of_its_session() -> None:
+    said = [("h-hello", 0.1), ("h-spicy", 0.8), ("h-near", 0.55), ("h-weak", 0.3)]
+    assert pick_sources(said) == ["h-spicy", "h-near"]
+    assert pick_sources(said, limit=1) == ["h-spicy"]
+    assert pick_sources([("h-weak", 0.3)]) == []

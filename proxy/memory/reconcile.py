@@ -7,7 +7,7 @@ the compression model judges every pair in one call (``prompts/reconcile.md``,
 the text from ``render_pairs``, the reply read by ``parse_verdicts``); pairs it
 did not judge fall to the rules (``rule_verdict``, the same rules as
 ``lifecycle.decide``); ``decisions`` turns them into the ``Decision`` per item
-that the store executes. ``source_fragments`` finds the turns a
+that the store executes. ``pick_sources`` finds the turns a
 superseded item came from when the extraction gave no turn numbers.
 """
 
@@ -238,18 +238,11 @@ def decisions(
     return out
 
 
-def source_fragments(
-    old_vector: Vector,
-    fragments: Sequence[tuple[str, Vector]],
-    *,
-    floor: float = SOURCE_COSINE,
-    limit: int = MAX_SOURCES,
-) -> list[str]:
-    """The hashes of the ``limit`` fragments closest to a superseded item, at least ``floor`` close.
+def pick_sources(said: Sequence[tuple[str, float]], *, floor: float = SOURCE_COSINE, limit: int = MAX_SOURCES) -> list[str]:
+    """The hashes of the ``limit`` turns closest to a superseded item, at least ``floor`` close.
 
-    ``fragments`` are (hash, vector) of the user's turns in the item's
+    ``said`` are (hash, cosine to the item) of the user's turns in the item's
     session: the turn that stated the old value is the one most like it.
     """
-    scored = [(h, c) for h, v in fragments if (c := cosine(old_vector, v)) is not None and c >= floor]
-    scored.sort(key=lambda hc: (-hc[1], hc[0]))
-    return [h for h, _ in scored[:limit]]
+    close = sorted((hc for hc in said if hc[1] >= floor), key=lambda hc: (-hc[1], hc[0]))
+    return [h for h, _ in close[:limit]]
