@@ -34,8 +34,11 @@ def test_scoring_reads_only_the_memory_block() -> None:
     result = score(s, memory_block(forwarded), "")
     assert (result.recalled, result.facts, result.missing, result.cards) == (1, 2, ("steak",), 1)
     assert not result.superseded_injected and result.unrelated_cards == 0
-    profile = f"<paperclip-memory>\nNotes.\n{scenarios.PROFILE_HEADING}\n[preference · user said] tea\n\n[earlier turn] x\n[event] y"
-    assert cards_outside_profile(profile) == 2 and cards_outside_profile(block) == 1
+    profile = "[preference · user said · 2026-11-02] The user prefers tea."
+    both = render_block([Card("preference", "user said", "2026-11-02", "The user prefers tea.", "i2"),
+                         Card("fragment", "user said", "2026-11-01", "User: hi\nAssistant: hello", "f1")])
+    assert cards_outside_profile(both, [profile]) == 1 and cards_outside_profile(both, []) == 2
+    assert cards_outside_profile(block, [profile]) == 1
 
 
 def test_the_runner_replays_a_chat_and_asks_in_a_fresh_one(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ Scored on what the app forwards upstream for the question, inside the memory
 block only: a fact counts as recalled when one of its phrasings appears; a
 forbidden phrase (a superseded value) must never appear. After each scenario
 an unrelated question in a fresh chat of the same user counts the cards
-injected outside the profile, which should be none.
+injected outside the profile (``GET .../profile``), which should be none.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ COMPRESSOR = "fake-compressor"
 MODEL = "gpt-4o-mini"
 REPLY = "Sure, happy to help with that."
 KEY = "sk-scenarios"
-PROFILE_HEADING = "About this user:"  # where the profile ends, if the block has one
+ADMIN_KEY = "ak-scenarios"
 _CARD = re.compile(r"^\[[^\]\n]+\]", re.M)
 
 
@@ -133,16 +133,16 @@ def _text(content: Any) -> str:
     return str(content or "")
 
 
-def cards_outside_profile(block: str) -> int:
-    """The cards of a block that are not the profile's (all of them when it has no profile part)."""
-    if PROFILE_HEADING in block:
-        block = block.split(PROFILE_HEADING, 1)[1]
-        rest = block.split("\n\n", 1)
-        block = rest[1] if len(rest) > 1 else ""
-    return len(_CARD.findall(block))
+def cards_outside_profile(block: str, profile: Sequence[str]) -> int:
+    """The cards of a block that are not the profile's (``profile``: its rendered cards)."""
+    shown = set(profile)
+    headers = [m.start() for m in _CARD.finditer(block)]
+    ends = [*headers[1:], len(block)][: len(headers)]
+    cards = [block[a:b].rstrip("\n") for a, b in zip(headers, ends, strict=True)]
+    return sum(1 for card in cards if card.split("\n</paperclip-memory>")[0] not in shown)
 
 
-def score(s: Scenario, block: str, unrelated_block: str) -> Result:
+def score(s: Scenario, block: str, unrelated_block: str, profile: Sequence[str] = ()) -> Result:
     lowered = block.lower()
     found = [any(a.lower() in lowered for a in alts) for alts in s.expect]
     return Result(
@@ -152,7 +152,7 @@ def score(s: Scenario, block: str, unrelated_block: str) -> Result:
         facts=len(s.expect),
         superseded_injected=any(f.lower() in lowered for f in s.forbid),
         cards=len(_CARD.findall(block)),
-        unrelated_cards=cards_outside_profile(unrelated_block),
+        unrelated_cards=cards_outside_profile(unrelated_block, profile),
         missing=tuple(alts[0] for alts, ok in zip(s.expect, found, strict=True) if not ok),
     )
 
@@ -166,7 +166,7 @@ def settings_for(db: Path, embedder: str) -> config.Settings:
                 "upstream": {"base_url": "http://scenario-upstream.invalid/v1", "api_key": "sk-up"},
                 "compression": {"model": COMPRESSOR},
             },
-            "tenants": {"scenarios": {"api_keys": [KEY]}},
+            "tenants": {"scenarios": {"api_keys": [KEY], "admin_keys": [ADMIN_KEY]}},
         },
         env={},
     )
@@ -193,6 +193,14 @@ class Client:
         await self.app.state.runtime.background.drain()
         return self.upstream.chats[-1]
 
+    async def profile(self, user: str) -> list[str]:
+        """The user's profile cards, as ``GET .../profile`` renders them."""
+        got = await self.http.get(
+            f"http://paperclip/paperclip/v1/users/{user}/profile", headers={"authorization": f"Bearer {ADMIN_KEY}"}
+        )
+        got.raise_for_status()
+        return [str(d["card"]) for d in got.json()["data"]]
+
     async def chat(self, user: str, turns: Sequence[str]) -> None:
         history: list[dict[str, Any]] = []
         for turn in turns:
@@ -201,13 +209,17 @@ class Client:
             history.append({"role": "assistant", "content": REPLY})
 
 
+# Loading (and, the first time, exporting) the embedding model takes minutes on a busy machine.
+READY_TIMEOUT_S = 900.0
+
+
 async def _ready(app: Any) -> None:
     runtime = app.state.runtime
-    for _ in range(1200):
+    for _ in range(int(READY_TIMEOUT_S / 0.05)):
         if runtime.ready and all(runtime.ready.values()):
             return
         await asyncio.sleep(0.05)
-    raise RuntimeError("the memory layer did not start")
+    raise RuntimeError(f"the memory layer did not start in {READY_TIMEOUT_S:.0f} s")
 
 
 async def run(suite: Suite, embedder: str = "bundled", tick: Callable[[int], None] = lambda n: None) -> list[Result]:
@@ -230,7 +242,7 @@ async def _replay(suite: Suite, client: Client, tick: Callable[[int], None]) -> 
             await client.chat(user, chat)
         asked = await client.send(user, [{"role": "user", "content": s.question}])
         aside = await client.send(user, [{"role": "user", "content": suite.unrelated_for(index, s)}])
-        results.append(score(s, memory_block(asked), memory_block(aside)))
+        results.append(score(s, memory_block(asked), memory_block(aside), await client.profile(user)))
         tick(1)
     return results
 
