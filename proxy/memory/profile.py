@@ -23,6 +23,7 @@ fact changes it. Dates on cards are creation dates, which a merge never moves.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -36,6 +37,9 @@ from .lifecycle import is_expired
 
 MIN_IMPORTANCE = 0.5
 HALF_LIFE_DAYS = 180.0
+# No card fits in less room than this; past this many standing facts none would make the budget.
+MIN_CARD_TOKENS = 8
+SCAN_LIMIT = 40
 
 KINDS = ("health", "identity", "preference", "task")
 
@@ -90,14 +94,19 @@ EMPTY = Profile((), frozenset(), 0)
 
 def kind_of(fact: Fact) -> str | None:
     """Which kind of standing fact an item is, or None when it is not one."""
-    key = fact.key.lower()
+    return _kind(fact.key, fact.type)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _kind(key: str, type: str) -> str | None:
+    key = key.lower()
     if _HEALTH.search(key):
         return "health"
     if _IDENTITY.search(key):
         return "identity"
-    if fact.type == "preference":
+    if type == "preference":
         return "preference"
-    if fact.type == "task" or _TASK.search(key):
+    if type == "task" or _TASK.search(key):
         return "task"
     return None
 
@@ -131,7 +140,9 @@ def select_profile(
     chosen: list[tuple[Fact, Card, int]] = []
     keys: set[str] = set()
     used = 0
-    for fact in standing(facts, now):
+    for fact in standing(facts, now)[:SCAN_LIMIT]:
+        if budget_tokens - used < MIN_CARD_TOKENS:
+            break
         if fact.key in keys:
             continue
         card = item_card(fact)
