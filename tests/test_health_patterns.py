@@ -41,3 +41,16 @@ def test_a_health_or_diet_statement_is_a_standing_fact(said: str, key: str, word
 def test_not_about_the_user_or_not_a_statement(said: str) -> None:
     assert [i for i in rule_extract([(1, "user", said)], NOW) if "diet" in i.key or "health" in i.key] == []
     assert rule_extract([(1, "assistant", "I'm vegan.")], NOW) == []
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "key"),
+    [
+        ("I live in Boston these days.", "Big news: I moved to Denver last week!", "user.location.home"),
+        ("我住在上海。", "我上周刚搬到杭州了！", "user.location.home"),
+        ("我超级爱吃辣，越辣越好。", "我已经戒辣了，胃受不了。", "user.preference.spicy_food"),
+    ],
+)
+def test_a_move_or_a_quit_takes_the_slot_of_the_earlier_value(earlier: str, later: str, key: str) -> None:
+    first, second = rule_extract([(1, "user", earlier), (3, "user", later)], NOW)
+    assert first.key == second.key == key and first.content != second.content and second.turns == (3,)

@@ -187,9 +187,9 @@ def remind(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     place = m.group("place")
-    if m.group().startswith("我住"):
+    if m.group().startswith("我住") or "搬到" in m.group():  # a move is the new home: it supersedes the old
         return [RuleHit("entity", "user.location.home", f"用户住在{place}。", 0.6)]
-    if m.group().lower().startswith("i live"):
+    if re.match(r"i live|i(?:'ve| have)? (?:just |recently )?moved", m.group(), re.I):
         return [RuleHit("entity", "user.location.home", f"The user lives in {place}.", 0.6)]
     if not expiry(s, now):
         return []  # "I'm in Paris" with no time frame is too ambiguous to keep.
@@ -222,7 +222,7 @@ _NAME_ZH = r"(?P<v>(?![了过着你他她它])[\u4e00-\u9fff·]{2,4}?(?=$|[\s，
 _OBJ = r"(?P<what>[^.,;!?\n]+)"
 _ZH_OBJ = f"(?P<what>{_ZH_END}{{1,10}})"
 _ZH_KIN = "猫|狗|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公|妈妈|爸爸|母亲|父亲|朋友"
-_ZH_ADV = "(?:现在|已经|从此|以后|也|还|很|非常|特别|最|挺|比较|真的|一直)?"
+_ZH_ADV = "(?:现在|已经|从此|以后|也|还|很|非常|特别|超级|最|挺|比较|真的|一直)?"
 
 RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"\b(?i:my name is) " + _NAME_EN), _name),
@@ -260,6 +260,10 @@ RULES: list[tuple[re.Pattern[str], Rule]] = [
                 r"(?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
     (re.compile(r"\b(?i:I live in) (?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
     (re.compile(r"我住在(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|[，。！？,.!?\s])"), _place),
+    (re.compile(r"\b(?i:I(?:'ve| have)? (?:just |recently )?moved to) (?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"),
+     _place),
+    (re.compile(r"我\w{0,4}?搬到了?(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|了|[，。！？,.!?\s])"), _place),
+    (re.compile(f"我{_ZH_ADV}戒(?P<what>辣|烟|酒|咖啡|糖|肉)了?"), _preference),
     (re.compile(r"(?:这周|本周|这几天|今天|明天|这个周末)我?(?:在|去)(?P<place>[\u4e00-\u9fff]{2,6}?)"
                 r"(?:出差|旅行|旅游|度假|玩|开会)"), _place),
 ]
