@@ -114,11 +114,12 @@ class MemoryPipeline:
             return
         st = call.tenant.settings
         await self._save_trace(call, prepared, plan)
-        if plan.recall is not None and plan.recall.touched and self.items is not None:
-            await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
         if st.memory.enabled:
             await self._index(call, plan.view, reply)
             await self._extract(call, plan.view, force=False)
+            if plan.recall is not None and plan.recall.touched and self.items is not None:
+                # Recall never writes: the injected items' access is recorded here, after the response.
+                await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
         if st.context.enabled and st.context.compression_mode == "background" and plan.view.over_watermark():
             await self._compress(call, plan.view, plan.counter)
         overrun = self._overrun.pop(call.trace_id, None)
