@@ -49,6 +49,8 @@ def test_not_about_the_user_or_not_a_statement(said: str) -> None:
         ("I live in Boston these days.", "Big news: I moved to Denver last week!", "user.location.home"),
         ("我住在上海。", "我上周刚搬到杭州了！", "user.location.home"),
         ("我超级爱吃辣，越辣越好。", "我已经戒辣了，胃受不了。", "user.preference.spicy_food"),
+        ("I love spicy food, the hotter the better.", "I've quit spicy food, my stomach can't take it.",
+         "user.preference.spicy_food"),
     ],
 )
 def test_a_move_or_a_quit_takes_the_slot_of_the_earlier_value(earlier: str, later: str, key: str) -> None:

@@ -107,6 +107,8 @@ def _third_person(verb: str) -> str:
     v = " ".join(verb.lower().split())
     if v.startswith(("don't ", "do not ")):
         return "doesn't " + v.split()[-1]
+    if v in ("quit", "given up", "gave up"):
+        return "has " + ("given up" if v != "quit" else "quit")
     return v if v.startswith(("stopped", "can")) else v + "s"
 
 
@@ -234,9 +236,10 @@ RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"\bI have an? (?:severe |mild )?(?P<what>[\w ]{2,30}?) allerg(?:y|ies)\b", re.I), _allergy),
     (re.compile(r"我(?:的)?(?P<who>" + _ZH_KIN + r")?(?:也|都|有点|非常|很)?对"
                 r"(?P<what>[^，。！？,.!?；;\s]{1,12}?)(?:有点|非常|很|严重|也)?过敏"), _allergy),
-    (re.compile(r"\bI (?:really |also |absolutely |just |do |still )?(?P<verb>love|like|enjoy|prefer|adore"
-                r"|hate|dislike|can't stand|cannot stand|don't like|do not like|don't eat|do not eat"
-                r"|don't drink|no longer (?:eat|like|drink)|stopped (?:eating|drinking)) " + _OBJ, re.I),
+    (re.compile(r"\bI(?:'ve| have)? (?:really |also |absolutely |just |do |still |always )?(?P<verb>love|like"
+                r"|enjoy|prefer|adore|hate|dislike|can't stand|cannot stand|don't like|do not like|don't eat"
+                r"|do not eat|don't drink|no longer (?:eat|like|drink)|stopped (?:eating|drinking)"
+                r"|quit|given up|gave up) " + _OBJ, re.I),
      _preference),
     (re.compile(f"我{_ZH_ADV}(?:不再|再也不|不)(?:太)?(?:喜欢|吃|喝){_ZH_OBJ}"), _preference),
     (re.compile(f"不再?(?:吃|喝){_ZH_OBJ}了"), _preference),
