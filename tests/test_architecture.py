@@ -147,7 +147,6 @@ def test_no_layer_imports_a_layer_above_it() -> None:
     assert layer_violations(import_graph()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="proxy.memory.embedder <-> onnx_export: branch s9-embed's split removes it")
 def test_there_is_no_import_circle_between_modules() -> None:
     assert circles(import_graph()) == []
 
