@@ -59,6 +59,7 @@ def test_every_response_matches_the_document(
             http.patch(memory, json={"importance": 0.8}),
             http.get(f"{memory}/history"),
             http.get("/paperclip/v1/users/bob/export"),
+            http.get("/paperclip/v1/users/bob/profile"),
             http.get(f"/paperclip/v1/sessions/{session}"),
             http.get("/paperclip/v1/traces"),
             http.get(f"/paperclip/v1/traces/{trace}"),

@@ -102,6 +102,11 @@ SCHEMAS: dict[str, Schema] = {
         requests=_INT, tokens_client=_INT, tokens_forwarded=_INT, billed_requests=_INT,
         prompt_tokens=_INT, completion_tokens=_INT, cached_tokens=_INT, tokens_saved=_INT,
     ),
+    "Profile": _obj(
+        ["object", "user", "enabled", "budget_tokens", "tokens", "data", "block"],
+        object={"const": "paperclip.profile"}, user=_STR, enabled=_BOOL, budget_tokens=_INT, tokens=_INT,
+        data={"type": "array", "items": _ref("Memory")}, block=_NSTR,
+    ),
     "Tenant": _obj(["id", "object", "kind"], id=_STR, object={"const": "paperclip.tenant"},
                    kind={"enum": ["tenant", "passthrough"]}),
 }
@@ -143,6 +148,7 @@ PATHS: dict[str, Schema] = {
     "/users": {"get": _op("Users of the tenant, with counts and last seen", "UserList", _PAGE)},
     "/users/{user}": {"delete": _op("Forget the user completely", "Forgotten", [_USER])},
     "/users/{user}/export": {"get": _op("Everything stored about the user", "Export", [_USER])},
+    "/users/{user}/profile": {"get": _op("The standing facts that lead every memory block", "Profile", [_USER])},
     "/users/{user}/sessions": {"get": _op("The user's sessions, latest first", "UserSessionList",
                                           [_USER, *_PAGE])},
     "/users/{user}/memories": {

@@ -53,6 +53,7 @@ TABLE: dict[str, tuple[dict[str, Handler], Access]] = {
     "/users": ({"GET": user_calls.list_users}, "tenant"),
     "/users/{user}": ({"DELETE": user_calls.forget_user}, "tenant"),
     "/users/{user}/export": ({"GET": user_calls.export_user}, "tenant"),
+    "/users/{user}/profile": ({"GET": user_calls.get_profile}, "tenant"),
     "/users/{user}/sessions": ({"GET": user_calls.user_sessions}, "tenant"),
     "/users/{user}/memories": (
         {"GET": memory_calls.list_memories, "POST": memory_calls.add_memory}, "tenant"

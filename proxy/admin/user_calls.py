@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from starlette.responses import JSONResponse, Response
 
+from ..memory.cards import render_block, render_card
+from ..memory.profile import profile_of
+from ..tokens import TokenCounter
 from .call import AdminCall
 from .pagination import after_cursor, page, page_ask
 
@@ -25,6 +30,19 @@ async def user_sessions(call: AdminCall) -> Response:
 
 async def export_user(call: AdminCall) -> Response:
     return JSONResponse(await call.admin.export(call.tenant.id, call.request.path_params["user"]))
+
+
+async def get_profile(call: AdminCall) -> Response:
+    """The standing facts that lead the user's memory block, as the next request would get them."""
+    user, mem, admin = call.request.path_params["user"], call.tenant.settings.memory, call.admin
+    rows = {r.id: r for r in await admin.items(call.tenant.id, user)}
+    profile = profile_of(rows.values(), mem, TokenCounter(), dt.datetime.now(dt.UTC))
+    data = [{**rows[int(c.id[1:])].public(), "card": render_card(c)} for c in profile.cards]
+    return JSONResponse({
+        "object": "paperclip.profile", "user": user, "enabled": mem.profile,
+        "budget_tokens": mem.profile_budget_tokens, "tokens": profile.tokens, "data": data,
+        "block": render_block(profile.cards) if profile.cards else None,
+    })
 
 
 async def forget_user(call: AdminCall) -> Response:
