@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -18,6 +20,7 @@ from .background import Background
 from .chat import ChatEndpoint
 from .config import Settings
 from .errors import NotFound
+from .guard import Guard, http_error
 from .memory.embedder import Embedder
 from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
@@ -80,7 +83,12 @@ def create_app(
             if services.store is not None:
                 services.store.close()
 
-    app = Starlette(routes=routes(services), lifespan=lifespan)
+    app = Starlette(
+        routes=routes(services),
+        lifespan=lifespan,
+        middleware=[Middleware(Guard)],
+        exception_handlers={HTTPException: http_error},
+    )
     app.state.services = services
     return app
 

@@ -14,6 +14,7 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 from .errors import BadRequest, PaperclipError, PayloadTooLarge
+from .jsonbody import parse_json
 from .pipeline import ChatCall, Pipeline, Prepared
 from .relay import ClientGone, Exchange, read_body, run, send_error
 from .services import Services
@@ -48,7 +49,7 @@ class ChatEndpoint:
         tenant = self.s.keys.tenant_for(client_key(headers))
         raw = await read_body(receive, self.s.settings.server.max_body_bytes)
         raw = decode_request_body(raw, headers.get("content-encoding"), self.s.settings.server.max_body_bytes)
-        body = parse_body(raw)
+        body = await parse_body(raw)
         messages = body.get("messages")
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
@@ -78,7 +79,11 @@ class ChatEndpoint:
         ex.body_done.set()
         self.s.metrics.added_latency.labels("chat").observe(time.perf_counter() - started)
         outcome = await run(ex, receive, send)
-        if not bypass:
+        # A refused or broken exchange records nothing; a reply the client did not get whole
+        # (it left, the body outgrew the capture) is not recorded as the assistant's.
+        if not bypass and outcome.succeeded:
+            if not outcome.complete:
+                outcome.body.clear()
             self.s.background.spawn("record", self.s.pipeline.record(call, prepared, outcome))
         return str(outcome.status or (outcome.error.status if outcome.error else "client_gone"))
 
@@ -119,7 +124,7 @@ class ChatEndpoint:
 
     def _headers(self, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
         out = [
-            (b"x-paperclip-session", call.session.encode()),
+            (b"x-paperclip-session", call.session.encode("latin-1")),  # as it came: headers are latin-1
             (b"x-paperclip-trace", call.trace_id.encode()),
             (b"x-paperclip-tokens-in", str(prepared.tokens_in).encode()),
             (b"x-paperclip-tokens-forwarded", str(prepared.tokens_forwarded).encode()),
@@ -130,11 +135,8 @@ class ChatEndpoint:
         return out
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadRequest(f"We could not parse the JSON body of your request: {exc}") from exc
+async def parse_body(raw: bytes) -> dict[str, Any]:
+    body = await parse_json(raw)
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     return body

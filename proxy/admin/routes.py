@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,6 +20,7 @@ from starlette.routing import BaseRoute, Route
 
 from ..engine import MemoryPipeline
 from ..errors import BadRequest, NotFound, PaperclipError
+from ..jsonbody import parse_json
 from ..services import Services
 from ..tenancy import Tenant, client_key
 from .memories import SEARCH_LIMIT, Found, MemoryAdmin
@@ -108,10 +108,7 @@ async def list_memories(request: Request, tenant: Tenant, admin: MemoryAdmin) ->
 
 
 async def add_memory(request: Request, tenant: Tenant, admin: MemoryAdmin) -> Response:
-    try:
-        body = json.loads(await request.body())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadRequest(f"We could not parse the JSON body of your request: {exc}") from exc
+    body = await parse_json(await request.body())
     mem = tenant.settings.memory
     added = await admin.add(
         tenant.id, request.path_params["user"], body, pii=mem.pii, dedup_cosine=mem.dedup_cosine
