@@ -18,6 +18,7 @@ from typing import Any
 from .config import Settings, TenantSettings
 from .errors import Unauthorized
 from .hashing import canonical
+from .keyguard import NearMisses
 
 CONTROL_PREFIX = "x-paperclip-"
 ANONYMOUS = "anonymous"
@@ -52,6 +53,7 @@ class KeyRing:
         # Digests of the configured keys, computed once (not per request and key).
         self._api = [(_stored_digest(k), t) for t in settings.tenants for k in t.api_keys]
         self._admin = [(_stored_digest(k), t) for t in settings.tenants for k in t.admin_keys]
+        self._near = NearMisses(k for t in settings.tenants for k in t.api_keys + t.admin_keys)
 
     def _find(self, key: str, admin: bool) -> TenantSettings | None:
         presented = _digest(key)
@@ -67,7 +69,7 @@ class KeyRing:
             tenant = self._find(key, admin=False)
             if tenant is not None:
                 return Tenant(tenant.name, tenant, tenant.upstream.api_key, passthrough=False)
-            if self.settings.passthrough_keys:
+            if self.settings.passthrough_keys and not self._known_to_us(key):
                 scope = "key-" + hashlib.sha256(key.encode()).hexdigest()[:24]
                 return Tenant(scope, self.settings.defaults, key, passthrough=True)
         raise Unauthorized(
@@ -75,6 +77,10 @@ class KeyRing:
             if key
             else "Missing API key: send it as 'Authorization: Bearer <key>'."
         )
+
+    def _known_to_us(self, key: str) -> bool:
+        """A key of this proxy, or nearly one (a typo): never forwarded upstream (``keyguard``)."""
+        return self._find(key, admin=True) is not None or self._near(key)
 
     def admin_tenant_for(self, key: str | None) -> Tenant:
         if key:
@@ -102,8 +108,13 @@ def resolve_user(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
         candidates.append(metadata.get("user_id"))
     for value in candidates:
         if isinstance(value, str) and value.strip():
-            return value.strip()
+            return user_id(value)
     return ANONYMOUS
+
+
+def user_id(value: str) -> str:
+    """The one form a user id is stored and looked up in: without surrounding spaces."""
+    return value.strip()
 
 
 def derive_session(tenant_id: str, user: str, messages: Sequence[Mapping[str, Any]]) -> str:

@@ -214,3 +214,90 @@ def test_a_stream_cut_short_records_no_partial_reply(make_proxy: Callable[..., P
         ))
     proxy.drain()
     assert stored(proxy, "u-cut") == (0, [])
+
+
+# ---------------------------------------------------------------- keys Paperclip knows are never forwarded
+
+OWN_KEY = "sk-user-own-openai-key-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [ADMIN_KEY, PROXY_KEY[:-1], PROXY_KEY + "x", PROXY_KEY.replace("acme", "acne"), "Pk-test-acme", ADMIN_KEY[:-2]],
+    ids=["admin", "truncated", "one-too-many", "typo", "case", "admin-truncated"],
+)
+def test_keys_paperclip_nearly_knows_are_refused_not_forwarded(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, key: str
+) -> None:
+    proxy = make_proxy(passthrough_keys=True)
+    with proxy.http(key) as http:
+        assert assert_envelope(401, http.post("/v1/chat/completions", json={"model": MODEL, "messages": []}))
+        assert_envelope(401, http.get("/v1/models"))
+    assert upstream.requests == []
+
+
+def test_a_clients_own_key_is_still_forwarded_in_passthrough_mode(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(passthrough_keys=True)
+    with proxy.http(OWN_KEY) as http:
+        assert http.get("/v1/models").status_code == 200
+    assert upstream.requests[-1].headers["authorization"] == f"Bearer {OWN_KEY}"
+
+
+def test_near_miss_rule() -> None:
+    from proxy.keyguard import edit_distance, is_near
+
+    assert edit_distance("kitten", "sitting", 5) == 3
+    assert edit_distance("a" * 10, "b" * 10, 2) == 3
+    assert is_near("pk-live-acme-1234567890", "pk-live-acme-1234567899")
+    assert not is_near(OWN_KEY, PROXY_KEY)
+    assert not is_near("sk-proj-" + "a" * 40, "sk-proj-" + "b" * 40)
+
+
+# ---------------------------------------------------------------- admin ids: encoded, spaced, huge
+
+
+def admin_path(user: str, rest: str = "") -> str:
+    from urllib.parse import quote
+
+    return f"/paperclip/v1/users/{quote(user, safe='')}{rest}"
+
+
+@pytest.mark.parametrize("user", ["team/alice", "<script>alert(1)</script>", "a b/../c", "%2F-literal"])
+def test_any_user_id_can_be_exported_and_forgotten(proxy: Proxy, user: str) -> None:
+    with proxy.http(ADMIN_KEY) as admin:
+        added = admin.post(admin_path(user, "/memories"), json={"content": "Prefers tea over coffee every morning"})
+        assert added.status_code == 201, added.text
+        exported = admin.get(admin_path(user, "/export"))
+        assert exported.status_code == 200
+        assert "tea" in json.dumps(exported.json())
+        assert admin.get(admin_path(user, "/memories")).json()["data"]
+        assert admin.delete(admin_path(user)).status_code == 200
+        assert admin.get(admin_path(user, "/memories")).json()["data"] == []
+
+
+def test_user_ids_with_surrounding_spaces_are_one_id(proxy: Proxy) -> None:
+    with proxy.http() as http:
+        r = http.post(
+            "/v1/chat/completions",
+            json={"model": MODEL, "messages": [{"role": "user", "content": "my dog is called Rex"}], "user": "  bob  "},
+        )
+        assert r.status_code == 200
+    proxy.drain()
+    with proxy.http(ADMIN_KEY) as admin:
+        for spelled in ["bob", " bob ", "bob  "]:
+            assert "Rex" in json.dumps(admin.get(admin_path(spelled, "/export")).json())
+
+
+@pytest.mark.parametrize("item", ["1" * 40, "9223372036854775808", "²", "-1", "0x10"])
+def test_memory_ids_the_store_cannot_hold_are_a_404(proxy: Proxy, item: str) -> None:
+    with proxy.http(ADMIN_KEY) as admin:
+        assert_envelope(404, admin.delete(admin_path("u1", f"/memories/{item}")))
+
+
+def test_a_memory_expiring_at_the_end_of_time_is_kept(proxy: Proxy) -> None:
+    with proxy.http(ADMIN_KEY) as admin:
+        r = admin.post(admin_path("u1", "/memories"), json={"content": "Has a lifetime pass", "expires_at": "9999-12-31"})
+        assert r.status_code == 201, r.text
+        assert [m["content"] for m in admin.get(admin_path("u1", "/memories")).json()["data"]] == ["Has a lifetime pass"]
