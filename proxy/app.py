@@ -25,6 +25,7 @@ from .memory.embedder import Embedder
 from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
 from .pipeline import CountingPipeline, Pipeline
+from .readiness import check_database
 from .services import Services
 from .startup import StartingPipeline, maintain, start_memory
 from .tenancy import KeyRing
@@ -106,8 +107,13 @@ def routes(s: Services) -> list[BaseRoute]:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
+        if s.store is not None and s.problem is None:
+            await check_database(s, s.settings.sqlite_path, s.database_identity)
         ok = bool(s.ready) and all(s.ready.values())
-        return JSONResponse({"ready": ok, "checks": s.ready}, status_code=200 if ok else 503)
+        payload: dict[str, object] = {"ready": ok, "checks": s.ready}
+        if s.problem is not None:
+            payload["reason"] = s.problem
+        return JSONResponse(payload, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
         return Response(s.metrics.render(), media_type=s.metrics.content_type)

@@ -25,3 +25,5 @@ class Services:
     ready: dict[str, bool] = field(default_factory=dict)
     store: Any = None
     embedder: Any = None
+    problem: str | None = None  # why the memory layer is off, for /readyz
+    database_identity: Any = None  # the database file opened at start (readiness.FileIdentity)

@@ -13,6 +13,7 @@ from .memory.index import FragmentIndex
 from .memory.items import Extractor, ItemIndex
 from .pipeline import ChatCall, Prepared
 from .prompts import Prompts
+from .readiness import take_memory_offline, watch_database
 from .relay import Outcome
 from .services import Services
 from .store import open_store
@@ -45,9 +46,9 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
         await asyncio.to_thread(_warm_up)
         store = await asyncio.to_thread(open_store, settings.sqlite_path, embedder.dim)
         services.store = store
-    except Exception:
+    except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
-        services.ready["memory_error"] = False
+        take_memory_offline(services, f"the memory layer could not start: {exc}")
         return
     counter = TokenCounter(None)
     index = FragmentIndex(store.fragments, embedder, counter)
@@ -61,8 +62,9 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
         metrics=services.metrics,
         extractor=Extractor(store.items, store.fragments, prompts, index.embed, services.metrics),
     )
-    # Ready only once requests can use it: /readyz turns 200 here.
+    # Ready only once requests can use it: /readyz turns 200 here; the database is watched from now on.
     services.ready.update(database=True, embedding=True)
+    await watch_database(services, settings.sqlite_path)
     log.info("memory layer ready (embedding %s, dim %d)", settings.embedding_model, embedder.dim)
 
 
