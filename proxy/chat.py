@@ -8,13 +8,14 @@ import logging
 import time
 import uuid
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import httpx
 from starlette.types import Receive, Scope, Send
 
 from .errors import BadRequest, PaperclipError, PayloadTooLarge
-from .jsonbody import parse_json
+from .jsonbody import INLINE_BYTES, parse_json
 from .pipeline import ChatCall, Pipeline, Prepared
 from .relay import ClientGone, Exchange, read_body, run, send_error
 from .services import Services
@@ -22,9 +23,15 @@ from .tenancy import client_key, resolve_session, resolve_user
 from .upstream import header_map, join_url, request_headers
 
 log = logging.getLogger("paperclip.chat")
+T = TypeVar("T")
 
 # The reply is kept (for recording) up to this many bytes; past it, not recorded.
 CAPTURE_LIMIT = 4 * 1024 * 1024
+# Bodies past this size skip the memory layer: forwarded as they came, nothing recorded,
+# tokens estimated. Counting, hashing, masking and embedding megabytes of new text
+# would hold the CPU (and Python's GIL) for seconds while every other client waits.
+MEMORY_MAX_BODY_BYTES = 2 * 1024 * 1024
+BYTES_PER_TOKEN = 4  # a typical English ratio, for the estimate only
 
 
 class ChatEndpoint:
@@ -48,7 +55,9 @@ class ChatEndpoint:
         headers = header_map(scope["headers"])
         tenant = self.s.keys.tenant_for(client_key(headers))
         raw = await read_body(receive, self.s.settings.server.max_body_bytes)
-        raw = decode_request_body(raw, headers.get("content-encoding"), self.s.settings.server.max_body_bytes)
+        limit = self.s.settings.server.max_body_bytes
+        if headers.get("content-encoding"):
+            raw = await off_loop(len(raw), decode_request_body, raw, headers.get("content-encoding"), limit)
         body = await parse_body(raw)
         messages = body.get("messages")
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
@@ -56,18 +65,19 @@ class ChatEndpoint:
             # Not ours to judge: the upstream validates and answers with its own error.
             memory_off, messages = True, []
         user = resolve_user(headers, body)
+        large = len(raw) > MEMORY_MAX_BODY_BYTES
         call = ChatCall(
             tenant=tenant,
             user=user,
-            session=resolve_session(headers, tenant.id, user, messages),
+            session=await off_loop(len(raw), resolve_session, headers, tenant.id, user, messages),
             trace_id="t-" + uuid.uuid4().hex,
             body=body,
             messages=messages,
             model=body.get("model") if isinstance(body.get("model"), str) else None,
             headers=headers,
         )
-        bypass = memory_off or not self._enabled(tenant)
-        prepared = await self._prepare(call, bypass=bypass)
+        bypass = memory_off or large or not self._enabled(tenant)
+        prepared = too_large(len(raw)) if large else await self._prepare(call, bypass=bypass)
         forward = raw if prepared.messages is None else rebuild_body(body, prepared.messages)
         ex = Exchange(
             client=self.s.upstreams.client(tenant.settings.upstream),
@@ -133,6 +143,16 @@ class ChatEndpoint:
         if prepared.degraded:
             out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
         return out
+
+
+def too_large(size: int) -> Prepared:
+    estimate = size // BYTES_PER_TOKEN
+    return Prepared(messages=None, tokens_in=estimate, tokens_forwarded=estimate, degraded="too_large")
+
+
+async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, on a worker thread when the body is large enough for the hop to pay."""
+    return fn(*args) if size <= INLINE_BYTES else await asyncio.to_thread(fn, *args)
 
 
 async def parse_body(raw: bytes) -> dict[str, Any]:

@@ -301,3 +301,24 @@ def test_a_memory_expiring_at_the_end_of_time_is_kept(proxy: Proxy) -> None:
         r = admin.post(admin_path("u1", "/memories"), json={"content": "Has a lifetime pass", "expires_at": "9999-12-31"})
         assert r.status_code == 201, r.text
         assert [m["content"] for m in admin.get(admin_path("u1", "/memories")).json()["data"]] == ["Has a lifetime pass"]
+
+
+# ---------------------------------------------------------------- very large bodies
+
+
+def test_a_body_past_the_memory_bound_is_forwarded_as_it_came_and_not_recorded(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    from proxy.chat import MEMORY_MAX_BODY_BYTES
+
+    proxy = make_proxy()
+    text = "All work and no play makes Jack a dull boy. " * (MEMORY_MAX_BODY_BYTES // 40)
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": text}], "user": "u-big"}).encode()
+    with proxy.http() as http:
+        r = http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200
+    assert r.headers["x-paperclip-degraded"] == "too_large"
+    assert int(r.headers["x-paperclip-tokens-in"]) == len(body) // 4
+    assert upstream.chat_requests()[-1].body == body
+    proxy.drain()
+    assert stored(proxy, "u-big") == (0, [])
