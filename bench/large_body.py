@@ -51,7 +51,7 @@ def body_of(shape: str, size: int) -> bytes:
     return json.dumps({"model": MODEL, "messages": messages}).encode()
 
 
-def poll(url: str) -> None:
+def poll(url: str, every_s: float = 0.01) -> None:
     """In a process of its own (so the load generator's own pauses are not counted): poll until stdin closes."""
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
@@ -61,12 +61,12 @@ def poll(url: str) -> None:
             started = time.perf_counter()
             client.get(url + "/healthz")
             out.append((time.perf_counter() - started) * 1000)
-            time.sleep(0.01)
+            time.sleep(every_s)
     print(json.dumps(out))
 
 
-def start_poller(url: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, __file__, "--poll", url]
+def start_poller(url: str, every_s: float = 0.01) -> subprocess.Popen[str]:
+    cmd = [sys.executable, __file__, "--poll", url, "--every", str(every_s)]
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
@@ -114,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=5.0, help="seconds of polling after the response")
     parser.add_argument("--shape", action="append", choices=["one-message", "history"])
     parser.add_argument("--poll", help=argparse.SUPPRESS)
+    parser.add_argument("--every", type=float, default=0.01, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.poll:
-        poll(args.poll)
+        poll(args.poll, args.every)
         return 0
     size = int(args.mb * 1_000_000)
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp_:
