@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-t", "--seconds", type=float, default=60.0)
     parser.add_argument("--embedding", default="bundled")
     parser.add_argument("--profile", action="store_true", help="py-spy the memory-on proxy")
+    parser.add_argument("--targets", default="direct,off,on", help="a subset of direct,off,on")
     parser.add_argument("--plot", type=Path, default=Path("bench/results/load_rss.png"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/load.json"))
     args = parser.parse_args(argv)
@@ -199,8 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         upstream = start(stack, [sys.executable, "bench/upstream.py", "--port", str(up_port)], tmp / "upstream.log")
         up_url = f"http://127.0.0.1:{up_port}/v1"
         wait_until_up(up_url + "/models", upstream, "upstream", 30, tmp / "upstream.log")
-        runs = [Run("direct", f"http://127.0.0.1:{up_port}", upstream.pid)]
+        wanted = set(args.targets.split(","))
+        runs = [Run("direct", f"http://127.0.0.1:{up_port}", upstream.pid)]  # always: the baseline
         for name, memory in (("memory off", False), ("memory on", True)):
+            if name.split()[1] not in wanted:
+                continue
             port = free_port()
             folder = tmp / name.replace(" ", "-")
             folder.mkdir()
@@ -214,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in runs:
             spy = None
             if args.profile and run.name == "memory on":
-                spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(run.pid), "--format", "raw", "--rate", "50",
+                spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(run.pid), "--format", "raw", "--rate", "50", "--gil",
                                         "--output", str(tmp / "profile.txt"), "--duration", str(int(args.seconds))],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             asyncio.run(load(run, args.clients, args.seconds))
@@ -223,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             if spy is not None:
                 spy.wait(timeout=60)
                 own, within = hot_frames(tmp / "profile.txt")
-                print("where the memory-on proxy's time goes (% of py-spy samples, all threads, idle excluded)")
+                print("where the memory-on proxy's CPU goes (% of py-spy samples of the thread holding the GIL)")
                 print(" self:")
                 for frame, share in own:
                     print(f"  {share:5.1f}%  {frame}")

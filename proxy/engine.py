@@ -20,6 +20,7 @@ import httpx
 from .config import TenantSettings
 from .context.compressor import Complete, Compressor
 from .context.engine import ContextEngine, View
+from .jsonbody import scrub
 from .memory.cards import inject
 from .memory.fusion import Floor
 from .memory.index import FragmentIndex
@@ -227,9 +228,10 @@ def _reply_text(outcome: Outcome) -> str | None:
     elif outcome.content_encoding:
         return None
     if outcome.streamed:
-        return assistant_text(body)
+        text = assistant_text(body)
+        return scrub(text) if text else text
     try:
         message = json.loads(body)["choices"][0]["message"]
     except (ValueError, KeyError, IndexError, TypeError):
         return None
-    return text_of(message) or None
+    return scrub(text_of(message)) or None  # an upstream may send lone surrogates too

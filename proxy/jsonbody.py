@@ -72,6 +72,11 @@ def check(value: Any, *, strings: bool = True) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+def scrub(text: str) -> str:
+    """``text`` with any lone surrogate replaced by U+FFFD: for text the proxy did not choose (replies)."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
 def _check_text(text: str) -> None:
     if not text.isascii() and _SURROGATE.search(text):
         raise BadRequest(

@@ -220,4 +220,4 @@ def test_sigkill_during_compression_then_restart_compresses_at_once(
         state = proxy.admin("GET", f"/sessions/{SESSION}")
         return state.status_code == 200 and bool(state.json().get("summaries"))
 
-    wait_for(compressed, timeout=20)
+    wait_for(compressed, timeout=10)

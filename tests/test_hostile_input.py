@@ -322,3 +322,28 @@ def test_a_body_past_the_memory_bound_is_forwarded_as_it_came_and_not_recorded(
     assert upstream.chat_requests()[-1].body == body
     proxy.drain()
     assert stored(proxy, "u-big") == (0, [])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_holding_a_lone_surrogate_is_recorded_with_a_replacement_character(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, stream: bool
+) -> None:
+    proxy = make_proxy()
+    if stream:
+        event = b'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"bad \\ud800 reply"},"finish_reason":null}]}\n\n'
+        parts, media = [event, b"data: [DONE]\n\n"], "text/event-stream"
+    else:
+        parts = [b'{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+                 b'"message":{"role":"assistant","content":"bad \\ud800 reply"},"finish_reason":"stop"}]}']
+        media = "application/json"
+
+    async def answer(request: Request, body: dict[str, Any]) -> Response:
+        return Scripted(upstream, parts, media_type=media)
+
+    upstream.chat = answer
+    with proxy.http() as http:
+        r = http.post("/v1/chat/completions", json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+                                                     "user": "u-sur", "stream": stream})
+        assert r.status_code == 200
+    proxy.drain()
+    assert stored(proxy, "u-sur")[1] == ["bad \ufffd reply"]
