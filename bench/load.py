@@ -57,6 +57,7 @@ class Run:
     rss: list[tuple[float, float]] = field(default_factory=list)
     healthz: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    log: Path | None = None
 
 
 async def client_loop(run: Run, client: httpx.AsyncClient, n: int, deadline: float) -> None:
@@ -103,7 +104,9 @@ async def load(run: Run, clients: int, seconds: float) -> None:
     poller = start_poller(run.url, every_s=0.05)
     started = time.perf_counter()
     deadline = started + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    # Idle connections are dropped after 2 s, below uvicorn's 5 s keep-alive: at httpx's default
+    # (5 s, the same) a connection the server is closing can be picked for the next request.
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients, keepalive_expiry=2.0)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
         await asyncio.gather(sample_rss(run, started, deadline),
                              *(client_loop(run, client, n, deadline) for n in range(clients)))
@@ -213,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             url = f"http://127.0.0.1:{port}"
             wait_until_up(url + "/healthz", proc, "paperclip", 60, folder / "proxy.log")
             wait_ready(url + "/readyz", 300)
-            runs.append(Run(name, url, proc.pid))
+            runs.append(Run(name, url, proc.pid, log=folder / "proxy.log"))
         rows = []
         for run in runs:
             spy = None
@@ -224,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(load(run, args.clients, args.seconds))
             rows.append(summary(run, runs[0]))
             print(json.dumps(rows[-1]))
+            if run.errors and run.log is not None:  # what the proxy said about them
+                lines = [ln for ln in run.log.read_text(errors="replace").splitlines() if "ERROR" in ln or "WARNING" in ln or "Error" in ln]
+                print("\n".join(lines[:20]))
             if spy is not None:
                 spy.wait(timeout=60)
                 own, within = hot_frames(tmp / "profile.txt")
