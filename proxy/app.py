@@ -27,7 +27,7 @@ from .passthrough import PassthroughEndpoint
 from .pipeline import CountingPipeline, Pipeline
 from .readiness import check_database
 from .services import Services
-from .startup import StartingPipeline, maintain, start_memory
+from .startup import StartingPipeline, maintain, serve_memory
 from .tenancy import KeyRing
 from .upstream import Upstreams
 
@@ -69,7 +69,7 @@ def create_app(
             # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
             services.ready.update(database=True, embedding=True)
         elif pipeline is None:
-            tasks.append(asyncio.ensure_future(start_memory(services, embedder)))
+            tasks.append(asyncio.ensure_future(serve_memory(services, embedder)))
             tasks.append(asyncio.ensure_future(maintain(services)))
         else:
             services.ready.update(database=True, embedding=True)

@@ -62,10 +62,16 @@ async def start_memory(services: Services, embedder: Embedder | None = None) -> 
         metrics=services.metrics,
         extractor=Extractor(store.items, store.fragments, prompts, index.embed, services.metrics),
     )
-    # Ready only once requests can use it: /readyz turns 200 here; the database is watched from now on.
+    # Ready only once requests can use it: /readyz turns 200 here.
     services.ready.update(database=True, embedding=True)
-    await watch_database(services, settings.sqlite_path)
     log.info("memory layer ready (embedding %s, dim %d)", settings.embedding_model, embedder.dim)
+
+
+async def serve_memory(services: Services, embedder: Embedder | None = None) -> None:
+    """Open the memory layer, then watch its database until shutdown (the app's lifespan task)."""
+    await start_memory(services, embedder)
+    if services.store is not None and services.problem is None:
+        await watch_database(services, services.settings.sqlite_path)
 
 
 def _warm_up() -> None:
