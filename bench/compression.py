@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from proxy import config  # noqa: E402
 from proxy.app import create_app  # noqa: E402
-from proxy.context.planner import SUMMARY_HEADER  # noqa: E402
+from proxy.context.assembly import SUMMARY_HEADER  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 from tests.fake_upstream import FakeUpstream, completion, fake_summary  # noqa: E402
 from tests.servers import ServerThread  # noqa: E402
@@ -244,7 +244,7 @@ class Harness:
             time.sleep(0.05)
 
     def added_s(self) -> float:
-        registry = self.app.state.services.metrics.registry
+        registry = self.app.state.runtime.metrics.registry
         value = registry.get_sample_value("paperclip_added_latency_seconds_sum", {"route": "chat"})
         return float(value or 0.0)
 
@@ -253,7 +253,7 @@ class Harness:
 
     async def _settle(self) -> None:
         handlers = self.proxy.server.server_state.tasks
-        background = self.app.state.services.background
+        background = self.app.state.runtime.background
         while handlers or background.pending:
             if handlers:
                 await asyncio.wait(set(handlers))

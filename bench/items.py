@@ -38,7 +38,7 @@ NO_EXTRACTION = {"extract_every_messages": 10**9}
 
 
 async def active_items(h: Any, user: str) -> int:
-    rows = await h.services.store.items.all(h.tenant.id, user)
+    rows = await h.memory.store.items.all(h.tenant.id, user)
     return len(rows)
 
 
@@ -51,7 +51,7 @@ async def replay_twice(convs: list[locomo.Conversation], embedder: str) -> list[
                 counts = []
                 for _ in range(2):
                     await replay(h, conv, "sessions", Stats(), lambda n: None)
-                    await h.services.background.drain()
+                    await h.runtime.background.drain()
                     counts.append(await active_items(h, conv.id))
                 out.append({"conversation": conv.id, "after_pass_1": counts[0], "after_pass_2": counts[1]})
                 print(f"  {conv.id}: {counts[0]} active items after pass 1, {counts[1]} after pass 2", flush=True)

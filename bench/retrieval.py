@@ -43,17 +43,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proxy import config  # noqa: E402
-from proxy.memory import textindex  # noqa: E402
+from proxy.memory import bm25  # noqa: E402
 from proxy.memory.embedder import Embedder, load_embedder  # noqa: E402
+from proxy.memory.fragment_search import FragmentIndex  # noqa: E402
 from proxy.memory.fusion import Floor  # noqa: E402
-from proxy.memory.index import FragmentIndex  # noqa: E402
-from proxy.memory.items import ItemIndex  # noqa: E402
+from proxy.memory.item_search import ItemIndex  # noqa: E402
 from proxy.memory.query import fragment_hash  # noqa: E402
-from proxy.memory.recall import recall_for  # noqa: E402
-from proxy.pipeline import ChatCall  # noqa: E402
+from proxy.memory.recall import RecallRequest, recall_for  # noqa: E402
 from proxy.store import Store, open_store  # noqa: E402
 from proxy.store.fragments import NewFragment  # noqa: E402
-from proxy.tenancy import Tenant  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "retrieval.json"
@@ -150,7 +148,7 @@ async def fill(store: Store, counter: TokenCounter, say: Sentences, basis: np.nd
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         frags = [
             NewFragment(fragment_hash("user", f"{user}:{start + lo + i}:{t}"), "user" if i % 2 == 0 else "assistant",
-                        t, " ".join(textindex.tokenize(t)), start + lo + i, counter.text(t))
+                        t, " ".join(bm25.tokenize(t)), start + lo + i, counter.text(t))
             for i, t in enumerate(texts)
         ]
         await store.fragments.add(TENANT, user, f"s-{user}-{(start + lo) // 40}", frags, vectors, time.time())
@@ -158,7 +156,6 @@ async def fill(store: Store, counter: TokenCounter, say: Sentences, basis: np.nd
 
 async def latency_run(index: FragmentIndex, items: ItemIndex, embedder: Embedder, say: Sentences, queries: int) -> dict[str, Any]:
     settings = config.from_dict({}, env={}).defaults
-    tenant = Tenant(TENANT, settings, None, passthrough=False)
     counter = TokenCounter(None)
     floor = Floor()
     started = time.perf_counter()
@@ -166,13 +163,14 @@ async def latency_run(index: FragmentIndex, items: ItemIndex, embedder: Embedder
     load_s = time.perf_counter() - started
     embed_ms, search_ms, total_ms, cards = [], [], [], []
     rng = random.Random(11)
-    for i in range(queries):
+    for _ in range(queries):
         question = ask(say, rng)
-        call = ChatCall(tenant, USER, "s-question", f"t{i}", {}, [{"role": "user", "content": question}], None, {})
+        request = RecallRequest(TENANT, USER, "s-question", [{"role": "user", "content": question}], [],
+                                settings.memory, time.time())
         t0 = time.perf_counter()
-        recall = await recall_for(index, call, [], counter, floor, items)  # as a request meets it
+        recall = await recall_for(index, request, counter, floor, items)  # as a request meets it
         t1 = time.perf_counter()
-        await recall_for(index, call, [], counter, floor, items)  # again: the query's vector is cached now
+        await recall_for(index, request, counter, floor, items)  # again: the query's vector is cached now
         t2 = time.perf_counter()
         embedder.embed([recall.focused + " (uncached)"])  # the model alone, for scale
         t3 = time.perf_counter()
@@ -196,7 +194,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"rss_mb": {"start": rss_mb()}, "cpus": os.cpu_count(), "load_avg": os.getloadavg()}
     t = time.perf_counter()
     embedder = load_embedder("bundled")
-    textindex.warm_up()
+    bm25.warm_up()
     result["model_load_s"] = round(time.perf_counter() - t, 1)
     result["rss_mb"]["model_loaded"] = rss_mb()
     say = Sentences()

@@ -21,13 +21,15 @@ from .chat import ChatEndpoint
 from .config import Settings
 from .errors import NotFound
 from .guard import Guard, http_error
+from .maintenance import maintain
 from .memory.embedder import Embedder
 from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
-from .pipeline import CountingPipeline, Pipeline
+from .pipeline.plain import StartingPipeline
+from .pipeline.protocol import Pipeline
 from .readiness import check_database
-from .services import Services
-from .startup import StartingPipeline, maintain, serve_memory
+from .runtime import Runtime
+from .startup import serve_memory
 from .tenancy import KeyRing
 from .upstream import Upstreams
 
@@ -51,46 +53,45 @@ def create_app(
     says 503) and the memory layer joins when it is loaded.
     """
     metrics = Metrics()
-    services = Services(
+    runtime = Runtime(
         settings=settings,
         keys=KeyRing(settings),
         upstreams=Upstreams(transport),
         metrics=metrics,
         background=Background(on_error=lambda stage: metrics.background_errors.labels(stage).inc()),
         pipeline=pipeline or StartingPipeline(),
-        bypass=CountingPipeline(),
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        services.ready.update(config=True, database=False, embedding=False)
+        runtime.ready.update(config=True, database=False, embedding=False)
         tasks: list[asyncio.Future[None]] = []
         if pipeline is None and not memory_needed(settings):
             # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
-            services.ready.update(database=True, embedding=True)
+            runtime.ready.update(database=True, embedding=True)
         elif pipeline is None:
-            tasks.append(asyncio.ensure_future(serve_memory(services, embedder)))
-            tasks.append(asyncio.ensure_future(maintain(services)))
+            tasks.append(asyncio.ensure_future(serve_memory(runtime, embedder)))
+            tasks.append(asyncio.ensure_future(maintain(settings, runtime.store, metrics)))
         else:
-            services.ready.update(database=True, embedding=True)
+            runtime.ready.update(database=True, embedding=True)
         try:
             yield
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await services.background.close()
-            await services.upstreams.aclose()
-            if services.store is not None:
-                services.store.close()
+            await runtime.background.close()
+            await runtime.upstreams.aclose()
+            if runtime.memory is not None:
+                runtime.memory.close()
 
     app = Starlette(
-        routes=routes(services),
+        routes=routes(runtime),
         lifespan=lifespan,
         middleware=[Middleware(Guard)],
         exception_handlers={HTTPException: http_error},
     )
-    app.state.services = services
+    app.state.runtime = runtime
     return app
 
 
@@ -99,24 +100,24 @@ def memory_needed(settings: Settings) -> bool:
     return any(t.context.enabled or t.memory.enabled for t in everyone)
 
 
-def routes(s: Services) -> list[BaseRoute]:
-    chat = ChatEndpoint(s)
-    passthrough = PassthroughEndpoint(s)
+def routes(rt: Runtime) -> list[BaseRoute]:
+    chat = ChatEndpoint(rt)
+    passthrough = PassthroughEndpoint(rt)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        if s.store is not None and s.problem is None:
-            await check_database(s, s.settings.sqlite_path, s.database_identity)
-        ok = bool(s.ready) and all(s.ready.values())
-        payload: dict[str, object] = {"ready": ok, "checks": s.ready}
-        if s.problem is not None:
-            payload["reason"] = s.problem
+        if rt.memory is not None and rt.problem is None:
+            await check_database(rt, rt.settings.sqlite_path, rt.database_identity)
+        ok = bool(rt.ready) and all(rt.ready.values())
+        payload: dict[str, object] = {"ready": ok, "checks": rt.ready}
+        if rt.problem is not None:
+            payload["reason"] = rt.problem
         return JSONResponse(payload, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
-        return Response(s.metrics.render(), media_type=s.metrics.content_type)
+        return Response(rt.metrics.render(), media_type=rt.metrics.content_type)
 
     async def not_found(request: Request) -> Response:
         exc = NotFound(f"Unknown path {request.url.path}")
@@ -129,6 +130,6 @@ def routes(s: Services) -> list[BaseRoute]:
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
-        *admin_routes(s),
+        *admin_routes(rt),
         Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]

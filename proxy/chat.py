@@ -5,21 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import uuid
 import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import httpx
-from starlette.types import Receive, Scope, Send
+from starlette.types import Receive, Scope
 
-from .errors import BadRequest, PaperclipError, PayloadTooLarge
+from .endpoint import Endpoint, Forward
+from .errors import BadRequest, PayloadTooLarge
 from .jsonbody import INLINE_BYTES, parse_json
-from .pipeline import ChatCall, Pipeline, Prepared
-from .relay import ClientGone, Exchange, read_body, run, send_error
-from .services import Services
-from .tenancy import client_key, resolve_session, resolve_user
+from .pipeline.call import ChatCall, Reply
+from .pipeline.protocol import Pipeline, Prepared
+from .relay import Exchange, Outcome, read_body
+from .tenancy import Tenant, client_key, resolve_session, resolve_user
 from .upstream import header_map, join_url, request_headers
 
 log = logging.getLogger("paperclip.chat")
@@ -34,28 +34,14 @@ MEMORY_MAX_BODY_BYTES = 2 * 1024 * 1024
 BYTES_PER_TOKEN = 4  # a typical English ratio, for the estimate only
 
 
-class ChatEndpoint:
-    def __init__(self, services: Services) -> None:
-        self.s = services
+class ChatEndpoint(Endpoint):
+    route = "chat"
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        status = "error"
-        try:
-            status = await self._serve(scope, receive, send, started)
-        except ClientGone:
-            status = "client_gone"
-        except PaperclipError as exc:
-            status = str(exc.status)
-            await send_error(send, exc)
-        finally:
-            self.s.metrics.requests.labels("chat", status).inc()
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, started: float) -> str:
+    async def forward(self, scope: Scope, receive: Receive) -> Forward:
         headers = header_map(scope["headers"])
-        tenant = self.s.keys.tenant_for(client_key(headers))
-        raw = await read_body(receive, self.s.settings.server.max_body_bytes)
-        limit = self.s.settings.server.max_body_bytes
+        tenant = self.rt.keys.tenant_for(client_key(headers))
+        limit = self.rt.settings.server.max_body_bytes
+        raw = await read_body(receive, limit)
         if headers.get("content-encoding"):
             raw = await off_loop(len(raw), decode_request_body, raw, headers.get("content-encoding"), limit)
         body = await parse_body(raw)
@@ -80,29 +66,29 @@ class ChatEndpoint:
         prepared = too_large(len(raw)) if large else await self._prepare(call, bypass=bypass)
         forward = raw if prepared.messages is None else rebuild_body(body, prepared.messages)
         ex = Exchange(
-            client=self.s.upstreams.client(tenant.settings.upstream),
+            client=self.rt.upstreams.client(tenant.settings.upstream),
             request=self._request(scope, tenant, forward),
             extra_headers=self._headers(call, prepared),
             capture_limit=0 if bypass else CAPTURE_LIMIT,
             stop_at_done=True,
         )
         ex.body_done.set()
-        self.s.metrics.added_latency.labels("chat").observe(time.perf_counter() - started)
-        outcome = await run(ex, receive, send)
-        # A refused or broken exchange records nothing; a reply the client did not get whole
-        # (it left, the body outgrew the capture) is not recorded as the assistant's.
-        if not bypass and outcome.succeeded:
-            if not outcome.complete:
-                outcome.body.clear()
-            self.s.background.spawn("record", self.s.pipeline.record(call, prepared, outcome))
-        return str(outcome.status or (outcome.error.status if outcome.error else "client_gone"))
+        if bypass:
+            return Forward(ex)
 
-    def _enabled(self, tenant: Any) -> bool:
+        def record(outcome: Outcome) -> None:
+            if not outcome.succeeded:  # a refused or broken exchange records nothing
+                return
+            self.rt.background.spawn("record", self.rt.pipeline.record(call, prepared, reply_of(outcome)))
+
+        return Forward(ex, record)
+
+    def _enabled(self, tenant: Tenant) -> bool:
         st = tenant.settings
         return bool(st.context.enabled or st.memory.enabled)
 
     async def _prepare(self, call: ChatCall, *, bypass: bool) -> Prepared:
-        pipeline: Pipeline = self.s.bypass if bypass else self.s.pipeline
+        pipeline: Pipeline = self.rt.bypass if bypass else self.rt.pipeline
         try:
             prepared = await pipeline.prepare(call)
         except asyncio.CancelledError:
@@ -110,18 +96,18 @@ class ChatEndpoint:
         except Exception as exc:
             reason = getattr(exc, "reason", None) or type(exc).__name__
             log.warning("memory layer failed, forwarding unchanged: %s", reason, exc_info=True)
-            prepared = await self.s.bypass.prepare(call)
+            prepared = await self.rt.bypass.prepare(call)
             prepared.degraded = str(reason)
         if prepared.degraded:
-            self.s.metrics.degraded.labels(prepared.degraded).inc()
-        m = self.s.metrics
+            self.rt.metrics.degraded.labels(prepared.degraded).inc()
+        m = self.rt.metrics
         m.tokens_in.inc(prepared.tokens_in)
         m.tokens_forwarded.inc(prepared.tokens_forwarded)
         m.tokens_saved.inc(max(0, prepared.tokens_in - prepared.tokens_forwarded))
         m.memories_injected.inc(prepared.memories)
         return prepared
 
-    def _request(self, scope: Scope, tenant: Any, body: bytes) -> httpx.Request:
+    def _request(self, scope: Scope, tenant: Tenant, body: bytes) -> httpx.Request:
         up = tenant.settings.upstream
         headers = request_headers(
             [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
@@ -143,6 +129,18 @@ class ChatEndpoint:
         if prepared.degraded:
             out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
         return out
+
+
+def reply_of(outcome: Outcome) -> Reply:
+    """The pipeline's view of what the relay saw."""
+    return Reply(
+        status=outcome.status,
+        # A reply the client did not get whole (it left; it outgrew the capture) is not the assistant's.
+        body=bytes(outcome.body) if outcome.complete else b"",
+        streamed=outcome.streamed,
+        content_encoding=outcome.content_encoding,
+        disconnected=outcome.disconnected,
+    )
 
 
 def too_large(size: int) -> Prepared:

@@ -6,10 +6,14 @@
     │   ├── Unauthorized           401 invalid_api_key
     │   ├── NotFound               404
     │   └── PayloadTooLarge        413
-    └── UpstreamError              the upstream could not be reached (5xx)
-        ├── UpstreamUnreachable    502 (connect refused, DNS, protocol error)
-        ├── UpstreamUnavailable    503 (pool exhausted)
-        └── UpstreamTimeout        504 (connect or first-byte timeout)
+    ├── UpstreamError              the upstream could not be reached (5xx)
+    │   ├── UpstreamUnreachable    502 (connect refused, DNS, protocol error)
+    │   ├── UpstreamUnavailable    503 (pool exhausted)
+    │   └── UpstreamTimeout        504 (connect or first-byte timeout)
+    └── MemoryNotReady             503 memory_not_ready: the memory layer is still loading
+                                   (admin calls answer it; a chat request degrades to
+                                   plain forwarding with reason ``starting``)
+    ClientGone                     the client disconnected: nobody is left to answer
     ConfigError                    a bad config file; the CLI exits 2
 
 httpx exceptions are translated into this tree in ``upstream.translate`` only.
@@ -19,7 +23,6 @@ passed through to the client as it came.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
@@ -83,6 +86,16 @@ class UpstreamTimeout(UpstreamError):
     code = "upstream_timeout"
 
 
+class MemoryNotReady(PaperclipError):
+    status = 503
+    code = "memory_not_ready"
+    reason = "starting"  # the X-Paperclip-Degraded reason of a chat request meanwhile
+
+
+class ClientGone(Exception):
+    """The client disconnected while we were still reading its request."""
+
+
 class ConfigError(Exception):
     """A configuration problem: which file, which key, what is wrong."""
 
@@ -96,6 +109,3 @@ class ConfigError(Exception):
 def envelope(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
-
-def envelope_bytes(exc: PaperclipError) -> bytes:
-    return json.dumps(exc.envelope()).encode()

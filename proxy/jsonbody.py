@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from .errors import BadRequest
+from .hashing import LONE_SURROGATE
 
 MAX_DEPTH = 128
 # Under this size, parsing costs less than the hop to a thread.
@@ -27,7 +28,6 @@ INLINE_BYTES = 64 * 1024
 
 # Any surrogate escape, paired or not; only bodies holding one are searched for lone ones.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 async def parse_json(raw: bytes) -> Any:
@@ -72,13 +72,8 @@ def check(value: Any, *, strings: bool = True) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
-def scrub(text: str) -> str:
-    """``text`` with any lone surrogate replaced by U+FFFD: for text the proxy did not choose (replies)."""
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
-
-
 def _check_text(text: str) -> None:
-    if not text.isascii() and _SURROGATE.search(text):
+    if not text.isascii() and LONE_SURROGATE.search(text):
         raise BadRequest(
             "The JSON body holds a lone UTF-16 surrogate (such as \\ud800), which is not valid Unicode."
         )

@@ -6,40 +6,25 @@ parsed or buffered; responses are relayed chunk by chunk.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 
 import anyio
 import httpx
-from starlette.types import Receive, Scope, Send
+from starlette.types import Receive, Scope
 
-from .errors import PaperclipError
-from .relay import ClientGone, Exchange, run, send_error
-from .services import Services
+from .endpoint import Endpoint, Forward
+from .errors import ClientGone
+from .relay import Exchange
 from .tenancy import client_key
 from .upstream import header_map, join_url, request_headers
 
 
-class PassthroughEndpoint:
-    def __init__(self, services: Services) -> None:
-        self.s = services
+class PassthroughEndpoint(Endpoint):
+    route = "passthrough"
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        status = "error"
-        try:
-            status = await self._serve(scope, receive, send, started)
-        except ClientGone:
-            status = "client_gone"
-        except PaperclipError as exc:
-            status = str(exc.status)
-            await send_error(send, exc)
-        finally:
-            self.s.metrics.requests.labels("passthrough", status).inc()
-
-    async def _serve(self, scope: Scope, receive: Receive, send: Send, started: float) -> str:
+    async def forward(self, scope: Scope, receive: Receive) -> Forward:
         headers = header_map(scope["headers"])
-        tenant = self.s.keys.tenant_for(client_key(headers))
+        tenant = self.rt.keys.tenant_for(client_key(headers))
         body_done = anyio.Event()
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         out_headers = request_headers(pairs, tenant)
@@ -60,10 +45,7 @@ class PassthroughEndpoint:
             headers=out_headers,
             content=content,
         )
-        ex = Exchange(client=self.s.upstreams.client(up), request=request, body_done=body_done)
-        self.s.metrics.added_latency.labels("passthrough").observe(time.perf_counter() - started)
-        outcome = await run(ex, receive, send)
-        return str(outcome.status or (outcome.error.status if outcome.error else "client_gone"))
+        return Forward(Exchange(client=self.rt.upstreams.client(up), request=request, body_done=body_done))
 
 
 async def _stream_body(receive: Receive, done: anyio.Event) -> AsyncIterator[bytes]:

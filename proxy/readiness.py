@@ -16,9 +16,10 @@ import logging
 import os
 from dataclasses import dataclass
 
-from .pipeline import ChatCall, Prepared
-from .relay import Outcome
-from .services import Services
+from .errors import MemoryNotReady
+from .pipeline.call import ChatCall, Reply
+from .pipeline.protocol import Prepared
+from .runtime import Runtime
 
 log = logging.getLogger("paperclip.readiness")
 
@@ -59,7 +60,8 @@ def database_problem(path: str, opened: FileIdentity | None) -> str | None:
     return None
 
 
-class MemoryUnavailable(Exception):
+class MemoryUnavailable(MemoryNotReady):
+    code = "memory_unavailable"
     reason = "memory_unavailable"
 
 
@@ -72,30 +74,30 @@ class UnavailablePipeline:
     async def prepare(self, call: ChatCall) -> Prepared:
         raise MemoryUnavailable(self.problem)
 
-    async def record(self, call: ChatCall, prepared: Prepared, outcome: Outcome) -> None:
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
         return None
 
 
-def take_memory_offline(services: Services, problem: str) -> None:
-    if services.problem is None:
+def take_memory_offline(runtime: Runtime, problem: str) -> None:
+    if runtime.problem is None:
         log.error("memory layer off, serving as a plain proxy: %s", problem)
-    services.problem = problem
-    services.ready["database"] = False
-    services.pipeline = UnavailablePipeline(problem)
+    runtime.problem = problem
+    runtime.ready["database"] = False
+    runtime.pipeline = UnavailablePipeline(problem)
 
 
-async def check_database(services: Services, path: str, opened: FileIdentity | None) -> bool:
+async def check_database(runtime: Runtime, path: str, opened: FileIdentity | None) -> bool:
     """Check once; False (and the memory layer taken offline) when the database is unusable."""
     problem = await asyncio.to_thread(database_problem, path, opened)
     if problem is not None:
-        take_memory_offline(services, problem)
+        take_memory_offline(runtime, problem)
     return problem is None
 
 
-async def watch_database(services: Services, path: str, every_s: float = WATCH_EVERY_S) -> None:
+async def watch_database(runtime: Runtime, path: str, every_s: float = WATCH_EVERY_S) -> None:
     opened = identity(path)
-    services.database_identity = opened
+    runtime.database_identity = opened
     while True:
-        if not await check_database(services, path, opened):
+        if not await check_database(runtime, path, opened):
             return
         await asyncio.sleep(every_s)

@@ -24,7 +24,7 @@ import anyio
 import httpx
 from starlette.types import Message, Receive, Send
 
-from .errors import PaperclipError, PayloadTooLarge
+from .errors import ClientGone, PaperclipError, PayloadTooLarge
 from .upstream import response_headers, translate
 
 _DONE = b"data: [DONE]"
@@ -255,6 +255,3 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         if not message.get("more_body", False):
             return b"".join(chunks)
 
-
-class ClientGone(Exception):
-    """The client disconnected while we were still reading its request."""

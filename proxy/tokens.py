@@ -85,10 +85,6 @@ def _load(name: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(OFFLINE_ENCODING)
 
 
-def count_text(text: str, model: str | None = None) -> int:
-    return len(encoding_for(model).encode(text, disallowed_special=()))
-
-
 class TokenCounter:
     """Counts messages for one encoding, caching per-message counts by content."""
 

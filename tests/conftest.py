@@ -16,6 +16,8 @@ from openai._base_client import AsyncHttpxClientWrapper, SyncHttpxClientWrapper
 
 from proxy import config
 from proxy.app import create_app
+from proxy.runtime import Runtime
+from proxy.store import Store
 from tests.fake_upstream import FakeUpstream
 from tests.servers import ServerThread
 
@@ -90,8 +92,15 @@ class Proxy:
         return self.server.url
 
     @property
-    def services(self) -> Any:
-        return self.app.state.services
+    def runtime(self) -> Runtime:
+        return self.app.state.runtime  # type: ignore[no-any-return]
+
+    @property
+    def store(self) -> Store:
+        """The opened store of the loaded memory layer."""
+        memory = self.runtime.memory
+        assert memory is not None, "the memory layer is not loaded"
+        return memory.store
 
     def client(self, key: str = PROXY_KEY, **kw: Any) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **loopback_sdk(kw))
@@ -121,10 +130,10 @@ class Proxy:
 
     async def _settle(self) -> None:
         handlers = self.server.server.server_state.tasks  # uvicorn's tasks of requests in flight
-        while handlers or self.services.background.pending:
+        while handlers or self.runtime.background.pending:
             if handlers:
                 await asyncio.wait(set(handlers))
-            await self.services.background.drain()
+            await self.runtime.background.drain()
 
 
 @pytest.fixture

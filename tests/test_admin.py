@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from proxy.pipeline import CountingPipeline
+from proxy.pipeline.plain import CountingPipeline
 from tests.admin_helpers import QUESTION, admin, ask, teach
 from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy, base_config
 from tests.fake_upstream import FakeUpstream

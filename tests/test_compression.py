@@ -131,7 +131,7 @@ def session_state(proxy: Proxy, session: str) -> dict[str, Any]:
     if response.status_code == 200:
         state: dict[str, Any] = response.json()
     else:  # the admin API is not wired in this build: read the store directly
-        state = proxy.server.call(proxy.services.store.sessions.describe("acme", session)) or {}
+        state = proxy.server.call(proxy.store.sessions.describe("acme", session)) or {}
     return {k: state.get(k, []) for k in ("prefixes", "summaries")} | {
         "watermark": state.get("watermark", 0)
     }

@@ -17,8 +17,9 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.pipeline import ChatCall, CountingPipeline, Prepared
-from proxy.relay import Outcome
+from proxy.pipeline.call import ChatCall, Reply
+from proxy.pipeline.plain import CountingPipeline
+from proxy.pipeline.protocol import Prepared
 from tests.conftest import PROXY_KEY, Direct, Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, error_json, sse
 
@@ -238,14 +239,14 @@ class RecordingPipeline(CountingPipeline):
     def __init__(self) -> None:
         super().__init__()
         self.prepared: list[ChatCall] = []
-        self.recorded: list[tuple[ChatCall, Outcome]] = []
+        self.recorded: list[tuple[ChatCall, Reply]] = []
 
     async def prepare(self, call: ChatCall) -> Prepared:
         self.prepared.append(call)
         return await super().prepare(call)
 
-    async def record(self, call: ChatCall, prepared: Prepared, outcome: Outcome) -> None:
-        self.recorded.append((call, outcome))
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
+        self.recorded.append((call, reply))
 
 
 def session_of(proxy: Proxy, body: dict[str, Any], headers: dict[str, str] | None = None) -> str:

@@ -13,7 +13,7 @@ OTHER_FACT = "My parrot Quillimo is allergic to sunflower seeds, please remember
 
 
 def database_bytes(proxy: Proxy) -> bytes:
-    path = Path(proxy.services.settings.sqlite_path)
+    path = Path(proxy.runtime.settings.sqlite_path)
     files = [path, path.with_name(path.name + "-wal")]
     return b"".join(f.read_bytes() for f in files if f.exists()).lower()
 

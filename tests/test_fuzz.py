@@ -32,7 +32,7 @@ def fuzzed(make_proxy: Callable[..., Proxy]) -> Iterator[httpx.Client]:
         assert client.get("/healthz").status_code == 200  # alive after it all
     proxy.drain()
     # The recording after each response never failed either.
-    failures = proxy.services.metrics.background_errors.collect()[0].samples
+    failures = proxy.runtime.metrics.background_errors.collect()[0].samples
     assert [s for s in failures if s.name.endswith("_total") and s.value] == []
 
 

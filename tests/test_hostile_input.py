@@ -167,7 +167,7 @@ def test_upstream_dying_inside_an_event_gives_the_sdk_an_api_error(
 
 def stored(proxy: Proxy, user: str) -> tuple[int, list[str]]:
     """How many fragments the user has, and the assistant texts among them."""
-    store = proxy.services.store
+    store = proxy.store
 
     async def read() -> tuple[int, list[str]]:
         count = await store.fragments.count("acme", user)
@@ -197,7 +197,7 @@ def test_an_upstream_error_records_nothing(make_proxy: Callable[..., Proxy], ups
                 )
     proxy.drain()
     assert stored(proxy, "u-fail") == (0, [])
-    assert proxy.server.call(proxy.services.store.db.read(lambda c: c.execute("SELECT count(*) FROM traces").fetchone()[0])) == 0
+    assert proxy.server.call(proxy.store.db.read(lambda c: c.execute("SELECT count(*) FROM traces").fetchone()[0])) == 0
 
 
 def test_a_stream_cut_short_records_no_partial_reply(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
@@ -246,7 +246,7 @@ def test_a_clients_own_key_is_still_forwarded_in_passthrough_mode(
 
 
 def test_near_miss_rule() -> None:
-    from proxy.keyguard import edit_distance, is_near
+    from proxy.tenancy import edit_distance, is_near
 
     assert edit_distance("kitten", "sitting", 5) == 3
     assert edit_distance("a" * 10, "b" * 10, 2) == 3

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -15,7 +15,6 @@ from proxy.memory.lifecycle import (
     Vector,
     decide,
     is_expired,
-    is_stale,
     same_value,
 )
 
@@ -133,13 +132,3 @@ def test_is_expired(expires_at: str | datetime | None, expired: bool) -> None:
 
 def test_is_expired_accepts_a_naive_now() -> None:
     assert is_expired("2026-11-02T11:00:00+00:00", NOW.replace(tzinfo=None))
-
-
-def test_is_stale() -> None:
-    old = NOW - timedelta(days=181)
-    assert is_stale(old, 0.2, NOW, stale_days=180)
-    assert not is_stale(old, 0.3, NOW, stale_days=180)  # at the floor is kept
-    assert not is_stale(old, 0.9, NOW, stale_days=180)
-    assert not is_stale(NOW - timedelta(days=179), 0.1, NOW, stale_days=180)
-    assert is_stale(old, 0.4, NOW, stale_days=180, importance_floor=0.5)
-    assert is_stale(old.replace(tzinfo=None), 0.1, NOW, stale_days=180)

@@ -11,12 +11,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.context.assembly import SUMMARY_HEADER, assemble, turn_range
 from proxy.context.planner import (
-    SUMMARY_HEADER,
     Budgets,
     MsgInfo,
     SummaryRef,
-    assemble,
     cut_points,
     describe,
     fresh_giant,
@@ -26,7 +25,6 @@ from proxy.context.planner import (
     plan_window,
     protected_start,
     split_leading,
-    turn_range,
 )
 
 

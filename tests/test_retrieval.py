@@ -152,9 +152,9 @@ def test_memory_off_injects_and_records_nothing(proxy: Proxy, upstream: FakeUpst
     question = [{"role": "user", "content": QUESTION}]
     assert send(proxy, question, **{"X-Paperclip-Memory": "off"})["x-paperclip-memories"] == "0"
     assert forwarded(upstream) == question
-    before = proxy.server.call(proxy.services.store.fragments.count("acme", "ana"))
+    before = proxy.server.call(proxy.store.fragments.count("acme", "ana"))
     send(proxy, secret, **{"X-Paperclip-Memory": "off"})
-    assert proxy.server.call(proxy.services.store.fragments.count("acme", "ana")) == before
+    assert proxy.server.call(proxy.store.fragments.count("acme", "ana")) == before
 
 
 @pytest.mark.parametrize("position", ["system_tail", "system_head"])

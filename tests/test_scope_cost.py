@@ -18,7 +18,7 @@ USERS = 20
 
 def database_bytes(proxy: Proxy, path: Path) -> int:
     proxy.drain()
-    assert proxy.server.call(proxy.services.store.users.checkpoint())
+    assert proxy.server.call(proxy.store.users.checkpoint())
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 

@@ -69,6 +69,9 @@ def test_cat_allergy_recalled_80_turns_and_one_new_chat_later(
     sent = forwarded_last_user(upstream)
     assert "allergic to peanuts" in sent
     assert "user said" in sent  # the card says where it came from
+    # Recall never writes: the injected item's access is recorded after the response.
+    allergy = [i for i in items(proxy, "mia") if "peanut" in i["key"]]
+    assert allergy and allergy[0]["access_count"] == 1 and allergy[0]["last_access"] is not None
 
 
 def test_card_ending_and_delivery_deadline_recalled(
@@ -128,9 +131,9 @@ def test_a_temporary_fact_is_gone_after_expiry(make_proxy: Callable[..., Proxy],
     time.sleep(2.5)
     chat(proxy, "kai", [{"role": "user", "content": "Which hotel am I staying at in Paris?"}])
     assert "Lutetia" not in forwarded_last_user(upstream)
-    from proxy.startup import run_maintenance
+    from proxy.maintenance import run_maintenance
 
-    counts = proxy.server.call(run_maintenance(proxy.services))
+    counts = proxy.server.call(run_maintenance(proxy.runtime.settings, proxy.store))
     assert counts["expired"] == 1
     assert items(proxy, "kai", all_=True) == []
 

@@ -15,13 +15,14 @@ from typing import Any, cast
 import numpy as np
 
 from ..errors import BadRequest
+from ..memory.bm25 import BM25Index, tokenize
 from ..memory.extraction import TYPES, MemoryItem, MemoryType, derive_key
 from ..memory.fusion import Floor, fuse
-from ..memory.lifecycle import ExistingItem, decide, expiry_moment
+from ..memory.lifecycle import expiry_epoch, expiry_moment
 from ..memory.redaction import redact
-from ..memory.textindex import BM25Index, tokenize
+from ..memory.remember import remember
 from ..store import Store
-from ..store.items import ItemRow, NewItem
+from ..store.item_rows import ItemRow
 from .portable import read_export
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
@@ -94,9 +95,10 @@ class MemoryAdmin:
         literal = {i for i, r in rows.items() if _contains(r, query)}
         bm25 = {**dict.fromkeys(literal, 0.0), **_bm25(rows.values(), query)}
         floor = Floor()
+        fused = fuse(vector, bm25, weights[0], weights[1])
         found = [
             Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw)
-            for s in fuse(vector, bm25, weights[0], weights[1], floor=None)
+            for s in (fused.scored(i) for i in range(len(fused)))
             if s.id in literal or floor.passes(s.vector.raw, s.bm25.raw)
         ]
         return found[:limit]
@@ -110,23 +112,9 @@ class MemoryAdmin:
     ) -> Added:
         """Store a memory written by hand, through the same dedup and conflict rules as extraction."""
         item = new_memory(body, pii)
-        items = self.store.items
-        vector = (await self.embed([item.content]))[0]
-        existing = await items.active_with_vectors(tenant, user)
-        known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
-        decision = decide(item, vector, known, dedup_cosine)
-        targets = tuple(int(i) for i in decision.target_ids)
-        if decision.action == "merge":
-            await items.merge(tenant, user, targets[0])
-            return Added("merged", (await items.get(tenant, user, targets))[targets[0]])
-        new_id = await items.add(tenant, user, None, _new_item(item), vector, supersedes=targets)
-        if targets:
-            # As in extraction: neither the old fact nor the turns it came from are injected again.
-            old = await items.get(tenant, user, targets)
-            hashes = [h for r in old.values() for h in r.fragment_hashes]
-            await self.store.fragments.suppress(tenant, user, hashes)
-        row = (await items.get(tenant, user, [new_id]))[new_id]
-        return Added("superseded" if targets else "added", row, targets)
+        done = await remember(self.store.items, self.embed, tenant, user, None, item, dedup_cosine=dedup_cosine)
+        row = (await self.store.items.get(tenant, user, [done.item_id]))[done.item_id]
+        return Added(done.action, row, done.superseded)
 
     async def delete(self, tenant: str, user: str, item_id: int) -> bool:
         deleted = await self.store.items.delete(tenant, user, item_id)
@@ -154,8 +142,11 @@ class MemoryAdmin:
         data = read_export(raw)
         for item in data["items"]:
             item["content"] = _mask(item["content"], pii)
+            item["terms"] = " ".join(tokenize(item["content"]))
+            item["expires"] = expiry_epoch(item["expires_at"])
         for fragment in data["fragments"]:
             fragment["text"] = _mask(fragment["text"], pii)
+            fragment["terms"] = " ".join(tokenize(fragment["text"]))
         item_vectors = await self._vectors([i["content"] for i in data["items"]])
         fragment_vectors = await self._vectors([f["text"] for f in data["fragments"]])
         return await self.store.users.restore(tenant, user, data, item_vectors, fragment_vectors)
@@ -219,14 +210,6 @@ def _expires(value: Any) -> str | None:
 
 def _mask(text: str, pii: str) -> str:
     return text if pii == "keep" else redact(text, pii)
-
-
-def _new_item(item: MemoryItem) -> NewItem:
-    return NewItem(
-        type=item.type, key=item.key, content=item.content, terms=" ".join(tokenize(item.content)),
-        importance=item.importance, confidence=item.confidence, source=item.source,
-        expires_at=item.expires_at, turns=[], fragment_hashes=[],
-    )
 
 
 def _bm25(rows: Iterable[ItemRow], query: str) -> dict[int, float]:

@@ -20,10 +20,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Scope
 
-from ..engine import MemoryPipeline
-from ..errors import BadRequest, NotFound, PaperclipError
+from ..errors import BadRequest, MemoryNotReady, NotFound, PaperclipError
 from ..jsonbody import parse_json
-from ..services import Services
+from ..runtime import Runtime
 from ..tenancy import Tenant, client_key, user_id
 from .memories import SEARCH_LIMIT, Found, MemoryAdmin
 
@@ -36,12 +35,6 @@ MAX_ROW_ID = 2**63 - 1  # SQLite's largest integer
 SETTLE_S = 10.0
 
 Handler = Callable[[Request, Tenant, MemoryAdmin], Awaitable[Response]]
-
-
-class MemoryNotReady(PaperclipError):
-    status = 503
-    type = "server_error"
-    code = "memory_not_ready"
 
 
 class EncodedRoute(Route):
@@ -61,9 +54,9 @@ class EncodedRoute(Route):
         return match, child
 
 
-def admin_routes(services: Services) -> list[BaseRoute]:
+def admin_routes(runtime: Runtime) -> list[BaseRoute]:
     def route(path: str, handler: Handler, method: str) -> Route:
-        return EncodedRoute(PREFIX + path, _guarded(services, handler), methods=[method])
+        return EncodedRoute(PREFIX + path, _guarded(runtime, handler), methods=[method])
 
     return [
         route("/users/{user}/memories", list_memories, "GET"),
@@ -76,15 +69,15 @@ def admin_routes(services: Services) -> list[BaseRoute]:
     ]
 
 
-def _guarded(services: Services, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+def _guarded(runtime: Runtime, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """Authenticate, check the memory layer is up, run ``handler``; render any error once."""
 
     async def endpoint(request: Request) -> Response:
         try:
-            tenant = services.keys.admin_tenant_for(client_key(request.headers))
+            tenant = runtime.keys.admin_tenant_for(client_key(request.headers))
             if "user" in request.path_params:  # one rule with the chat path's: surrounding spaces are not the id
                 request.path_params["user"] = user_id(request.path_params["user"])
-            return await handler(request, tenant, _admin(services))
+            return await handler(request, tenant, _admin(runtime))
         except PaperclipError as exc:
             return JSONResponse(exc.envelope(), status_code=exc.status)
         except Exception:
@@ -95,20 +88,19 @@ def _guarded(services: Services, handler: Handler) -> Callable[[Request], Awaita
     return endpoint
 
 
-def _admin(services: Services) -> MemoryAdmin:
-    pipeline = services.pipeline
-    if services.store is None or not isinstance(pipeline, MemoryPipeline):
+def _admin(runtime: Runtime) -> MemoryAdmin:
+    memory = runtime.memory
+    if memory is None:
         raise MemoryNotReady("The memory layer is not ready yet; try again shortly.")
-    scopes = [pipeline.index.forget_scope]
-    if pipeline.items is not None:
-        scopes.append(pipeline.items.forget_scope)
-    return MemoryAdmin(services.store, pipeline.index.embed, scopes, lambda: _settle(services))
+    if runtime.problem is not None:  # its database is gone or read-only (readiness.py)
+        raise MemoryNotReady(f"The memory layer is off: {runtime.problem}.")
+    return MemoryAdmin(memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime))
 
 
-async def _settle(services: Services) -> None:
+async def _settle(runtime: Runtime) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(SETTLE_S):
-            await services.background.drain()
+            await runtime.background.drain()
 
 
 # ---------------------------------------------------------------- memories

@@ -17,7 +17,8 @@ window. The handler asks this module what to do and does it:
   ``len(conv)`` times because every range moves ``prefix_end`` forward);
 * ``next_merge`` — which oldest summaries to merge when the chain is over its
   budget;
-* ``assemble`` — the forwarded messages.
+
+and ``assembly.assemble`` builds the forwarded messages.
 
 Giant messages (SPEC: "a single message larger than the whole window is never
 summarised away on its own account and never triggers a loop"). A message is
@@ -45,12 +46,6 @@ from typing import Any
 LEADING_ROLES = frozenset({"system", "developer"})
 # Legacy `function` messages answer a legacy `function_call` like `tool` messages answer `tool_calls`.
 RESULT_ROLES = frozenset({"tool", "function"})
-
-# Byte-stable: this header is part of the forwarded prefix that providers cache.
-SUMMARY_HEADER = (
-    "Summary of the earlier conversation (compressed by Paperclip; turns {first}–{last}):"
-)
-
 
 @dataclass(frozen=True)
 class Budgets:
@@ -264,41 +259,3 @@ def next_merge(chain: Sequence[SummaryRef], budgets: Budgets) -> tuple[int, int]
         if k >= 2 and total - run + (run + 1) // 2 <= budget:
             return (0, k)
     return (0, len(chain))
-
-
-# --- assembly ------------------------------------------------------------------
-
-
-def summary_message_text(summaries: Sequence[tuple[str, int, int]], memory_head: str | None) -> str:
-    """The text of the summary system message: header, each summary oldest first, memory last."""
-    blocks: list[str] = []
-    if summaries:
-        first, last = summaries[0][1], summaries[-1][2]
-        blocks.append(SUMMARY_HEADER.format(first=first, last=last))
-        blocks.extend(text for text, _, _ in summaries)
-    if memory_head:
-        blocks.append(memory_head)
-    return "\n\n".join(blocks)
-
-
-def assemble(
-    leading: Sequence[dict[str, Any]],
-    summaries: Sequence[tuple[str, int, int]],
-    window: Sequence[dict[str, Any]],
-    memory_head: str | None = None,
-) -> list[dict[str, Any]]:
-    """The forwarded messages.
-
-    ``summaries`` are ``(text, first_turn, last_turn)``, oldest first, as stored.
-    The leading and window messages are the client's own objects, unchanged.
-    When there are summaries or a memory head, one system message follows the
-    leading messages. Same input, byte-identical output: prompt caches rely on it.
-    """
-    text = summary_message_text(summaries, memory_head)
-    middle = [{"role": "system", "content": text}] if text else []
-    return [*leading, *middle, *window]
-
-
-def turn_range(start: int, end: int) -> tuple[int, int]:
-    """The 1-based turns (first, last) that the conversation range ``[start, end)`` covers."""
-    return start + 1, end

@@ -33,14 +33,15 @@ from typing import Any, Literal
 
 from .. import config
 from ..background import Background
-from ..engine import MemoryPipeline
 from ..memory.query import text_of
-from ..memory.recall import Recall
 from ..memory.redaction import redact
 from ..metrics import Metrics
-from ..pipeline import ChatCall, CountingPipeline, Prepared
-from ..relay import Outcome
-from ..services import Services
+from ..pipeline.call import ChatCall, Reply
+from ..pipeline.layer import MemoryLayer
+from ..pipeline.memory import MemoryPipeline
+from ..pipeline.plain import StartingPipeline
+from ..pipeline.protocol import Prepared
+from ..runtime import Runtime
 from ..startup import start_memory
 from ..tenancy import KeyRing, Tenant, resolve_session
 from ..upstream import Upstreams
@@ -111,11 +112,12 @@ Tick = Callable[[int], None]
 class Harness:
     """The pipeline, its tenant variants and the fake model, over one temporary database."""
 
-    def __init__(self, pipeline: MemoryPipeline, services: Services, fake: FakeCompressionModel) -> None:
-        self.pipeline = pipeline
-        self.services = services
+    def __init__(self, memory: MemoryLayer, runtime: Runtime, fake: FakeCompressionModel) -> None:
+        self.memory = memory
+        self.pipeline: MemoryPipeline = memory.pipeline
+        self.runtime = runtime
         self.fake = fake
-        base = services.settings.defaults
+        base = runtime.settings.defaults
         self.tenant = Tenant(TENANT, base, "sk-eval", passthrough=False)
 
     def variant(self, v: Variant) -> Tenant:
@@ -145,30 +147,28 @@ class Harness:
         """One request of the replayed client: prepare, then record with ``reply`` as the response."""
         call = self.call(self.tenant, user, messages, at)
         prepared = await self.pipeline.prepare(call)
-        body = bytearray(json.dumps(completion(reply, MODEL)).encode()) if reply else bytearray()
-        await self.pipeline.record(call, prepared, Outcome(status=200, body=body))
+        body = json.dumps(completion(reply, MODEL)).encode() if reply else b""
+        await self.pipeline.record(call, prepared, Reply(status=200, body=body))
 
     def close(self) -> None:
-        if self.services.store is not None:
-            self.services.store.close()
+        self.memory.close()
 
 
 async def open_harness(options: Options, folder: Path) -> Harness:
     fake = FakeCompressionModel()
     settings = config.from_dict(_raw_settings(options, folder / "eval.db"), env={})
-    services = Services(
+    runtime = Runtime(
         settings=settings,
         keys=KeyRing(settings),
         upstreams=Upstreams(fake.transport()),
         metrics=Metrics(),
         background=Background(),
-        pipeline=CountingPipeline(),
-        bypass=CountingPipeline(),
+        pipeline=StartingPipeline(),
     )
-    await start_memory(services)
-    if not isinstance(services.pipeline, MemoryPipeline):
+    await start_memory(runtime)
+    if runtime.memory is None:
         raise RuntimeError("the memory layer did not start (see the log above)")
-    return Harness(services.pipeline, services, fake)
+    return Harness(runtime.memory, runtime, fake)
 
 
 def _raw_settings(options: Options, db: Path) -> dict[str, Any]:
@@ -286,8 +286,9 @@ def measure(
     lookup: dict[str, set[str]],
 ) -> Answer:
     """Score what ``prepare`` forwarded (``sent``) for question ``q``."""
-    recall: Recall | None = prepared.state.get("recall")
-    view = prepared.state["view"]
+    if prepared.plan is None:
+        raise ValueError("the memory pipeline always returns a plan")
+    recall, view, counter = prepared.plan.recall, prepared.plan.view, prepared.plan.counter
     text = "\n".join(text_of(m) for m in sent)
     for summary, _, _ in view.summaries:
         text = text.replace(summary, " ")  # a paraphrase in a summary does not count
@@ -299,7 +300,6 @@ def measure(
         for hit in (recall.hits if recall else [])
         if hit.fragment is not None
     ]
-    counter = prepared.state["counter"]
     return Answer(
         conversation=conv,
         index=index,
@@ -328,7 +328,7 @@ async def run(
             for conv in conversations:
                 started = time.perf_counter()
                 await replay(h, conv, options.mode, stats, tick)
-                await h.services.background.drain()
+                await h.runtime.background.drain()
                 stats.replay_s += time.perf_counter() - started
                 started = time.perf_counter()
                 answers += await ask(h, conv, options.mode, options.variants, tick)

@@ -1,8 +1,10 @@
-"""Hybrid score fusion: vector similarity and BM25 into one ranked, floored list.
+"""Hybrid score fusion: vector similarity and BM25 into one ranked list, with optional boosts.
 
-Pure functions over mappings of candidate id → raw score. The caller gathers
-the candidates (vector top-N ∪ BM25 matches); ideally it passes the raw cosine
-of *every* candidate, since the relevance floor reads it.
+Pure functions over mappings of candidate id → raw score, computed on arrays
+(one implementation, used by recall on the request path and by the admin
+search). The caller gathers the candidates (vector top-N ∪ BM25 matches);
+ideally it passes the raw cosine of *every* candidate, since the relevance
+floor reads it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ K = TypeVar("K", bound=Hashable)
 
 Normalisation = Literal["minmax", "max"]
 
+# The share of a memory's score that time never takes away (see ``recency_factor``).
+RECENCY_FLOOR = 0.5
+
 
 @dataclass(frozen=True)
 class Part:
@@ -32,7 +37,7 @@ class Scored(Generic[K]):
     """A fused candidate, with its parts kept for traces.
 
     ``score`` = (vector_weight × vector.norm + bm25_weight × bm25.norm) × ``boost``,
-    where ``boost`` is the product of the optional recency and importance factors.
+    where ``boost`` is the product of the recency and importance factors.
     """
 
     id: K
@@ -54,8 +59,8 @@ class Floor:
     Defaults were read off all-MiniLM-L6-v2, where paraphrases score ~0.4–0.7
     and unrelated English sentences ~0.0–0.25, and checked on LoCoMo; they
     mean little for other embedders (HashEmbedder is lexical). Recall uses it
-    as a gate on the query (some top candidate must pass); ``fuse`` can also
-    apply it to every candidate.
+    as a gate on the query (some top candidate must pass), the admin search
+    on each candidate.
     """
 
     min_cosine: float = 0.35
@@ -63,9 +68,6 @@ class Floor:
     # BM25 is > 0 only for terms in fewer than half the documents: a match on
     # a term that common (or in a corpus of one or two documents) is no evidence.
     min_bm25: float = 0.0
-    # Applied last, to the fused score (after boosts); 0 keeps everything that
-    # passed the evidence test.
-    min_score: float = 0.0
 
     def passes(self, cosine: float | None, bm25: float | None) -> bool:
         if cosine is not None and cosine >= self.min_cosine:
@@ -74,31 +76,7 @@ class Floor:
         return keyword and (cosine is None or cosine >= self.keyword_min_cosine)
 
 
-DEFAULT_FLOOR = Floor()
-
-
-def normalise(scores: Mapping[K, float], method: Normalisation = "minmax") -> dict[K, float]:
-    """Map scores into [0, 1], preserving order.
-
-    ``minmax``: (s - min) / (max - min). ``max``: the same with the low end
-    anchored at min(0, min), i.e. s / max for non-negative scores — the
-    weakest candidate keeps a share proportional to its score instead of
-    dropping to 0, which suits BM25 where every listed candidate did match.
-    When all scores are equal, every candidate gets 1.0 (each is the best).
-    """
-    if not scores:
-        return {}
-    hi = max(scores.values())
-    lo = min(scores.values())
-    if method == "max":
-        lo = min(lo, 0.0)
-    if hi == lo:
-        return dict.fromkeys(scores, 1.0)
-    span = hi - lo
-    return {k: (s - lo) / span for k, s in scores.items()}
-
-
-def recency_factor(age_days: float, half_life_days: float, floor: float) -> float:
+def recency_factor(age_days: float, half_life_days: float, floor: float = RECENCY_FLOOR) -> float:
     """floor + (1 - floor) × 0.5^(age / half_life): halves the decaying share every half-life."""
     decay = math.pow(0.5, max(age_days, 0.0) / half_life_days)
     return floor + (1.0 - floor) * decay
@@ -109,57 +87,18 @@ def importance_factor(importance: float, weight: float) -> float:
     return (1.0 - weight) + weight * min(max(importance, 0.0), 1.0)
 
 
-def fuse(
-    vector: Mapping[K, float],
-    bm25: Mapping[K, float],
-    vector_weight: float,
-    bm25_weight: float,
-    *,
-    floor: Floor | None = DEFAULT_FLOOR,
-    vector_norm: Normalisation = "minmax",
-    bm25_norm: Normalisation = "max",
-    ages_days: Mapping[K, float] | None = None,
-    half_life_days: float | None = None,
-    recency_floor: float = 0.5,
-    importances: Mapping[K, float] | None = None,
-    importance_weight: float = 0.3,
-) -> list[Scored[K]]:
-    """Fuse raw cosine similarities and raw BM25 scores into a ranked list.
-
-    Candidates are the union of both mappings; one missing from a mapping
-    scores 0 there after normalisation (its ``raw`` is None). Normalisation
-    runs over all candidates given, before the floor drops the irrelevant
-    ones (``floor=None`` keeps them all). Recency decay applies only when
-    ``half_life_days`` is set, to candidates listed in ``ages_days``;
-    importance applies only when ``importances`` is given, to candidates
-    listed there; a candidate not listed gets a factor of 1. Sorted by score,
-    then vector, then BM25 (descending), then ``str(id)``, so equal inputs
-    always give the same order.
-    """
-    vn = normalise(vector, vector_norm)
-    bn = normalise(bm25, bm25_norm)
-    out: list[Scored[K]] = []
-    for key in {**vector, **bm25}:
-        cos, kw = vector.get(key), bm25.get(key)
-        if floor is not None and not floor.passes(cos, kw):
-            continue
-        boost = _boost(
-            key, ages_days, half_life_days, recency_floor, importances, importance_weight
-        )
-        v, b = Part(cos, vn.get(key, 0.0)), Part(kw, bn.get(key, 0.0))
-        score = (vector_weight * v.norm + bm25_weight * b.norm) * boost
-        if floor is None or score >= floor.min_score:
-            out.append(Scored(key, v, b, score, boost))
-    out.sort(key=_rank_key)
-    return out
+def boost_of(age_days: float, importance: float, half_life_days: float | None, importance_weight: float) -> float:
+    """A memory's boost: its importance factor × its recency factor (none without a half-life)."""
+    recency = 1.0 if half_life_days is None else recency_factor(age_days, half_life_days)
+    return importance_factor(importance, importance_weight) * recency
 
 
 @dataclass(frozen=True)
 class Fused(Generic[K]):
     """``fuse``'s result as parallel lists in fused order, without an object per candidate.
 
-    ``scored(i)`` is the i-th ``Scored`` that ``fuse`` (no floor, no boosts)
-    would return; the request path builds it only for the few it keeps.
+    ``scored(i)`` is the i-th candidate as one object; the request path builds
+    it only for the few it keeps.
     """
 
     keys: list[K]
@@ -168,6 +107,7 @@ class Fused(Generic[K]):
     bm25_raw: list[float | None]
     bm25_norm: list[float]
     score: list[float]
+    boost: list[float]
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -178,10 +118,11 @@ class Fused(Generic[K]):
             Part(self.vector_raw[i], self.vector_norm[i]),
             Part(self.bm25_raw[i], self.bm25_norm[i]),
             self.score[i],
+            self.boost[i],
         )
 
 
-def fuse_arrays(
+def fuse(
     vector: Mapping[K, float],
     bm25: Mapping[K, float],
     vector_weight: float,
@@ -189,14 +130,24 @@ def fuse_arrays(
     *,
     vector_norm: Normalisation = "minmax",
     bm25_norm: Normalisation = "max",
+    boost: Mapping[K, float] | None = None,
 ) -> Fused[K]:
-    """``fuse(..., floor=None)`` without boosts, computed on arrays: the same scores, the same order."""
+    """Fuse raw cosine similarities and raw BM25 scores into a ranked list.
+
+    Candidates are the union of both mappings; one missing from a mapping
+    scores 0 there after normalisation (its ``raw`` is None). Normalisation
+    runs over all candidates given. ``boost`` multiplies the weighted sum of
+    the candidates it lists (1 for the others). Sorted by score, then vector,
+    then BM25 (descending), then ``str(id)``, so equal inputs always give the
+    same order.
+    """
     keys = list({**vector, **bm25})
     v = np.array([vector.get(k, math.nan) for k in keys], dtype=np.float64)
     b = np.array([bm25.get(k, math.nan) for k in keys], dtype=np.float64)
+    factor = np.array([boost.get(k, 1.0) for k in keys] if boost else np.ones(len(keys)), dtype=np.float64)
     vn, bn = _normalised(v, vector_norm), _normalised(b, bm25_norm)
-    score = (vector_weight * vn + bm25_weight * bn) * 1.0
-    # np.lexsort sorts by its last key first: score, then vector, then BM25, then str(id), as _rank_key.
+    score = (vector_weight * vn + bm25_weight * bn) * factor
+    # np.lexsort sorts by its last key first: score, then vector, then BM25, then str(id).
     order = np.lexsort((np.array([str(k) for k in keys]), -bn, -vn, -score)) if keys else np.zeros(0, np.int64)
     raw_v, raw_b = v[order].tolist(), b[order].tolist()
     return Fused(
@@ -206,11 +157,19 @@ def fuse_arrays(
         [None if math.isnan(x) else x for x in raw_b],
         bn[order].tolist(),
         score[order].tolist(),
+        factor[order].tolist(),
     )
 
 
 def _normalised(scores: np.ndarray, method: Normalisation) -> np.ndarray:
-    """``normalise`` over the present (non-NaN) scores; an absent one gets 0."""
+    """Present (non-NaN) scores into [0, 1], order kept; an absent one gets 0.
+
+    ``minmax``: (s - min) / (max - min). ``max``: the same with the low end
+    anchored at min(0, min), i.e. s / max for non-negative scores — the
+    weakest candidate keeps a share proportional to its score instead of
+    dropping to 0, which suits BM25 where every listed candidate did match.
+    When all scores are equal, every candidate gets 1.0 (each is the best).
+    """
     out = np.zeros(len(scores), dtype=np.float64)
     present = ~np.isnan(scores)
     if not present.any():
@@ -223,23 +182,3 @@ def _normalised(scores: np.ndarray, method: Normalisation) -> np.ndarray:
     else:
         out[present] = (scores[present] - lo) / (hi - lo)
     return out
-
-
-def _boost(
-    key: K,
-    ages_days: Mapping[K, float] | None,
-    half_life_days: float | None,
-    recency_floor: float,
-    importances: Mapping[K, float] | None,
-    importance_weight: float,
-) -> float:
-    boost = 1.0
-    if half_life_days is not None and ages_days is not None and key in ages_days:
-        boost *= recency_factor(ages_days[key], half_life_days, recency_floor)
-    if importances is not None and key in importances:
-        boost *= importance_factor(importances[key], importance_weight)
-    return boost
-
-
-def _rank_key(s: Scored[K]) -> tuple[float, float, float, str]:
-    return (-s.score, -s.vector.norm, -s.bm25.norm, str(s.id))

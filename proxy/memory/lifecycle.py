@@ -1,8 +1,10 @@
-"""Pure lifecycle decisions for memory items (SPEC §5): dedup, conflicts, expiry, staleness.
+"""Pure lifecycle decisions for memory items (SPEC §5): dedup, conflicts, expiry.
 
-No database and no clock: the store loads the user's items, asks ``decide`` what
-to do with a new one, and executes the answer; the cleanup job asks
-``is_expired`` and ``is_stale`` with the ``now`` it was given.
+No database and no clock: ``remember`` asks ``decide`` what to do with a new
+item against the user's active ones, and the store executes the answer. An
+item's expiry is read here once (``expiry_epoch``) and stored as a number the
+database compares, so the cleanup job is SQL; recall asks ``is_expired`` to
+leave out an item that expired since.
 """
 
 from __future__ import annotations
@@ -141,23 +143,13 @@ def expiry_moment(expires_at: str | datetime | None) -> datetime | None:
         return None
 
 
+def expiry_epoch(expires_at: str | None) -> float | None:
+    """``expiry_moment`` in epoch seconds, the form the store compares; None never expires."""
+    moment = expiry_moment(expires_at)
+    return None if moment is None else moment.timestamp()
+
+
 def is_expired(expires_at: str | datetime | None, now: datetime) -> bool:
     """True once ``now`` has reached the item's expiry; never for no or unreadable expiry."""
     moment = expiry_moment(expires_at)
     return moment is not None and _aware(now) >= moment
-
-
-def is_stale(
-    last_access: datetime,
-    importance: float,
-    now: datetime,
-    stale_days: int,
-    importance_floor: float = 0.3,
-) -> bool:
-    """True when an item below ``importance_floor`` has not been retrieved for ``stale_days``.
-
-    ``last_access`` is the last retrieval, or creation for an item never retrieved.
-    Important items are never archived for disuse, however old.
-    """
-    idle = _aware(now) - _aware(last_access)
-    return importance < importance_floor and idle >= timedelta(days=stale_days)

@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..hashing import text_hash
+from .bm25 import tokenize
 from .cards import strip_injected
-from .textindex import tokenize
 
 INDEXED_ROLES = frozenset({"user", "assistant"})
 # A question with fewer search terms than this ("why?", "and Paris?") says too

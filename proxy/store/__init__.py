@@ -1,7 +1,7 @@
 """Storage behind one interface: ``Store`` groups the per-concept stores over one database.
 
 A server database can replace SQLite by providing the same per-concept
-stores (sessions, fragments, items, traces, users); nothing outside
+stores (sessions, fragments, items, traces, users, extraction cursors); nothing outside
 ``proxy/store`` issues SQL.
 """
 
@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from . import migrations
 from .db import Connection, Database
+from .extraction_cursors import ExtractionCursorStore
 from .fragments import FragmentStore
-from .items import ItemStore
+from .item_rows import ItemStore
 from .sessions import SessionStore
 from .traces import TraceStore
 from .users import UserStore
@@ -26,20 +27,27 @@ class Store:
     items: ItemStore
     traces: TraceStore
     users: UserStore
+    cursors: ExtractionCursorStore
 
     def close(self) -> None:
         self.db.close()
 
 
-def open_store(path: str, dim: int) -> Store:
-    """Open (creating if needed) the database, apply migrations, make the vector tables."""
+def open_store(path: str, dim: int | None) -> Store:
+    """Open (creating if needed) the database, apply migrations, make the vector tables.
+
+    ``dim`` None leaves the vector tables as they are: for a reader that embeds
+    nothing and so does not know the model's dimension.
+    """
     db = Database(path)
 
     def setup(conn: Connection) -> None:
         migrations.apply(conn)
-        migrations.ensure_vectors(conn, dim)
+        if dim is not None:
+            migrations.ensure_vectors(conn, dim)
 
     db.run_sync(setup)
     return Store(
-        db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db)
+        db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
+        ExtractionCursorStore(db),
     )

@@ -163,22 +163,6 @@ class FragmentStore:
             }
         )
 
-    async def suppress(self, tenant: str, user: str, hashes: Sequence[str]) -> None:
-        """Mark fragments as never to be injected again (their fact was superseded)."""
-        if not hashes:
-            return
-
-        def write(c: Connection) -> None:
-            marks = ",".join("?" * len(hashes))
-            c.execute(
-                f"UPDATE fragments SET status = 'superseded' WHERE tenant = ? AND user = ?"
-                f" AND hash IN ({marks})",
-                (tenant, user, *hashes),
-            )
-            bump_generation(c, tenant, user)
-
-        await self.db.write(write)
-
     async def count(self, tenant: str, user: str) -> int:
         row = await self.db.read(
             lambda c: c.execute(
@@ -186,6 +170,18 @@ class FragmentStore:
             ).fetchone()
         )
         return int(row[0])
+
+
+def suppress(c: Connection, tenant: str, user: str, hashes: Sequence[str]) -> None:
+    """Mark fragments as never to be injected again (their fact was superseded)."""
+    if not hashes:
+        return
+    marks = ",".join("?" * len(hashes))
+    c.execute(
+        f"UPDATE fragments SET status = 'superseded' WHERE tenant = ? AND user = ? AND hash IN ({marks})",
+        (tenant, user, *hashes),
+    )
+    bump_generation(c, tenant, user)
 
 
 def bump_generation(c: Connection, tenant: str, user: str) -> None:

@@ -1,7 +1,7 @@
 """Named schema migrations, applied in order, each once (recorded in ``_migrations``).
 
 Append new migrations at the end; never edit one that has shipped.
-tests/test_store.py applies all of them to a blank database.
+tests/test_migrations.py applies all of them to a blank database.
 
 Every row carries ``tenant``: isolation is enforced by every query filtering
 on it, and vectors are partitioned by ``scope`` (tenant + user), so one
@@ -149,7 +149,32 @@ def m004_traces(conn: Connection) -> None:
     )
 
 
-def m005_small_vector_chunks(conn: Connection) -> None:
+def m005_item_expiry(conn: Connection) -> None:
+    # ``expires`` (epoch seconds) is ``expires_at`` as the database can compare it, so expiry
+    # cleanup is one statement. A bare date means "through that day" (UTC), a naive time is
+    # UTC, and text SQLite cannot read stays NULL: junk never deletes a memory.
+    _script(conn,
+        """
+        ALTER TABLE items ADD COLUMN expires REAL;
+        UPDATE items SET expires = (julianday(trim(expires_at)) - 2440587.5) * 86400.0
+            + CASE WHEN length(trim(expires_at)) = 10 THEN 86400.0 ELSE 0.0 END
+            WHERE expires_at IS NOT NULL;
+        CREATE INDEX items_expires ON items (expires) WHERE expires IS NOT NULL
+        """
+    )
+
+
+def m006_extraction_claims(conn: Connection) -> None:
+    # A claim on a session's next turns: who extracts them, and until when (store/extraction_cursors.py).
+    _script(conn,
+        """
+        ALTER TABLE extraction_cursors ADD COLUMN owner TEXT;
+        ALTER TABLE extraction_cursors ADD COLUMN lease_expires REAL
+        """
+    )
+
+
+def m007_small_vector_chunks(conn: Connection) -> None:
     """Rebuild the vector tables with ``VECTOR_CHUNK`` rows a chunk instead of vec0's 1,024.
 
     vec0 allocates a whole chunk for each partition (scope) on its first
@@ -181,7 +206,9 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("002_fragments", m002_fragments),
     ("003_items", m003_items),
     ("004_traces", m004_traces),
-    ("005_small_vector_chunks", m005_small_vector_chunks),
+    ("005_item_expiry", m005_item_expiry),
+    ("006_extraction_claims", m006_extraction_claims),
+    ("007_small_vector_chunks", m007_small_vector_chunks),
 ]
 
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ..memory.textindex import tokenize
 from .db import Connection, Database
-from .fragments import bump_generation, scope_of
+from .fragments import bump_generation
+from .user_restore import restore_user
 
 # The export format; bump it when a field changes meaning. Imports accept this version only.
 EXPORT_VERSION = 1
@@ -69,11 +69,13 @@ class UserStore:
     ) -> dict[str, int]:
         """Write an export (already validated) back for (tenant, user), with fresh vectors.
 
+        The caller computes what the store cannot: each fragment's and item's
+        BM25 ``terms`` and each item's ``expires`` (epoch seconds or None).
         Rows already present (same fragment hash, same item key and content,
         same summary id) are skipped, so importing twice adds nothing.
         """
         return await self.db.write(
-            lambda c: _restore(c, tenant, user, data, item_vectors, fragment_vectors)
+            lambda c: restore_user(c, tenant, user, data, item_vectors, fragment_vectors)
         )
 
     async def session_activity(self, tenant: str, session: str) -> dict[str, Any] | None:
@@ -171,136 +173,6 @@ def _forget(c: Connection, tenant: str, user: str) -> dict[str, int]:
     # Other processes' in-memory indexes watch this to drop the scope (migrations m004).
     bump_generation(c, tenant, user)
     return counts
-
-
-# ---------------------------------------------------------------- restore
-
-
-def _restore(
-    c: Connection,
-    tenant: str,
-    user: str,
-    data: Mapping[str, Any],
-    item_vectors: np.ndarray,
-    fragment_vectors: np.ndarray,
-) -> dict[str, int]:
-    counts = {
-        "fragments": _restore_fragments(c, tenant, user, data["fragments"], fragment_vectors),
-        "items": _restore_items(c, tenant, user, data["items"], item_vectors),
-        "summaries": 0,
-        "prefixes": 0,
-        "traces": 0,
-    }
-    for session in data["sessions"]:
-        summaries, prefixes = _restore_session(c, tenant, user, session)
-        counts["summaries"] += summaries
-        counts["prefixes"] += prefixes
-    for trace in data["traces"]:
-        counts["traces"] += c.execute(
-            "INSERT OR IGNORE INTO traces (id, tenant, user, session, created, data)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (trace["id"], tenant, user, trace["session"], trace["created"],
-             json.dumps(trace["data"], ensure_ascii=False)),
-        ).rowcount
-    return counts
-
-
-def _restore_fragments(
-    c: Connection, tenant: str, user: str, fragments: Sequence[Mapping[str, Any]], vectors: np.ndarray
-) -> int:
-    scope = scope_of(tenant, user)
-    added = 0
-    for f, vec in zip(fragments, vectors, strict=True):
-        cur = c.execute(
-            "INSERT OR IGNORE INTO fragments (tenant, user, session, hash, role, text, terms,"
-            " position, tokens, created, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (tenant, user, f["session"], f["hash"], f["role"], f["text"], " ".join(tokenize(f["text"])),
-             f["position"], f["tokens"], f["created"], f["status"]),
-        )
-        if cur.rowcount:
-            _vector(c, "vec_fragments", int(cur.lastrowid), vec, scope)
-            added += 1
-    return added
-
-
-def _restore_items(
-    c: Connection, tenant: str, user: str, items: Sequence[Mapping[str, Any]], vectors: np.ndarray
-) -> int:
-    scope = scope_of(tenant, user)
-    new_ids: dict[int, int] = {}
-    added = 0
-    for item, vec in zip(items, vectors, strict=True):
-        found = c.execute(
-            "SELECT id FROM items WHERE tenant = ? AND user = ? AND key = ? AND content = ?",
-            (tenant, user, item["key"], item["content"]),
-        ).fetchone()
-        if found is not None:
-            new_ids[item["id"]] = int(found[0])
-            continue
-        new_ids[item["id"]] = new_id = _insert_item(c, tenant, user, item)
-        _vector(c, "vec_items", new_id, vec, scope)
-        added += 1
-    # Superseded history keeps pointing at its successor, under the new ids.
-    for item in items:
-        successor = new_ids.get(item["superseded_by"]) if item["superseded_by"] is not None else None
-        if successor is not None:
-            c.execute(
-                "UPDATE items SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL",
-                (successor, new_ids[item["id"]]),
-            )
-    return added
-
-
-def _insert_item(c: Connection, tenant: str, user: str, item: Mapping[str, Any]) -> int:
-    cur = c.execute(
-        "INSERT INTO items (tenant, user, session, type, key, content, terms, importance,"
-        " confidence, source, expires_at, status, turns, fragment_hashes, seen_count,"
-        " access_count, last_access, created, updated)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (tenant, user, item["session"], item["type"], item["key"], item["content"],
-         " ".join(tokenize(item["content"])), item["importance"], item["confidence"],
-         item["source"], item["expires_at"], item["status"], json.dumps(item["turns"]),
-         json.dumps(item["fragment_hashes"]), item["seen_count"], item["access_count"],
-         item["last_access"], item["created"], item["updated"]),
-    )
-    return int(cur.lastrowid)
-
-
-def _restore_session(
-    c: Connection, tenant: str, user: str, session: Mapping[str, Any]
-) -> tuple[int, int]:
-    name = session["session"]
-    summaries = sum(
-        c.execute(
-            "INSERT OR IGNORE INTO summaries (id, tenant, user, session, level, text, tokens, start,"
-            " end, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (s["id"], tenant, user, name, s["level"], s["text"], s["tokens"], s["start"], s["end"],
-             s["created"]),
-        ).rowcount
-        for s in session["summaries"]
-    )
-    prefixes = sum(
-        c.execute(
-            "INSERT OR IGNORE INTO prefixes (tenant, session, user, chain_hash, upto, summary_ids,"
-            " created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (tenant, name, user, p["chain_hash"], p["upto"], json.dumps(p["summary_ids"]), p["created"]),
-        ).rowcount
-        for p in session["prefixes"]
-    )
-    if session["extraction_cursor"] is not None:
-        c.execute(
-            "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (?, ?, ?)"
-            " ON CONFLICT (tenant, session) DO UPDATE SET upto = max(upto, excluded.upto)",
-            (tenant, name, session["extraction_cursor"]),
-        )
-    return summaries, prefixes
-
-
-def _vector(c: Connection, table: str, rowid: int, vec: np.ndarray, scope: str) -> None:
-    c.execute(
-        f"INSERT INTO {table} (rowid, embedding, scope) VALUES (?, ?, ?)",
-        (rowid, np.asarray(vec, dtype=np.float32).tobytes(), scope),
-    )
 
 
 # ---------------------------------------------------------------- sessions

@@ -10,15 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..memory.lifecycle import is_expired
 from .db import Connection, Database
-from .fragments import scope_of
+from .fragments import scope_of, suppress
 
 _COLUMNS = (
     "id, session, type, key, content, importance, confidence, source, expires_at, status,"
@@ -63,8 +62,21 @@ class NewItem:
     confidence: float
     source: str
     expires_at: str | None
+    expires: float | None  # ``expires_at`` in epoch seconds, as the caller reads it
     turns: Sequence[int]
     fragment_hashes: Sequence[str]
+
+
+@dataclass(frozen=True)
+class ItemWrite:
+    """What to do with a new item: merge it into ``merge_into``, or store it superseding ``supersedes``."""
+
+    merge_into: int | None = None
+    supersedes: tuple[int, ...] = ()
+
+
+# Decides, from the user's active items (with their vectors), what a new item's write is.
+Choose = Callable[[list[tuple["ItemRow", np.ndarray]]], ItemWrite]
 
 
 class ItemStore:
@@ -72,56 +84,41 @@ class ItemStore:
         self.db = db
 
     async def active_with_vectors(self, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
-        def read(c: Connection) -> list[tuple[ItemRow, np.ndarray]]:
-            rows = c.execute(
-                f"SELECT {_COLUMNS}, v.embedding FROM items i JOIN vec_items v ON v.rowid = i.id"
-                " WHERE i.tenant = ? AND i.user = ? AND i.status = 'active'",
-                (tenant, user),
-            ).fetchall()
-            return [(_row(r), np.frombuffer(r["embedding"], dtype=np.float32)) for r in rows]
+        return await self.db.read(lambda c: _active(c, tenant, user))
 
-        return await self.db.read(read)
+    async def remember(
+        self, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray, choose: Choose
+    ) -> tuple[ItemWrite, int]:
+        """In one transaction: ``choose`` against the user's active items, then do what it chose.
 
-    async def add(
-        self, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray,
-        supersedes: Sequence[int] = (),
-    ) -> int:
-        """Insert an item (and mark ``supersedes`` superseded by it) in one transaction."""
+        A merge bumps the chosen item's seen count; otherwise ``item`` is
+        inserted, the items it supersedes are marked so, and the fragments
+        they came from are suppressed. Returns the choice and the id of the
+        item that now holds the fact.
+        """
         now = time.time()
 
-        def write(c: Connection) -> int:
-            cur = c.execute(
-                "INSERT INTO items (tenant, user, session, type, key, content, terms, importance,"
-                " confidence, source, expires_at, turns, fragment_hashes, created, updated)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (tenant, user, session, item.type, item.key, item.content, item.terms,
-                 item.importance, item.confidence, item.source, item.expires_at,
-                 json.dumps(list(item.turns)), json.dumps(list(item.fragment_hashes)), now, now),
-            )
-            new_id = int(cur.lastrowid)
-            c.execute(
-                "INSERT INTO vec_items (rowid, embedding, scope) VALUES (?, ?, ?)",
-                (new_id, np.asarray(vector, dtype=np.float32).tobytes(), scope_of(tenant, user)),
-            )
-            for old in supersedes:
+        def write(c: Connection) -> tuple[ItemWrite, int]:
+            choice = choose(_active(c, tenant, user))
+            if choice.merge_into is not None:
                 c.execute(
-                    "UPDATE items SET status = 'superseded', superseded_by = ?, updated = ?"
-                    " WHERE tenant = ? AND user = ? AND id = ?",
-                    (new_id, now, tenant, user, old),
+                    "UPDATE items SET seen_count = seen_count + 1, updated = ? WHERE tenant = ? AND user = ? AND id = ?",
+                    (now, tenant, user, choice.merge_into),
                 )
-            return new_id
+                return choice, choice.merge_into
+            new_id = _insert(c, tenant, user, session, item, vector, now)
+            for old in choice.supersedes:
+                row = c.execute(
+                    "UPDATE items SET status = 'superseded', superseded_by = ?, updated = ?"
+                    " WHERE tenant = ? AND user = ? AND id = ? RETURNING fragment_hashes",
+                    (new_id, now, tenant, user, old),
+                ).fetchone()
+                if row is not None:
+                    # Neither a superseded fact nor the turns it came from may be injected again.
+                    suppress(c, tenant, user, json.loads(row[0]))
+            return choice, new_id
 
         return await self.db.write(write)
-
-    async def merge(self, tenant: str, user: str, item_id: int) -> None:
-        now = time.time()
-        await self.db.write(
-            lambda c: c.execute(
-                "UPDATE items SET seen_count = seen_count + 1, updated = ?"
-                " WHERE tenant = ? AND user = ? AND id = ?",
-                (now, tenant, user, item_id),
-            )
-        )
 
     async def get(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, ItemRow]:
         if not ids:
@@ -208,47 +205,68 @@ class ItemStore:
 
         return await self.db.write(write)
 
-    async def cursor(self, tenant: str, session: str) -> int:
-        row = await self.db.read(
-            lambda c: c.execute(
-                "SELECT upto FROM extraction_cursors WHERE tenant = ? AND session = ?",
-                (tenant, session),
-            ).fetchone()
-        )
-        return 0 if row is None else int(row[0])
-
-    async def set_cursor(self, tenant: str, session: str, upto: int) -> None:
-        await self.db.write(
-            lambda c: c.execute(
-                "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (?, ?, ?)"
-                " ON CONFLICT (tenant, session) DO UPDATE SET upto = max(upto, excluded.upto)",
-                (tenant, session, upto),
-            )
-        )
-
     async def expire(self, now: dt.datetime) -> int:
-        """Delete items whose ``expires_at`` has passed."""
+        """Delete items whose expiry has passed (their vectors first: vec0 has no cascade)."""
+        at = now.timestamp()
 
         def write(c: Connection) -> int:
-            rows = c.execute("SELECT id, expires_at FROM items WHERE expires_at IS NOT NULL")
-            ids = [r[0] for r in rows if is_expired(r[1], now)]
-            for item_id in ids:
-                c.execute("DELETE FROM items WHERE id = ?", (item_id,))
-                c.execute("DELETE FROM vec_items WHERE rowid = ?", (item_id,))
-            return len(ids)
+            c.execute("DELETE FROM vec_items WHERE rowid IN (SELECT id FROM items WHERE expires <= ?)", (at,))
+            return int(c.execute("DELETE FROM items WHERE expires <= ?", (at,)).rowcount)
 
         return await self.db.write(write)
 
-    async def archive_stale(self, cutoff: float, importance_floor: float) -> int:
-        return int(
-            await self.db.write(
-                lambda c: c.execute(
-                    "UPDATE items SET status = 'archived' WHERE status = 'active'"
-                    " AND importance < ? AND coalesce(last_access, created) < ?",
-                    (importance_floor, cutoff),
-                ).rowcount
-            )
+    async def archive_stale(
+        self,
+        cutoff: float,
+        importance_floor: float,
+        *,
+        only: Sequence[str] | None = None,
+        skip: Sequence[str] = (),
+    ) -> int:
+        """Archive active items below ``importance_floor`` untouched since ``cutoff``.
+
+        Of the tenants ``only`` (every tenant when None), except those in ``skip``.
+        """
+        sql = (
+            "UPDATE items SET status = 'archived' WHERE status = 'active'"
+            " AND importance < ? AND coalesce(last_access, created) < ?"
         )
+        args: list[Any] = [importance_floor, cutoff]
+        if only is not None:
+            sql += f" AND tenant IN ({', '.join('?' * len(only))})"
+            args += only
+        if skip:
+            sql += f" AND tenant NOT IN ({', '.join('?' * len(skip))})"
+            args += skip
+        return int(await self.db.write(lambda c: c.execute(sql, args).rowcount))
+
+
+def _active(c: Connection, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
+    rows = c.execute(
+        f"SELECT {_COLUMNS}, v.embedding FROM items i JOIN vec_items v ON v.rowid = i.id"
+        " WHERE i.tenant = ? AND i.user = ? AND i.status = 'active'",
+        (tenant, user),
+    ).fetchall()
+    return [(_row(r), np.frombuffer(r["embedding"], dtype=np.float32)) for r in rows]
+
+
+def _insert(
+    c: Connection, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray, now: float
+) -> int:
+    cur = c.execute(
+        "INSERT INTO items (tenant, user, session, type, key, content, terms, importance,"
+        " confidence, source, expires_at, expires, turns, fragment_hashes, created, updated)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (tenant, user, session, item.type, item.key, item.content, item.terms,
+         item.importance, item.confidence, item.source, item.expires_at, item.expires,
+         json.dumps(list(item.turns)), json.dumps(list(item.fragment_hashes)), now, now),
+    )
+    new_id = int(cur.lastrowid)
+    c.execute(
+        "INSERT INTO vec_items (rowid, embedding, scope) VALUES (?, ?, ?)",
+        (new_id, np.asarray(vector, dtype=np.float32).tobytes(), scope_of(tenant, user)),
+    )
+    return new_id
 
 
 def _row(r: Any) -> ItemRow:

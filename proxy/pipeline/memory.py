@@ -10,47 +10,38 @@ plain forward with ``X-Paperclip-Degraded``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import zlib
 from typing import Any
 
-import httpx
+from ..context.compressor import Complete, Compressor
+from ..context.watermark import View, WatermarkWindow
+from ..memory.cards import inject
+from ..memory.extractor import Extractor
+from ..memory.fragment_search import FragmentIndex
+from ..memory.fusion import Floor
+from ..memory.item_search import ItemIndex
+from ..memory.query import indexable
+from ..memory.recall import RecallRequest, candidate, recall_for
+from ..memory.redaction import redact_message
+from ..prompts import Prompts
+from ..store.traces import TraceStore
+from ..tokens import Counters, TokenCounter
+from .call import ChatCall, Reply, reply_text
+from .protocol import CompleteFor, Plan, Prepared
 
-from .config import TenantSettings
-from .context.compressor import Complete, Compressor
-from .context.engine import ContextEngine, View
-from .jsonbody import scrub
-from .memory.cards import inject
-from .memory.fusion import Floor
-from .memory.index import FragmentIndex
-from .memory.items import Extractor, ItemIndex
-from .memory.query import indexable, text_of
-from .memory.recall import Recall, candidate, recall_for
-from .memory.redaction import redact_message
-from .metrics import Metrics
-from .pipeline import ChatCall, Prepared
-from .prompts import Prompts
-from .relay import Outcome
-from .sse import assistant_text
-from .store.traces import TraceStore
-from .tokens import Counters, TokenCounter
-from .upstream import Upstreams, join_url
-
-log = logging.getLogger("paperclip.engine")
+log = logging.getLogger("paperclip.pipeline")
 
 
 class MemoryPipeline:
     def __init__(
         self,
         *,
-        context: ContextEngine,
+        context: WatermarkWindow,
         index: FragmentIndex,
         items: ItemIndex | None = None,
         traces: TraceStore,
         prompts: Prompts,
-        upstreams: Upstreams,
-        metrics: Metrics,
+        complete_for: CompleteFor,
         floor: Floor | None = None,
         extractor: Extractor | None = None,
     ) -> None:
@@ -59,8 +50,7 @@ class MemoryPipeline:
         self.items = items
         self.traces = traces
         self.prompts = prompts
-        self.upstreams = upstreams
-        self.metrics = metrics
+        self.complete_for = complete_for
         self.floor = floor or Floor()
         self.extractor = extractor
         self.counter = Counters()
@@ -84,7 +74,7 @@ class MemoryPipeline:
             else:
                 degraded = self.context.failing.get((call.tenant.id, call.session))
         recall = (
-            await recall_for(self.index, call, view.window, counter, self.floor, self.items)
+            await recall_for(self.index, _recall_request(call, view), counter, self.floor, self.items)
             if st.memory.enabled
             else None
         )
@@ -100,7 +90,7 @@ class MemoryPipeline:
             tokens_forwarded=forwarded,
             memories=len(recall.cards) if recall else 0,
             degraded=degraded,
-            state={"view": view, "recall": recall, "counter": counter},
+            plan=Plan(view, recall, counter),
         )
 
     async def _inline(
@@ -118,27 +108,29 @@ class MemoryPipeline:
 
     # --- after the response -----------------------------------------------------
 
-    async def record(self, call: ChatCall, prepared: Prepared, outcome: Outcome) -> None:
-        view: View | None = prepared.state.get("view")
-        counter: TokenCounter = prepared.state.get("counter") or self.counter(call.model)
-        st = call.tenant.settings
-        if view is None:
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
+        plan = prepared.plan
+        if plan is None:
             return
-        await self._save_trace(call, prepared)
+        st = call.tenant.settings
+        await self._save_trace(call, prepared, plan)
         if st.memory.enabled:
-            await self._index(call, view, outcome)
-            await self._extract(call, view, force=False)
-        if st.context.enabled and st.context.compression_mode == "background" and view.over_watermark():
-            await self._compress(call, view, counter)
+            await self._index(call, plan.view, reply)
+            await self._extract(call, plan.view, force=False)
+            if plan.recall is not None and plan.recall.touched and self.items is not None:
+                # Recall never writes: the injected items' access is recorded here, after the response.
+                await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
+        if st.context.enabled and st.context.compression_mode == "background" and plan.view.over_watermark():
+            await self._compress(call, plan.view, plan.counter)
         overrun = self._overrun.pop(call.trace_id, None)
         if overrun is not None:
             await overrun
 
-    async def _index(self, call: ChatCall, view: View, outcome: Outcome) -> None:
+    async def _index(self, call: ChatCall, view: View, reply: Reply) -> None:
         positions = indexable(view.conv)
-        reply = _reply_text(outcome)
-        if reply:
-            positions.append((len(view.conv), "assistant", reply))
+        text = reply_text(reply)
+        if text:
+            positions.append((len(view.conv), "assistant", text))
         pii = call.tenant.settings.memory.pii
         await self.index.index(
             call.tenant.id, call.user, call.session, positions, pii, created=call.received_at
@@ -149,21 +141,13 @@ class MemoryPipeline:
         if self.extractor is None or not call.tenant.settings.memory.enabled:
             return
         mem = call.tenant.settings.memory
-        tenant, session = call.tenant.id, call.session
-        done = await self.extractor.items.cursor(tenant, session)
-        fresh = len(view.conv) - done
-        if fresh <= 0 or (fresh < mem.extract_every_messages and not force):
-            return
-        turns = [t for t in indexable(view.conv) if t[0] >= done]
-        complete = self.complete(call.tenant.settings, call.tenant.upstream_key)
-        await self.extractor.extract(
-            tenant, call.user, session, turns, complete, pii=mem.pii, dedup_cosine=mem.dedup_cosine
+        await self.extractor.catch_up(
+            call.tenant.id, call.user, call.session, indexable(view.conv), len(view.conv), self.complete(call),
+            every=1 if force else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
         )
-        await self.extractor.items.set_cursor(tenant, session, len(view.conv))
 
     async def _compress(self, call: ChatCall, view: View, counter: TokenCounter) -> View:
-        st = call.tenant.settings
-        compressor = Compressor(self.prompts, self.complete(st, call.tenant.upstream_key), self.counter(None))
+        compressor = Compressor(self.prompts, self.complete(call), self.counter(None))
 
         async def on_summary(start: int, end: int) -> None:
             await self._extract(call, view, force=True)
@@ -172,29 +156,20 @@ class MemoryPipeline:
             call.tenant.id, call.user, call.session, view, compressor, counter, on_summary
         )
 
-    def complete(self, st: TenantSettings, upstream_key: str | None) -> Complete:
-        """A call to the compression model: the tenant's upstream unless compression.base_url is set."""
-        comp = st.compression
-        client = self.upstreams.client(st.upstream)
-        url = join_url(comp.base_url or st.upstream.base_url, "/chat/completions")
-        key = comp.api_key or upstream_key
-        headers = {"authorization": f"Bearer {key}"} if key else {}
+    def complete(self, call: ChatCall) -> Complete:
+        """The compression model's call for this tenant, what it is sent redacted by ``memory.pii``."""
+        st = call.tenant.settings
+        send = self.complete_for(st, call.tenant.upstream_key)
+        if st.memory.pii == "keep":
+            return send
 
         async def complete(messages: list[dict[str, Any]]) -> str:
-            if st.memory.pii != "keep":
-                messages = [redact_message(m, st.memory.pii) for m in messages]
-            payload = {"model": comp.model, "temperature": comp.temperature, "messages": messages}
-            response = await client.post(
-                url, json=payload, headers=headers, timeout=httpx.Timeout(comp.timeout_s)
-            )
-            response.raise_for_status()
-            return str(response.json()["choices"][0]["message"]["content"] or "")
+            return await send([redact_message(m, st.memory.pii) for m in messages])
 
         return complete
 
-    async def _save_trace(self, call: ChatCall, prepared: Prepared) -> None:
-        view: View = prepared.state["view"]
-        recall: Recall | None = prepared.state.get("recall")
+    async def _save_trace(self, call: ChatCall, prepared: Prepared, plan: Plan) -> None:
+        view, recall = plan.view, plan.recall
         data = {
             "trace": call.trace_id,
             "session": call.session,
@@ -216,22 +191,8 @@ class MemoryPipeline:
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
 
 
-def _reply_text(outcome: Outcome) -> str | None:
-    if outcome.status != 200 or not outcome.body:
-        return None
-    body = bytes(outcome.body)
-    if outcome.content_encoding in ("gzip", "deflate"):
-        try:
-            body = zlib.decompressobj(47).decompress(body)
-        except zlib.error:
-            return None
-    elif outcome.content_encoding:
-        return None
-    if outcome.streamed:
-        text = assistant_text(body)
-        return scrub(text) if text else text
-    try:
-        message = json.loads(body)["choices"][0]["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    return scrub(text_of(message)) or None  # an upstream may send lone surrogates too
+def _recall_request(call: ChatCall, view: View) -> RecallRequest:
+    return RecallRequest(
+        call.tenant.id, call.user, call.session, call.messages, view.window,
+        call.tenant.settings.memory, call.received_at,
+    )

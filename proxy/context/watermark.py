@@ -19,7 +19,7 @@ from ..hashing import ChainMemo
 from ..metrics import Metrics
 from ..store.sessions import EMPTY, PrefixState, SessionStore, SummaryRow, new_summary_id
 from ..tokens import TokenCounter
-from . import planner
+from . import assembly, planner
 from .compressor import Compressor
 
 log = logging.getLogger("paperclip.context")
@@ -48,7 +48,7 @@ class View:
 
     @property
     def summaries(self) -> list[tuple[str, int, int]]:
-        return [(s.text, *planner.turn_range(s.start, s.end)) for s in self.state.summaries]
+        return [(s.text, *assembly.turn_range(s.start, s.end)) for s in self.state.summaries]
 
     def over_watermark(self) -> bool:
         return planner.plan_window(self.infos, self.state.upto, self.refs(), self.budgets).over_watermark
@@ -60,10 +60,10 @@ class View:
         return _with_state(self, EMPTY)
 
     def assemble(self, memory_head: str | None = None) -> list[dict[str, Any]]:
-        return planner.assemble(self.leading, self.summaries, self.window, memory_head)
+        return assembly.assemble(self.leading, self.summaries, self.window, memory_head)
 
 
-class ContextEngine:
+class WatermarkWindow:
     def __init__(self, sessions: SessionStore, metrics: Metrics) -> None:
         self.sessions = sessions
         self.metrics = metrics
@@ -135,7 +135,7 @@ class ContextEngine:
         counter: TokenCounter,
     ) -> View | None:
         start, end = step
-        first, last = planner.turn_range(start, end)
+        first, last = assembly.turn_range(start, end)
         text = await compressor.summarize(view.conv[start:end], first, last)
         key = (tenant, session)
         if text is None:
@@ -169,7 +169,7 @@ class ContextEngine:
             a, b = pick
             parts = chain[a:b]
             text = await compressor.merge(
-                [(s.text, *planner.turn_range(s.start, s.end)) for s in parts]
+                [(s.text, *assembly.turn_range(s.start, s.end)) for s in parts]
             )
             if text is None:
                 self.metrics.compressions.labels("merge", "failed").inc()

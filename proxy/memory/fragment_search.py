@@ -1,7 +1,7 @@
-"""The memory index: indexing fragments after a response, hybrid search on the request path.
+"""The fragments' side of the hybrid search: indexing turns after a response, searching them on the request path.
 
 Blocking work (embedding, SQLite) runs off the event loop: embeddings on one
-dedicated thread (torch parallelises inside it), SQLite through the store's
+dedicated thread (the embedder runs its own threads inside it), SQLite through the store's
 own threads. The BM25 side is an in-memory index per scope (tenant + user),
 loaded incrementally from the stored terms, so a search touches only the
 documents that share a term with the query.
@@ -19,10 +19,10 @@ import numpy as np
 
 from ..store.fragments import Fragment, FragmentStore, NewFragment
 from ..tokens import TokenCounter
+from .bm25 import BM25Index, tokenize
 from .embedder import Embedder
 from .query import Period, fragment_hash
 from .redaction import redact
-from .textindex import BM25Index, tokenize
 
 # How many candidates each retriever contributes before fusion. Generous on
 # purpose: the fused ranking, not either retriever alone, decides what fits

@@ -1,0 +1,78 @@
+"""One way to remember a fact, for extraction and for a memory added by hand.
+
+The new item is decided against the user's active items (``lifecycle.decide``:
+add, merge into a duplicate, or supersede the same key's older value) inside
+the store's write transaction, so two facts remembered at once never both
+miss each other, and the decision and its writes — the merge, or the insert
+with its superseded items and their suppressed source turns — land together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ..store.item_rows import ItemRow, ItemStore, ItemWrite, NewItem
+from .bm25 import tokenize
+from .extraction import MemoryItem
+from .lifecycle import ExistingItem, decide, expiry_epoch
+
+Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What remembering did; ``item_id`` holds the fact (the new item, or the one merged into)."""
+
+    action: Literal["added", "merged", "superseded"]
+    item_id: int
+    superseded: tuple[int, ...] = ()
+
+
+async def remember(
+    items: ItemStore,
+    embed: Embed,
+    tenant: str,
+    user: str,
+    session: str | None,
+    item: MemoryItem,
+    *,
+    dedup_cosine: float,
+    fragment_hashes: Sequence[str] = (),
+) -> Remembered:
+    """Store ``item`` for the user by SPEC §5's rules; ``fragment_hashes`` name the turns it came from."""
+    vector = (await embed([item.content]))[0]
+
+    def choose(existing: list[tuple[ItemRow, np.ndarray]]) -> ItemWrite:
+        known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
+        decision = decide(item, vector, known, dedup_cosine)
+        targets = tuple(int(i) for i in decision.target_ids)
+        if decision.action == "merge":
+            return ItemWrite(merge_into=targets[0])
+        return ItemWrite(supersedes=targets if decision.action == "supersede" else ())
+
+    new = new_item(item, fragment_hashes)
+    choice, item_id = await items.remember(tenant, user, session, new, vector, choose)
+    if choice.merge_into is not None:
+        return Remembered("merged", item_id)
+    return Remembered("superseded" if choice.supersedes else "added", item_id, choice.supersedes)
+
+
+def new_item(item: MemoryItem, fragment_hashes: Sequence[str] = ()) -> NewItem:
+    """The row of a new item: its BM25 terms and comparable expiry computed here, above the store."""
+    return NewItem(
+        type=item.type,
+        key=item.key,
+        content=item.content,
+        terms=" ".join(tokenize(item.content)),
+        importance=item.importance,
+        confidence=item.confidence,
+        source=item.source,
+        expires_at=item.expires_at,
+        expires=expiry_epoch(item.expires_at),
+        turns=list(item.turns),
+        fragment_hashes=list(fragment_hashes),
+    )

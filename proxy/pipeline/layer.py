@@ -1,0 +1,56 @@
+"""The memory layer as one collaborator: there (loaded) or not, never half.
+
+The app holds ``MemoryLayer | None``; the admin API, maintenance and the
+chat path all reach the store, the searches and the embedder through it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..context.watermark import WatermarkWindow
+from ..memory.embedder import Embedder
+from ..memory.extractor import Extractor
+from ..memory.fragment_search import FragmentIndex
+from ..memory.item_search import ItemIndex
+from ..metrics import Metrics
+from ..prompts import Prompts
+from ..store import Store
+from ..tokens import TokenCounter
+from .memory import MemoryPipeline
+from .protocol import CompleteFor
+
+
+@dataclass(frozen=True)
+class MemoryLayer:
+    store: Store
+    embedder: Embedder
+    fragments: FragmentIndex
+    items: ItemIndex
+    pipeline: MemoryPipeline
+
+    def forget_scope(self, tenant: str, user: str) -> None:
+        """Drop the user's in-memory search state (after their rows are deleted)."""
+        self.fragments.forget_scope(tenant, user)
+        self.items.forget_scope(tenant, user)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def assemble(
+    store: Store, embedder: Embedder, prompts: Prompts, metrics: Metrics, complete_for: CompleteFor
+) -> MemoryLayer:
+    """Wire the memory layer over an opened store and a loaded embedder (no I/O here)."""
+    fragments = FragmentIndex(store.fragments, embedder, TokenCounter(None))
+    items = ItemIndex(store.items)
+    pipeline = MemoryPipeline(
+        context=WatermarkWindow(store.sessions, metrics),
+        index=fragments,
+        items=items,
+        traces=store.traces,
+        prompts=prompts,
+        complete_for=complete_for,
+        extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics),
+    )
+    return MemoryLayer(store, embedder, fragments, items, pipeline)

@@ -1,0 +1,32 @@
+"""The pipelines without memory: counting only, and the stand-in while memory loads."""
+
+from __future__ import annotations
+
+from ..errors import MemoryNotReady
+from ..tokens import Counters
+from .call import ChatCall, Reply
+from .protocol import Prepared
+
+
+class CountingPipeline:
+    """Forwards everything unchanged and counts tokens: the proxy without memory."""
+
+    def __init__(self) -> None:
+        self.counter = Counters()
+
+    async def prepare(self, call: ChatCall) -> Prepared:
+        n = self.counter(call.model).total(call.messages)
+        return Prepared(messages=None, tokens_in=n, tokens_forwarded=n)
+
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
+        return None
+
+
+class StartingPipeline:
+    """Stands in until the memory layer is loaded: every request degrades to plain forwarding."""
+
+    async def prepare(self, call: ChatCall) -> Prepared:
+        raise MemoryNotReady("The memory layer is still loading.")
+
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
+        return None

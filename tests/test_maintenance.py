@@ -1,0 +1,83 @@
+"""Maintenance archives each tenant's stale items by that tenant's own ``memory.stale_days``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import numpy as np
+
+from proxy import config
+from proxy.maintenance import DAY_S, run_maintenance, stale_rules
+from proxy.store import Store, open_store
+from proxy.store.item_rows import ItemRow, ItemWrite, NewItem
+
+DIM = 8
+TENANTS = ("acme", "globex", "key-0123456789abcdef01234567")  # the last: a passthrough-derived tenant
+
+
+def settings(tmp_path: Path) -> config.Settings:
+    return config.from_dict(
+        {
+            "storage": {"url": f"sqlite:///{tmp_path / 'm.db'}"},
+            "defaults": {"upstream": {"base_url": "http://127.0.0.1:9/v1"}, "memory": {"stale_days": 180}},
+            "tenants": {
+                "acme": {"api_keys": ["pk-a"], "memory": {"stale_days": 30}},
+                "globex": {"api_keys": ["pk-g"]},
+            },
+        },
+        env={},
+    )
+
+
+def item(content: str, importance: float) -> NewItem:
+    return NewItem(
+        type="preference", key=content, content=content, terms=content, importance=importance,
+        confidence=0.7, source="user-stated", expires_at=None, expires=None, turns=(), fragment_hashes=(),
+    )
+
+
+def insert(active: list[tuple[ItemRow, np.ndarray]]) -> ItemWrite:
+    return ItemWrite()  # a new item, superseding nothing
+
+
+async def statuses(store: Store) -> dict[str, set[str]]:
+    rows = {t: await store.items.all(t, "u", include_inactive=True) for t in TENANTS}
+    return {t: {r.status for r in found} for t, found in rows.items()}
+
+
+def test_each_tenant_is_archived_by_its_own_stale_days(tmp_path: Path) -> None:
+    st = settings(tmp_path)
+
+    async def scenario() -> list[dict[str, set[str]]]:
+        store = open_store(st.sqlite_path, DIM)
+        try:
+            for tenant in TENANTS:
+                for content, importance in (("likes tea", 0.1), ("is a pilot", 0.9)):
+                    vector = np.ones(DIM, np.float32)
+                    await store.items.remember(tenant, "u", None, item(content, importance), vector, insert)
+            seen = []
+            for days in (29, 31, 181):
+                await run_maintenance(st, store, now=time.time() + days * DAY_S)
+                seen.append(await statuses(store))
+            return seen
+        finally:
+            store.close()
+
+    day29, day31, day181 = asyncio.run(scenario())
+    assert day29 == {t: {"active"} for t in TENANTS}
+    # acme's 30 days are honoured; globex and the passthrough tenant keep the defaults' 180.
+    assert day31 == {"acme": {"active", "archived"}, "globex": {"active"}, TENANTS[2]: {"active"}}
+    # Important items are never archived as stale.
+    assert day181 == {t: {"active", "archived"} for t in TENANTS}
+
+
+def test_the_rules_cover_every_tenant_once(tmp_path: Path) -> None:
+    st = settings(tmp_path)
+    rules = stale_rules(st, now=1000 * DAY_S)
+    assert [(r.only, r.skip, r.cutoff / DAY_S) for r in rules] == [
+        (("acme",), (), 970.0),
+        (("globex",), (), 820.0),
+        (None, ("acme", "globex"), 820.0),
+    ]

@@ -1,0 +1,51 @@
+"""One way to remember: decide and write in one transaction, whoever remembers (extraction or an admin)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from proxy.memory.embedder import HashEmbedder
+from proxy.memory.extraction import MemoryItem
+from proxy.memory.remember import remember
+from proxy.store import open_store
+from proxy.store.fragments import NewFragment
+
+EMBEDDER = HashEmbedder(16)
+
+
+async def embed(texts: Sequence[str]) -> np.ndarray:
+    return EMBEDDER.embed(list(texts))
+
+
+async def test_the_same_fact_remembered_at_once_is_stored_once(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "r.db"), 16)
+    fact = MemoryItem("entity", "The user's name is Carol.", "user.name", source="user-stated")
+    try:
+        done = await asyncio.gather(
+            *(remember(store.items, embed, "t", "u", "s", fact, dedup_cosine=0.9) for _ in range(8))
+        )
+        assert sorted(d.action for d in done) == ["added"] + ["merged"] * 7
+        (only,) = await store.items.all("t", "u")
+        assert only.seen_count == 8 and {d.item_id for d in done} == {only.id}
+    finally:
+        store.close()
+
+
+async def test_a_new_value_supersedes_and_hides_the_turn_the_old_one_came_from(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "r.db"), 16)
+    try:
+        await store.fragments.add("t", "u", "s", [NewFragment("h1", "user", "I live in Oslo", "oslo", 0, 4)],
+                                  EMBEDDER.embed(["I live in Oslo"]))
+        old = MemoryItem("entity", "The user lives in Oslo.", "user.city", turns=(1,))
+        first = await remember(store.items, embed, "t", "u", "s", old, dedup_cosine=0.9, fragment_hashes=["h1"])
+        new = MemoryItem("entity", "The user lives in Bergen.", "user.city")
+        second = await remember(store.items, embed, "t", "u", None, new, dedup_cosine=0.9)
+        assert (first.action, second.action, second.superseded) == ("added", "superseded", (first.item_id,))
+        assert [r.content for r in await store.items.all("t", "u")] == ["The user lives in Bergen."]
+        assert await store.fragments.active_ids("t", "u") == set()
+    finally:
+        store.close()
