@@ -11,6 +11,7 @@ user's search never scans another's vectors; each partition grows by chunks of
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -194,6 +195,17 @@ def m007_small_vector_chunks(conn: Connection) -> None:
         conn.execute("DROP TABLE moving")
 
 
+def m008_hashed_generation_keys(conn: Connection) -> None:
+    """Key ``scope_generations`` by a digest of the scope, not the plain (tenant, user)."""
+    rows = conn.execute("SELECT scope, generation FROM scope_generations").fetchall()
+    conn.execute("DELETE FROM scope_generations")
+    for scope, generation in rows:
+        conn.execute(
+            "INSERT INTO scope_generations (scope, generation) VALUES (?, ?)",
+            (hashlib.sha256(str(scope).encode()).hexdigest(), generation),
+        )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -209,6 +221,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("005_item_expiry", m005_item_expiry),
     ("006_extraction_claims", m006_extraction_claims),
     ("007_small_vector_chunks", m007_small_vector_chunks),
+    ("008_hashed_generation_keys", m008_hashed_generation_keys),
 ]
 
 
