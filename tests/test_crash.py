@@ -145,6 +145,10 @@ def wait_for(condition: Any, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect 7, also for extraction since s9: the dead process's claim on the cursor holds for 300 s (phase 2)",
+)
 def test_sigkill_during_extraction_then_restart_resumes_it(
     serve: Any, upstream: FakeUpstream, tmp_path: Path
 ) -> None:
