@@ -129,7 +129,9 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/openai/deployments/{deployment}/chat/completions", chat, methods=["POST"]),  # Azure OpenAI
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
+        Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths
         *admin_routes(rt),
         Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]

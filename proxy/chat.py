@@ -59,7 +59,7 @@ class ChatEndpoint(Endpoint):
             trace_id="t-" + uuid.uuid4().hex,
             body=body,
             messages=messages,
-            model=body.get("model") if isinstance(body.get("model"), str) else None,
+            model=deployment_or_model(scope, body),
             headers=headers,
         )
         bypass = memory_off or large or not self._enabled(tenant)
@@ -129,6 +129,15 @@ class ChatEndpoint(Endpoint):
         if prepared.degraded:
             out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
         return out
+
+
+def deployment_or_model(scope: Scope, body: dict[str, Any]) -> str | None:
+    """The model tokens are counted for: Azure's deployment in the path, else the body's ``model``."""
+    deployment = scope.get("path_params", {}).get("deployment")
+    if isinstance(deployment, str) and deployment:
+        return deployment
+    model = body.get("model")
+    return model if isinstance(model, str) else None
 
 
 def reply_of(outcome: Outcome) -> Reply:
