@@ -1,4 +1,4 @@
-"""The admin API under ``/paperclip/v1`` (SPEC §6): memories, export, forget, sessions, traces.
+"""The admin API under ``/paperclip/v1`` (SPEC §6): memories, profile, export, forget, sessions, traces.
 
 Every call takes a tenant's admin key (``Authorization: Bearer <admin key>``
 or ``api-key``) and sees that tenant's data only: the tenant comes from the
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -22,8 +23,11 @@ from starlette.types import Scope
 
 from ..errors import BadRequest, MemoryNotReady, NotFound, PaperclipError
 from ..jsonbody import parse_json
+from ..memory.cards import render_block, render_card
+from ..memory.profile import profile_of
 from ..runtime import Runtime
 from ..tenancy import Tenant, client_key, user_id
+from ..tokens import TokenCounter
 from .memories import SEARCH_LIMIT, Found, MemoryAdmin
 
 log = logging.getLogger("paperclip.admin")
@@ -63,6 +67,7 @@ def admin_routes(runtime: Runtime) -> list[BaseRoute]:
         route("/users/{user}/memories", add_memory, "POST"),
         route("/users/{user}/memories/{item}", delete_memory, "DELETE"),
         route("/users/{user}/export", export_user, "GET"),
+        route("/users/{user}/profile", get_profile, "GET"),
         route("/users/{user}", forget_user, "DELETE"),
         route("/sessions/{session}", get_session, "GET"),
         route("/traces/{trace}", get_trace, "GET"),
@@ -144,6 +149,19 @@ async def delete_memory(request: Request, tenant: Tenant, admin: MemoryAdmin) ->
 
 async def export_user(request: Request, tenant: Tenant, admin: MemoryAdmin) -> Response:
     return JSONResponse(await admin.export(tenant.id, request.path_params["user"]))
+
+
+async def get_profile(request: Request, tenant: Tenant, admin: MemoryAdmin) -> Response:
+    """The standing facts that lead the user's memory block, as the next request would get them."""
+    user, mem = request.path_params["user"], tenant.settings.memory
+    rows = {r.id: r for r in await admin.items(tenant.id, user)}
+    profile = profile_of(rows.values(), mem, TokenCounter(), dt.datetime.now(dt.UTC))
+    data = [{**rows[int(c.id[1:])].public(), "card": render_card(c)} for c in profile.cards]
+    return JSONResponse({
+        "object": "paperclip.profile", "user": user, "enabled": mem.profile,
+        "budget_tokens": mem.profile_budget_tokens, "tokens": profile.tokens, "data": data,
+        "block": render_block(profile.cards) if profile.cards else None,
+    })
 
 
 async def forget_user(request: Request, tenant: Tenant, admin: MemoryAdmin) -> Response:

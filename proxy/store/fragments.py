@@ -118,6 +118,23 @@ class FragmentStore:
         )
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
+    async def sources(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """(hash, session, role) of the user's active fragments ``ids``."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = await self.db.read(
+            lambda c: c.execute(
+                f"SELECT id, hash, session, role FROM fragments WHERE tenant = ? AND user = ?"
+                f" AND status = 'active' AND id IN ({marks})",
+                (tenant, user, *ids),
+            ).fetchall()
+        )
+        return {int(r[0]): (str(r[1]), str(r[2]), str(r[3])) for r in rows}
+
+    async def suppress(self, tenant: str, user: str, hashes: Sequence[str]) -> None:
+        await self.db.write(lambda c: suppress(c, tenant, user, hashes))
+
     async def load_since(
         self, tenant: str, user: str, after_id: int, limit: int
     ) -> tuple[int, list[Loaded]]:
