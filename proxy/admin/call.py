@@ -44,6 +44,8 @@ def memory_admin(runtime: Runtime) -> MemoryAdmin:
     memory = runtime.memory
     if memory is None:
         raise MemoryNotReady("The memory layer is not ready yet; try again shortly.")
+    if runtime.problem is not None:  # its database is gone or read-only (readiness.py)
+        raise MemoryNotReady(f"The memory layer is off: {runtime.problem}.")
     return MemoryAdmin(
         memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items
     )

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ..errors import BadRequest, NotFound
+from ..jsonbody import parse_json
 from ..memory.extraction import TYPES
 from .call import AdminCall
 from .memories import Found
 from .pagination import page, page_ask
 
 STATUSES = ("active", "superseded", "archived")
+MAX_ROW_ID = 2**63 - 1  # SQLite's largest integer
 
 
 async def list_memories(call: AdminCall) -> Response:
@@ -84,7 +85,7 @@ async def memory_history(call: AdminCall) -> Response:
     if events is None:
         raise _missing(call.request)
     ask = page_ask(call.request.query_params, default=100)
-    after = int(ask.after) if ask.after and ask.after.isdigit() else 0
+    after = (row_id(ask.after) or 0) if ask.after else 0
     return JSONResponse(page([e for e in events if e["id"] > after][: ask.fetch], ask, item=item))
 
 
@@ -92,17 +93,14 @@ async def memory_history(call: AdminCall) -> Response:
 
 
 async def json_body(request: Request) -> Any:
-    try:
-        return json.loads(await request.body())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadRequest(f"We could not parse the JSON body of your request: {exc}") from exc
+    return await parse_json(await request.body())
 
 
 def _target(request: Request) -> tuple[str, int]:
-    raw = request.path_params["item"]
-    if not raw.isdigit():
+    item = row_id(request.path_params["item"])
+    if item is None:
         raise _missing(request)
-    return request.path_params["user"], int(raw)
+    return request.path_params["user"], item
 
 
 def _missing(request: Request) -> NotFound:
@@ -111,8 +109,16 @@ def _missing(request: Request) -> NotFound:
 
 
 def _item_id(raw: str, name: str) -> int:
-    if not raw.isdigit():
+    item = row_id(raw)
+    if item is None:
         raise BadRequest(f"'{name}' must be a memory id.", param=name)
+    return item
+
+
+def row_id(raw: str) -> int | None:
+    """A memory id as the store can hold it (a positive 64-bit integer), else None."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > MAX_ROW_ID:
+        return None
     return int(raw)
 
 

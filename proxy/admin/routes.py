@@ -13,14 +13,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Literal
+from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
 
 from ..errors import ClientError, PaperclipError
 from ..runtime import Runtime
-from ..tenancy import Grant, client_key
+from ..tenancy import Grant, client_key, user_id
 from . import activity_calls, memory_calls, user_calls
 from .call import AdminCall
 from .openapi import document
@@ -69,9 +71,26 @@ TABLE: dict[str, tuple[dict[str, Handler], Access]] = {
 }
 
 
+class EncodedRoute(Route):
+    """Matches the path as it was sent, percent-encoded, and decodes each parameter after.
+
+    A user id holding "/" arrives as ``%2F``; matched on the decoded path it
+    would split into two segments and match nothing.
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        raw = scope.get("raw_path")
+        if not raw:
+            return super().matches(scope)
+        match, child = super().matches({**scope, "path": raw.decode("latin-1"), "root_path": ""})
+        if match is not Match.NONE:
+            child["path_params"] = {k: unquote(v) for k, v in child["path_params"].items()}
+        return match, child
+
+
 def admin_routes(runtime: Runtime) -> list[BaseRoute]:
     return [
-        Route(PREFIX + path, _endpoint(runtime, handlers, access), methods=METHODS)
+        EncodedRoute(PREFIX + path, _endpoint(runtime, handlers, access), methods=METHODS)
         for path, (handlers, access) in TABLE.items()
     ]
 
@@ -87,6 +106,8 @@ def _endpoint(
             handler = handlers.get(request.method)
             if handler is None:
                 raise MethodNotAllowed(f"{request.method} is not allowed here; use {allow}.")
+            if "user" in request.path_params:  # one rule with the chat path's: surrounding spaces are not the id
+                request.path_params["user"] = user_id(request.path_params["user"])
             return await handler(AdminCall(request, grant(runtime, request, access), runtime))
         except PaperclipError as exc:
             headers = {"allow": allow} if isinstance(exc, MethodNotAllowed) else None
