@@ -9,23 +9,30 @@ from collections.abc import AsyncIterator
 
 import httpx
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from .accounting import write_usage, writing_usage
 from .admin.routes import admin_routes
 from .background import Background
 from .chat import ChatEndpoint
 from .config import Settings
 from .errors import NotFound
+from .guard import Guard, http_error
+from .inspector.site import inspector_site
 from .maintenance import maintain
 from .memory.embedder import Embedder
 from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
 from .pipeline.plain import StartingPipeline
 from .pipeline.protocol import Pipeline
+from .readiness import check_database
 from .runtime import Runtime
-from .startup import start_memory
+from .startup import serve_memory
+from .store import urls
 from .tenancy import KeyRing
 from .upstream import Upstreams
 
@@ -61,12 +68,14 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         runtime.ready.update(config=True, database=False, embedding=False)
-        tasks: list[asyncio.Future[None]] = []
+        tasks: list[asyncio.Future[None]] = [
+            asyncio.ensure_future(writing_usage(runtime.accounting, runtime.store, metrics))
+        ]
         if pipeline is None and not memory_needed(settings):
             # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
             runtime.ready.update(database=True, embedding=True)
         elif pipeline is None:
-            tasks.append(asyncio.ensure_future(start_memory(runtime, embedder)))
+            tasks.append(asyncio.ensure_future(serve_memory(runtime, embedder)))
             tasks.append(asyncio.ensure_future(maintain(settings, runtime.store, metrics)))
         else:
             runtime.ready.update(database=True, embedding=True)
@@ -77,11 +86,17 @@ def create_app(
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await runtime.background.close()
+            await write_usage(runtime.accounting, runtime.store(), metrics)
             await runtime.upstreams.aclose()
             if runtime.memory is not None:
                 await runtime.memory.aclose()
 
-    app = Starlette(routes=routes(runtime), lifespan=lifespan)
+    app = Starlette(
+        routes=routes(runtime),
+        lifespan=lifespan,
+        middleware=[Middleware(Guard)],
+        exception_handlers={HTTPException: http_error},
+    )
     app.state.runtime = runtime
     return app
 
@@ -99,8 +114,15 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
+        # Only a SQLite file can vanish under the process; a PostgreSQL pool reconnects.
+        sqlite = urls.is_sqlite(rt.settings.storage_url)
+        if sqlite and rt.memory is not None and rt.problem is None:
+            await check_database(rt, rt.settings.sqlite_path, rt.database_identity)
         ok = bool(rt.ready) and all(rt.ready.values())
-        return JSONResponse({"ready": ok, "checks": rt.ready}, status_code=200 if ok else 503)
+        payload: dict[str, object] = {"ready": ok, "checks": rt.ready}
+        if rt.problem is not None:
+            payload["reason"] = rt.problem
+        return JSONResponse(payload, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
         return Response(rt.metrics.render(), media_type=rt.metrics.content_type)
@@ -119,5 +141,6 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
         Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths
         *admin_routes(rt),
+        *inspector_site(rt),
         Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]

@@ -13,10 +13,13 @@ import pytest
 from proxy.store import open_store
 from proxy.store.item_rows import ItemWrite, NewItem
 from proxy.store.pg_cursors import PgExtractionCursorStore
+from proxy.store.pg_edits import PgItemEdits
 from proxy.store.pg_fragments import PgFragmentStore
 from proxy.store.pg_items import PgItemStore
+from proxy.store.pg_listings import PgListingStore
 from proxy.store.pg_sessions import PgSessionStore
 from proxy.store.pg_traces import PgTraceStore
+from proxy.store.pg_usage import PgUsageStore
 from proxy.store.pg_users import PgUserStore
 from proxy.store.postgres import PgDatabase
 
@@ -31,18 +34,23 @@ class Stores:
     traces: Any
     users: Any
     cursors: Any
+    edits: Any
+    listings: Any
+    usage: Any
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
     if request.param == "sqlite":
         store = await asyncio.to_thread(open_store, str(tmp_path / "p.db"), DIM)
-        yield Stores(store.sessions, store.fragments, store.items, store.traces, store.users, store.cursors)
+        yield Stores(store.sessions, store.fragments, store.items, store.traces, store.users, store.cursors,
+                     store.edits, store.listings, store.usage)
         store.close()
     else:
         db = await PgDatabase.open(request.getfixturevalue("pg_url"), DIM)
         yield Stores(PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db),
-                     PgUserStore(db), PgExtractionCursorStore(db))
+                     PgUserStore(db), PgExtractionCursorStore(db), PgItemEdits(db), PgListingStore(db),
+                     PgUsageStore(db))
         await db.close()
 
 

@@ -44,6 +44,7 @@ async def _deployment(path: Path) -> Store:
         assert await store.cursors.claim("acme", f"{user}-s", 0, "x", 30)
         await store.cursors.finish("acme", f"{user}-s", "x", 4)
     await store.users.forget("acme", "gone")
+    await store.usage.add({("acme", "gpt-x", "2026-11-30"): {"requests": 2, "prompt_tokens": 40}})
     return store
 
 
@@ -65,6 +66,13 @@ async def test_migrate_copies_everything_and_counts_it(tmp_path: Path, pg_url: s
         for user in ("ana", "bob", "gone"):
             assert _comparable(await pg.users.export("acme", user)) == _comparable(
                 await sqlite.users.export("acme", user))
+        # Items keep their history (not the events the target's trigger would write), usage its counts.
+        ana = await sqlite.items.all("acme", "ana", include_inactive=True)
+        for item in ana:
+            history = await sqlite.edits.history("acme", "ana", item.id)
+            assert await pg.edits.history("acme", "ana", item.id) == history and history
+        assert [e["event"] for e in await pg.edits.history("acme", "ana", ana[0].id)] == ["created", "superseded"]
+        assert await pg.usage.rows("acme") == await sqlite.usage.rows("acme") != []
         # The forget's generation came along.
         assert (await pg.fragments.load_since("acme", "gone", 0, 10))[0] == (
             await sqlite.fragments.load_since("acme", "gone", 0, 10))[0] > 0

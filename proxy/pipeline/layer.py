@@ -55,6 +55,6 @@ def assemble(
         traces=store.traces,
         prompts=prompts,
         complete_for=complete_for,
-        extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics),
+        extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics, store.fragments),
     )
     return MemoryLayer(store, embedder, fragments, items, pipeline)

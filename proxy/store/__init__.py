@@ -13,13 +13,26 @@ from dataclasses import dataclass
 
 from . import migrations, urls
 from .db import Connection, Database
+from .edits import ItemEdits
 from .extraction_cursors import ExtractionCursorStore
 from .fragments import FragmentStore
-from .interface import ExtractionCursors, Fragments, Items, Sessions, Traces, Users
+from .interface import (
+    Edits,
+    ExtractionCursors,
+    Fragments,
+    Items,
+    Listings,
+    Sessions,
+    Traces,
+    Usage,
+    Users,
+)
 from .item_rows import ItemStore
+from .listings import ListingStore
 from .postgres import PgDatabase
 from .sessions import SessionStore
 from .traces import TraceStore
+from .usage import UsageStore
 from .users import UserStore
 
 
@@ -32,6 +45,9 @@ class Store:
     traces: Traces
     users: Users
     cursors: ExtractionCursors
+    edits: Edits
+    listings: Listings
+    usage: Usage
 
     def close(self) -> None:
         """Close a SQLite store from synchronous code; ``aclose`` closes either kind."""
@@ -62,23 +78,26 @@ def open_store(path: str, dim: int | None) -> Store:
     db.run_sync(setup)
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
-        ExtractionCursorStore(db),
+        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db),
     )
 
 
 async def open_postgres(url: str, dim: int | None) -> Store:
     """Connect a pool to PostgreSQL, migrating first (once across replicas starting together)."""
     from .pg_cursors import PgExtractionCursorStore
+    from .pg_edits import PgItemEdits
     from .pg_fragments import PgFragmentStore
     from .pg_items import PgItemStore
+    from .pg_listings import PgListingStore
     from .pg_sessions import PgSessionStore
     from .pg_traces import PgTraceStore
+    from .pg_usage import PgUsageStore
     from .pg_users import PgUserStore
 
     db = await PgDatabase.open(url, dim)
     return Store(
         db, PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db), PgUserStore(db),
-        PgExtractionCursorStore(db),
+        PgExtractionCursorStore(db), PgItemEdits(db), PgListingStore(db), PgUsageStore(db),
     )
 
 

@@ -16,6 +16,7 @@ next search anywhere sees the new generation in the same read as the rows.
 
 from __future__ import annotations
 
+from .fragments import generation_key
 from .postgres import PgConnection, PgDatabase
 
 
@@ -44,9 +45,9 @@ class PgLeases:
 async def bump_generation(conn: PgConnection, tenant: str, user: str) -> None:
     """Call inside the transaction that removes or hides the scope's rows."""
     await conn.execute(
-        'INSERT INTO scope_generations (tenant, "user", generation) VALUES (%s, %s, 1)'
-        " ON CONFLICT (tenant, \"user\") DO UPDATE SET generation = scope_generations.generation + 1",
-        (tenant, user),
+        "INSERT INTO scope_generations (scope, generation) VALUES (%s, 1)"
+        " ON CONFLICT (scope) DO UPDATE SET generation = scope_generations.generation + 1",
+        (generation_key(tenant, user),),
     )
 
 
@@ -64,10 +65,12 @@ async def lock_scope(conn: PgConnection, tenant: str, user: str) -> None:
     )
 
 
-GENERATION = 'SELECT generation FROM scope_generations WHERE tenant = %s AND "user" = %s'
+# Keyed as SQLite keys it (``fragments.generation_key``): a digest, so a forgotten
+# user's id does not outlive their data in the row that tells other replicas.
+GENERATION = "SELECT generation FROM scope_generations WHERE scope = %s"
 
 
 async def generation(conn: PgConnection, tenant: str, user: str) -> int:
-    cur = await conn.execute(GENERATION, (tenant, user))
+    cur = await conn.execute(GENERATION, (generation_key(tenant, user),))
     row = await cur.fetchone()
     return 0 if row is None else int(row[0])

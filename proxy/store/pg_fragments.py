@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .coordination import GENERATION, bump_generation, lock_scope
-from .fragments import Fragment, Loaded, NewFragment
+from .fragments import Fragment, Loaded, NewFragment, generation_key
 from .postgres import PgConnection, PgDatabase, nearest
 
 
@@ -75,6 +75,22 @@ class PgFragmentStore:
         """(fragment id, cosine similarity), nearest first."""
         return await nearest(self.db, "fragments", tenant, user, vector, k)
 
+    async def sources(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """(hash, session, role) of the user's active fragments ``ids``."""
+        if not ids:
+            return {}
+        async with self.db.connection() as conn:
+            cur = await conn.execute(
+                'SELECT id, hash, session, role FROM fragments WHERE tenant = %s AND "user" = %s'
+                " AND status = 'active' AND id = ANY(%s)",
+                (tenant, user, list(ids)),
+            )
+            return {int(r[0]): (str(r[1]), str(r[2]), str(r[3])) for r in await cur.fetchall()}
+
+    async def suppress(self, tenant: str, user: str, hashes: Sequence[str]) -> None:
+        async with self.db.transaction() as conn:
+            await suppress(conn, tenant, user, hashes)
+
     async def load_since(
         self, tenant: str, user: str, after_id: int, limit: int
     ) -> tuple[int, list[Loaded]]:
@@ -82,7 +98,7 @@ class PgFragmentStore:
         # Both queries in one round trip (this runs before every search); the generation is read
         # first, so rows hidden after it was read only make the next search reload once more.
         async with self.db.connection() as conn, conn.pipeline(), conn.cursor(binary=True) as cur:
-            scope = await conn.execute(GENERATION, (tenant, user))
+            scope = await conn.execute(GENERATION, (generation_key(tenant, user),))
             await cur.execute(
                 "SELECT id, session, hash, role, text, position, tokens, created, terms, embedding"
                 ' FROM fragments WHERE tenant = %s AND "user" = %s AND id > %s AND status = %s'

@@ -75,6 +75,8 @@ class PgItemStore:
                 if hidden is not None:
                     # Neither a superseded fact nor the turns it came from may be injected again.
                     await suppress(conn, tenant, user, json.loads(hidden[0]))
+            if choice.supersedes and choice.suppress:
+                await suppress(conn, tenant, user, list(choice.suppress))
             return choice, new_id
 
     async def get(self, tenant: str, user: str, ids: Sequence[int]) -> dict[int, ItemRow]:

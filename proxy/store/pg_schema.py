@@ -17,6 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .item_history import pg_item_history
+
 PgConnection = Any
 
 # pg_advisory_lock's key: any constant shared by every replica ("paperclip" in ASCII).
@@ -171,6 +173,39 @@ async def m007_extraction_claims(conn: PgConnection) -> None:
     """)
 
 
+async def m009_usage_and_listings(conn: PgConnection) -> None:
+    # SQLite's m010: usage per tenant, model and UTC day; indexes the admin lists page through.
+    await _script(conn, """
+        CREATE TABLE usage (
+            tenant TEXT NOT NULL,
+            model TEXT NOT NULL,
+            day TEXT NOT NULL,
+            requests BIGINT NOT NULL DEFAULT 0,
+            tokens_client BIGINT NOT NULL DEFAULT 0,
+            tokens_forwarded BIGINT NOT NULL DEFAULT 0,
+            billed_requests BIGINT NOT NULL DEFAULT 0,
+            prompt_tokens BIGINT NOT NULL DEFAULT 0,
+            completion_tokens BIGINT NOT NULL DEFAULT 0,
+            cached_tokens BIGINT NOT NULL DEFAULT 0,
+            PRIMARY KEY (tenant, day, model)
+        );
+        CREATE INDEX traces_recent ON traces (tenant, created, id);
+        CREATE INDEX fragments_user_session ON fragments (tenant, "user", session)
+    """)
+
+
+async def m010_hashed_generation_keys(conn: PgConnection) -> None:
+    # SQLite's m008: ``scope_generations`` keyed by a digest of the scope (``fragments.generation_key``).
+    await _script(conn, """
+        CREATE TABLE scope_generations_by_key (scope TEXT PRIMARY KEY, generation BIGINT NOT NULL);
+        INSERT INTO scope_generations_by_key (scope, generation)
+            SELECT encode(sha256(convert_to(tenant || chr(31) || "user", 'UTF8')), 'hex'), generation
+            FROM scope_generations;
+        DROP TABLE scope_generations;
+        ALTER TABLE scope_generations_by_key RENAME TO scope_generations
+    """)
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -179,6 +214,9 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("005_transfer_progress", m005_transfer_progress),
     ("006_item_expiry", m006_item_expiry),
     ("007_extraction_claims", m007_extraction_claims),
+    ("008_item_history", pg_item_history),
+    ("009_usage_and_listings", m009_usage_and_listings),
+    ("010_hashed_generation_keys", m010_hashed_generation_keys),
 ]
 
 # Tables whose rows carry an embedding of the model's dimension.

@@ -6,7 +6,11 @@ import json
 import time
 from typing import Any
 
+from psycopg.rows import dict_row
+
+from .filters import conditions
 from .postgres import PgDatabase
+from .traces import trace_summary
 
 
 class PgTraceStore:
@@ -33,6 +37,26 @@ class PgTraceStore:
             )
             row = await cur.fetchone()
         return None if row is None else dict(json.loads(row[0]))
+
+    async def recent(
+        self, tenant: str, *, user: str | None = None, session: str | None = None,
+        degraded: bool | None = None, after: str | None = None, limit: int = 20,
+    ) -> list[dict[str, Any]]:
+        """The tenant's traces, newest first, after the trace ``after``; filters narrow them."""
+        where, args = conditions((("tenant =", tenant), ('"user" =', user), ("session =", session)), "%s")
+        if degraded is not None:
+            where.append(f"(data::jsonb ->> 'degraded') IS {'NOT ' if degraded else ''}NULL")
+        if after is not None:
+            # Keyset: strictly older than the cursor row, ties broken by id.
+            where.append("(created, id) < (SELECT created, id FROM traces WHERE tenant = %s AND id = %s)")
+            args += [tenant, after]
+        sql = (
+            'SELECT id, "user", session, created, data FROM traces WHERE ' + " AND ".join(where)
+            + " ORDER BY created DESC, id DESC LIMIT %s"
+        )
+        async with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(sql, (*args, limit))
+            return [trace_summary(r) for r in await cur.fetchall()]
 
     async def prune(self, older_than_s: float) -> int:
         async with self.db.connection() as conn:

@@ -33,12 +33,16 @@ BATCH = 500
 TABLES: tuple[tuple[str, str | None], ...] = (
     ("fragments", "vec_fragments"),
     ("items", "vec_items"),
+    ("item_events", None),
     ("summaries", None),
     ("prefixes", None),
     ("extraction_cursors", None),
     ("traces", None),
     ("scope_generations", None),
+    ("usage", None),
 )
+# Tables whose ids PostgreSQL draws from a sequence: new rows continue after the copied ids.
+SERIAL_TABLES = (*pg_schema.VECTOR_TABLES, "item_events")
 
 Progress = Callable[[str, int, int], None]  # (table, rows copied so far, rows in the source)
 
@@ -76,7 +80,7 @@ async def transfer(
             async with db.connection() as conn:
                 for table in pg_schema.VECTOR_TABLES:
                     await pg_schema.index_vectors(conn, table)
-                for table in pg_schema.VECTOR_TABLES:  # new rows continue after the copied ids
+                for table in SERIAL_TABLES:
                     await conn.execute(
                         f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
                         f" greatest((SELECT max(id) FROM {table}), 1))"
@@ -144,11 +148,10 @@ def _read_batch(
 async def _insert(
     conn: PgConnection, table: str, columns: list[str], vectors: str | None, rows: list[tuple[Any, ...]]
 ) -> None:
-    if table == "scope_generations":  # SQLite's "tenant\x1fuser" scope is two columns here
-        args = [(*r[1].split("\x1f", 1), r[2]) for r in rows]
-        sql = ('INSERT INTO scope_generations (tenant, "user", generation) VALUES (%s, %s, %s)'
-               ' ON CONFLICT (tenant, "user") DO UPDATE SET'
-               " generation = greatest(scope_generations.generation, excluded.generation)")
+    if table == "scope_generations":
+        args = [tuple(r[1:]) for r in rows]
+        sql = ("INSERT INTO scope_generations (scope, generation) VALUES (%s, %s) ON CONFLICT (scope)"
+               " DO UPDATE SET generation = greatest(scope_generations.generation, excluded.generation)")
     else:
         names = [f'"{c}"' for c in columns] + (["embedding"] if vectors else [])
         marks = ", ".join(["%s"] * len(names))
@@ -156,6 +159,11 @@ async def _insert(
         args = [_pg_row(r[1:], vectors is not None) for r in rows]
     async with conn.cursor() as cur:
         await cur.executemany(sql, args)
+    if table == "items":
+        # The trigger wrote a 'created' event for each copied item; the source's own history
+        # (``item_events``, copied next) is the item's history.
+        ids = [r[1 + columns.index("id")] for r in rows]
+        await conn.execute("DELETE FROM item_events WHERE item = ANY(%s)", (ids,))
 
 
 def _pg_row(row: tuple[Any, ...], with_vector: bool) -> tuple[Any, ...]:
