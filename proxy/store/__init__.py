@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import migrations
+from . import migrations, vector_tables
 from .db import Connection, Database
 from .edits import ItemEdits
 from .extraction_cursors import ExtractionCursorStore
@@ -50,7 +50,7 @@ def open_store(path: str, dim: int | None) -> Store:
     def setup(conn: Connection) -> None:
         migrations.apply(conn)
         if dim is not None:
-            migrations.ensure_vectors(conn, dim)
+            vector_tables.ensure_vectors(conn, dim)
 
     db.run_sync(setup)
     return Store(
