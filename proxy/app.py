@@ -24,6 +24,7 @@ from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
 from .pipeline.plain import StartingPipeline
 from .pipeline.protocol import Pipeline
+from .responses import ResponsesEndpoint
 from .runtime import Runtime
 from .startup import start_memory
 from .tenancy import KeyRing
@@ -94,6 +95,7 @@ def memory_needed(settings: Settings) -> bool:
 def routes(rt: Runtime) -> list[BaseRoute]:
     chat = ChatEndpoint(rt)
     passthrough = PassthroughEndpoint(rt)
+    responses = ResponsesEndpoint(rt)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -115,6 +117,8 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
         *admin_routes(rt),
         Route("/{path:path}", not_found, methods=ALL_METHODS),

@@ -7,6 +7,8 @@ import json
 import logging
 import uuid
 import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -26,7 +28,18 @@ log = logging.getLogger("paperclip.chat")
 CAPTURE_LIMIT = 4 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class Shaped:
+    """A request body read as the pipeline's call, and how to write the pipeline's messages back into it."""
+
+    call: ChatCall
+    readable: bool  # False: not a body we understand; the upstream judges it, we only relay
+    rebuild: Callable[[list[dict[str, Any]]], bytes]
+
+
 class ChatEndpoint(Endpoint):
+    """The intercepted path; subclasses read another shape of body (``shape``) and share the rest."""
+
     route = "chat"
 
     async def forward(self, scope: Scope, receive: Receive) -> Forward:
@@ -35,25 +48,14 @@ class ChatEndpoint(Endpoint):
         raw = await read_body(receive, self.rt.settings.server.max_body_bytes)
         raw = decode_request_body(raw, headers.get("content-encoding"), self.rt.settings.server.max_body_bytes)
         body = parse_body(raw)
-        messages = body.get("messages")
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            # Not ours to judge: the upstream validates and answers with its own error.
-            memory_off, messages = True, []
-        user = resolve_user(headers, body)
-        call = ChatCall(
-            tenant=tenant,
-            user=user,
-            session=resolve_session(headers, tenant.id, user, messages),
-            trace_id="t-" + uuid.uuid4().hex,
-            body=body,
-            messages=messages,
-            model=body.get("model") if isinstance(body.get("model"), str) else None,
-            headers=headers,
-        )
         bypass = memory_off or not self._enabled(tenant)
+        shaped = await self.shape(headers, tenant, body, bypass=bypass)
+        # An unreadable body is not ours to judge: the upstream validates it and answers.
+        bypass = bypass or not shaped.readable
+        call = shaped.call
         prepared = await self._prepare(call, bypass=bypass)
-        forward = raw if prepared.messages is None else rebuild_body(body, prepared.messages)
+        forward = raw if prepared.messages is None else shaped.rebuild(prepared.messages)
         ex = Exchange(
             client=self.rt.upstreams.client(tenant.settings.upstream),
             request=self._request(scope, tenant, forward),
@@ -69,6 +71,15 @@ class ChatEndpoint(Endpoint):
             self.rt.background.spawn("record", self.rt.pipeline.record(call, prepared, reply_of(outcome)))
 
         return Forward(ex, record)
+
+    async def shape(self, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, bypass: bool) -> Shaped:
+        """The chat completions body: its ``messages`` are the pipeline's."""
+        found = body.get("messages")
+        readable = isinstance(found, list) and all(isinstance(m, dict) for m in found)
+        messages: list[dict[str, Any]] = found if readable and isinstance(found, list) else []
+        user = resolve_user(headers, body)
+        call = new_call(tenant, user, resolve_session(headers, tenant.id, user, messages), body, messages, headers)
+        return Shaped(call, readable, lambda out: rebuild_body(body, out))
 
     def _enabled(self, tenant: Tenant) -> bool:
         st = tenant.settings
@@ -116,6 +127,22 @@ class ChatEndpoint(Endpoint):
         if prepared.degraded:
             out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
         return out
+
+
+def new_call(
+    tenant: Tenant,
+    user: str,
+    session: str,
+    body: dict[str, Any],
+    messages: list[dict[str, Any]],
+    headers: Mapping[str, str],
+    **shape: Any,
+) -> ChatCall:
+    model = body.get("model")
+    return ChatCall(
+        tenant=tenant, user=user, session=session, trace_id="t-" + uuid.uuid4().hex, body=body,
+        messages=messages, model=model if isinstance(model, str) else None, headers=headers, **shape,
+    )
 
 
 def reply_of(outcome: Outcome) -> Reply:

@@ -118,6 +118,9 @@ class FakeUpstream:
             self.routes.clear()
             self.compression_calls = 0
 
+    def responses_requests(self) -> list[Seen]:
+        return [r for r in self.requests if r.path.endswith("/responses")]
+
     def chat_requests(self) -> list[Seen]:
         return [
             r for r in self.requests if r.path.endswith("/chat/completions") and not is_compression(r)
@@ -142,6 +145,10 @@ class FakeUpstream:
             handler = self.routes.get(request.url.path)
             if handler is not None:
                 return await handler(request, parsed)
+            if request.url.path.endswith("/responses"):
+                from tests.fake_responses import default_responses  # it builds on this module
+
+                return await default_responses(request, parsed)
             if request.url.path.endswith("/chat/completions"):
                 if is_compression(seen):
                     with self.lock:

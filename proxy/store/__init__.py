@@ -1,7 +1,8 @@
 """Storage behind one interface: ``Store`` groups the per-concept stores over one database.
 
 A server database can replace SQLite by providing the same per-concept
-stores (sessions, fragments, items, traces, users, extraction cursors); nothing outside
+stores (sessions, fragments, items, traces, users, extraction cursors,
+response sessions); nothing outside
 ``proxy/store`` issues SQL.
 """
 
@@ -14,6 +15,7 @@ from .db import Connection, Database
 from .extraction_cursors import ExtractionCursorStore
 from .fragments import FragmentStore
 from .item_rows import ItemStore
+from .response_sessions import ResponseSessionStore
 from .sessions import SessionStore
 from .traces import TraceStore
 from .users import UserStore
@@ -28,6 +30,7 @@ class Store:
     traces: TraceStore
     users: UserStore
     cursors: ExtractionCursorStore
+    responses: ResponseSessionStore
 
     def close(self) -> None:
         self.db.close()
@@ -44,5 +47,5 @@ def open_store(path: str, dim: int) -> Store:
     db.run_sync(setup)
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
-        ExtractionCursorStore(db),
+        ExtractionCursorStore(db), ResponseSessionStore(db),
     )

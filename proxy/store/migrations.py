@@ -166,6 +166,24 @@ def m006_extraction_claims(conn: Connection) -> None:
     )
 
 
+def m007_response_sessions(conn: Connection) -> None:
+    # A Responses API response id → the session that produced it (store/response_sessions.py).
+    _script(conn,
+        """
+        CREATE TABLE response_sessions (
+            tenant TEXT NOT NULL,
+            response_id TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT NOT NULL,
+            upto INTEGER NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (tenant, response_id)
+        );
+        CREATE INDEX response_sessions_user ON response_sessions (tenant, user)
+        """
+    )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -180,6 +198,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("004_traces", m004_traces),
     ("005_item_expiry", m005_item_expiry),
     ("006_extraction_claims", m006_extraction_claims),
+    ("007_response_sessions", m007_response_sessions),
 ]
 
 
