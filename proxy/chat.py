@@ -41,6 +41,7 @@ class ChatEndpoint(Endpoint):
     """The intercepted path; subclasses read another shape of body (``shape``) and share the rest."""
 
     route = "chat"
+    stop_at_done = True  # a chat stream ends at its [DONE], even if the upstream holds the socket open
 
     async def forward(self, scope: Scope, receive: Receive) -> Forward:
         headers = header_map(scope["headers"])
@@ -61,7 +62,7 @@ class ChatEndpoint(Endpoint):
             request=self._request(scope, tenant, forward),
             extra_headers=self._headers(call, prepared),
             capture_limit=0 if bypass else CAPTURE_LIMIT,
-            stop_at_done=True,
+            stop_at_done=self.stop_at_done,
         )
         ex.body_done.set()
         if bypass:

@@ -23,6 +23,7 @@ log = logging.getLogger("paperclip.responses")
 
 class ResponsesEndpoint(ChatEndpoint):
     route = "responses"
+    stop_at_done = False  # its streams have no [DONE]: relayed to their end
 
     async def shape(self, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, bypass: bool) -> Shaped:
         conv = as_messages(body)
