@@ -9,9 +9,13 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from proxy.pipeline.call import ChatCall
+from proxy.pipeline.plain import CountingPipeline
+from proxy.pipeline.protocol import Prepared
 from tests.admin_helpers import admin
 from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream, error_json
+from tests.test_errors_auth import RecordingPipeline
 
 FACT = "My cat Biscuit is allergic to peanuts, remember that."
 QUESTION = "Which food is my cat Biscuit allergic to?"
@@ -166,3 +170,47 @@ def test_a_failed_response_records_nothing(make_proxy: Callable[..., Proxy], ups
     proxy.drain()
     assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
     assert export(proxy, "zoe")["fragments"] == []
+
+
+class FailingPipeline(CountingPipeline):
+    async def prepare(self, call: ChatCall) -> Prepared:
+        raise RuntimeError("the memory layer is down")
+
+
+def test_a_failing_memory_layer_forwards_the_original_bytes_degraded(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(pipeline=FailingPipeline())
+    body = b'{"model":"gpt-4o-mini","input":"hi","instructions":null}'
+    with proxy.http() as http:
+        r = http.post("/v1/responses", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200 and r.headers["x-paperclip-degraded"] == "RuntimeError"
+    assert upstream.responses_requests()[-1].body == body
+
+
+def test_users_and_sessions_resolve_as_for_chat(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    pipeline = RecordingPipeline()
+    proxy = make_proxy(pipeline=pipeline)
+    with proxy.client() as client:
+        for fields, expected in [({"user": "u1"}, "u1"), ({"safety_identifier": "u2"}, "u2"),
+                                 ({"metadata": {"user_id": "u3"}}, "u3"), ({}, "anonymous")]:
+            raw = client.responses.with_raw_response.create(model="gpt-4o-mini", input="Plan my trip", **fields)
+            assert pipeline.prepared[-1].user == expected and pipeline.prepared[-1].api == "responses"
+            assert raw.headers["x-paperclip-session"].startswith("s-")
+        raw = client.responses.with_raw_response.create(
+            model="gpt-4o-mini", input="Plan my trip", extra_headers={"x-paperclip-session": "mine"}
+        )
+        assert raw.headers["x-paperclip-session"] == "mine"
+        client.responses.create(model="gpt-4o-mini", input="More", conversation="conv_1")
+        assert pipeline.prepared[-1].provider_state == "conversation"
+
+
+def test_system_head_puts_the_memory_in_instructions(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = make_proxy(defaults={"memory": {"position": "system_head"}})
+    with proxy.client() as client:
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": FACT}], user="mia")
+        proxy.drain()
+        client.responses.create(model="gpt-4o-mini", input=QUESTION, instructions="Be brief.", user="mia")
+    sent = forwarded(upstream)
+    assert sent["input"] == QUESTION
+    assert sent["instructions"].startswith("Be brief.\n\n") and "<paperclip-memory>" in sent["instructions"]
