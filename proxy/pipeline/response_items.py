@@ -71,10 +71,7 @@ def message_of(item: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "message":
         return {"role": item.get("role"), "content": item.get("content")}
     if kind == "reasoning":
-        summary = item.get("summary")
-        parts = summary if isinstance(summary, list) else []
-        return {"role": "reasoning", "content": text_of({"content": [{**p, "type": "text"} for p in parts
-                                                                       if isinstance(p, Mapping)]})}
+        return {"role": "reasoning", "content": _summary_text(item.get("summary"))}
     if kind.endswith("_call_output") or kind == "mcp_approval_response":
         output = item.get("output")
         content = output if isinstance(output, str | list) else json.dumps(output, ensure_ascii=False)
@@ -87,6 +84,12 @@ def message_of(item: Mapping[str, Any]) -> dict[str, Any]:
         return {"role": "assistant", "content": None,
                 "tool_calls": [{"id": item.get("call_id") or item.get("id"), "type": "function", "function": call}]}
     return {"role": kind or "item", "content": None}  # item_reference and the like: carried, never read
+
+
+def _summary_text(summary: Any) -> str:
+    """A reasoning item's readable summary (its ``encrypted_content`` is opaque, not counted)."""
+    parts = summary if isinstance(summary, list) else []
+    return "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping))
 
 
 def rebuild(
