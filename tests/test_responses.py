@@ -84,8 +84,9 @@ def test_the_stream_is_relayed_event_for_event(plain_proxy: Proxy, direct: Any, 
 
     assert events(plain_proxy) == events(direct)
     with plain_proxy.http() as http:
-        raw = http.post("/v1/responses", json={"model": "gpt-4o-mini", "input": "hi", "stream": True})
+        raw = http.post("/responses", json={"model": "gpt-4o-mini", "input": "hi", "stream": True})
     assert raw.headers["cache-control"] == "no-cache" and raw.headers["x-paperclip-session"]
+    assert upstream.responses_requests()[-1].path == "/v1/responses"  # the bare path too
 
 
 def test_nothing_added_sends_the_original_bytes(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
