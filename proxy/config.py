@@ -62,7 +62,7 @@ DEFAULTS: dict[str, Any] = {
 TOP_DEFAULTS: dict[str, Any] = {
     "server": {"host": "127.0.0.1", "port": 8787, "max_body_bytes": 16 * 1024 * 1024},
     "storage": {"url": "sqlite:///paperclip.db"},
-    "embedding": {"model": "bundled"},
+    "embedding": {"model": "bundled", "backend": "auto", "cache_dir": None},
     "tenants_dir": None,
     "passthrough_keys": False,
 }
@@ -139,6 +139,8 @@ class Settings:
     server: Server
     storage_url: str
     embedding_model: str
+    embedding_backend: Literal["auto", "onnx", "torch"]
+    embedding_cache_dir: Path | None  # null in the file: the user's cache folder (None without one)
     passthrough_keys: bool
     defaults: TenantSettings
     tenants: tuple[TenantSettings, ...] = field(default_factory=tuple)
@@ -211,6 +213,8 @@ def build(
         ),
         storage_url=_typed(top["storage"]["url"], str, source, "storage.url"),
         embedding_model=_typed(top["embedding"]["model"], str, source, "embedding.model"),
+        embedding_backend=_choice(top["embedding"]["backend"], _BACKENDS, source, "embedding.backend"),
+        embedding_cache_dir=_cache_dir(top["embedding"]["cache_dir"], env, source),
         passthrough_keys=_typed(top["passthrough_keys"], bool, source, "passthrough_keys"),
         defaults=defaults,
         tenants=tenants,
@@ -219,6 +223,26 @@ def build(
     _ = settings.sqlite_path  # validates storage.url
     _unique_keys(settings)
     return settings
+
+
+_BACKENDS = ("auto", "onnx", "torch")
+
+
+def _choice(value: Any, choices: tuple[str, ...], source: str, key: str) -> Any:
+    if value not in choices:
+        raise ConfigError(source, key, f"must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def _cache_dir(value: Any, env: Mapping[str, str], source: str) -> Path | None:
+    """``embedding.cache_dir``, or $XDG_CACHE_HOME/paperclip, or ~/.cache/paperclip."""
+    if value is not None:
+        return Path(_typed(value, str, source, "embedding.cache_dir")).expanduser()
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "paperclip"
+    if env.get("HOME"):
+        return Path(env["HOME"]) / ".cache" / "paperclip"
+    return None
 
 
 def _with_origin(tenants: Mapping[str, Any], source: str) -> dict[str, tuple[Any, str]]:
@@ -293,9 +317,7 @@ def _field(name: str, kind: Any, value: Any, source: str, key: str) -> Any:
             return None
         raise ConfigError(source, key, "must be set")
     if name in _CHOICES:
-        if value not in _CHOICES[name]:
-            raise ConfigError(source, key, f"must be one of {', '.join(_CHOICES[name])}, not {value!r}")
-        return value
+        return _choice(value, _CHOICES[name], source, key)
     if text.startswith("bool"):
         return _typed(value, bool, source, key)
     if text.startswith("int"):

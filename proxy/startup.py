@@ -23,7 +23,12 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
     try:
         prompts = Prompts.load()
         if embedder is None:
-            embedder = await asyncio.to_thread(load_embedder, settings.embedding_model)
+            embedder = await asyncio.to_thread(
+                load_embedder,
+                settings.embedding_model,
+                backend=settings.embedding_backend,
+                cache_dir=settings.embedding_cache_dir,
+            )
         await asyncio.to_thread(_warm_up)
         store = await asyncio.to_thread(open_store, settings.sqlite_path, embedder.dim)
     except Exception:

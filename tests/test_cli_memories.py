@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +100,33 @@ def test_errors_exit_2(setup: tuple[Proxy, Cli], tmp_path: Path) -> None:
     bad.write_text(json.dumps({"version": 1, "user": "bob", "items": [{"type": "entity"}]}))
     invalid = cli("import", str(bad), "--tenant", "acme", ok=False)
     assert invalid.returncode == 2 and "items[0].content: missing" in invalid.stderr
+
+
+def test_reading_commands_never_load_the_embedding_model(setup: tuple[Proxy, Cli], tmp_path: Path) -> None:
+    proxy, cli = setup
+    teach(proxy, "bob")
+    items = cli.items("bob")
+    exported = _without_time(cli("export", "--tenant", "acme", "--user", "bob").stdout)
+    # The same database under a model that cannot load: only commands that embed need it.
+    raw = yaml.safe_load(cli.config.read_text())
+    raw["embedding"] = {"model": str(tmp_path / "no-such-model"), "backend": "onnx"}
+    cli.config.write_text(yaml.safe_dump(raw))
+    assert cli.items("bob") == items
+    assert _without_time(cli("export", "--tenant", "acme", "--user", "bob").stdout) == exported
+    out = tmp_path / "bob.json"
+    out.write_text(json.dumps(exported))
+    failed = cli("import", str(out), "--tenant", "acme", "--user", "robert", ok=False)
+    assert failed.returncode == 2 and "cannot load the embedding model" in failed.stderr
+    assert "forgot user 'bob'" in cli("forget", "--tenant", "acme", "--user", "bob", "--yes").stdout
+    assert cli.items("bob", "--all") == []
+    # The vector tables kept the shape of the proxy's model (hash: 256 dimensions).
+    with closing(sqlite3.connect(tmp_path / "cli.db")) as db:
+        query = "SELECT sql FROM sqlite_master WHERE name IN ('vec_fragments', 'vec_items')"
+        shapes = [sql for (sql,) in db.execute(query)]
+    assert len(shapes) == 2 and all("float[256]" in sql for sql in shapes)
+
+
+def _without_time(text: str) -> dict[str, Any]:
+    data = dict(json.loads(text))
+    data.pop("exported_at")
+    return data

@@ -1,4 +1,4 @@
-"""Embedders: the hashing fake, the registry, and (slow) the bundled model."""
+"""Embedders: the hashing fake, the registry, and (slow) the bundled model on ONNX Runtime and torch."""
 
 from __future__ import annotations
 
@@ -7,21 +7,24 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from proxy.memory import embedder as embedder_module
 from proxy.memory.embedder import (
-    BACKEND_ENV,
     BUNDLED_NAME,
     Embedder,
     HashEmbedder,
+    OnnxUnavailable,
     SentenceTransformerEmbedder,
-    _model_path,
     load_embedder,
 )
-from proxy.memory.onnx_export import UNSUPPORTED, onnx_unsupported
+from proxy.memory.embedder.export_files import UNSUPPORTED
+from proxy.memory.embedder.onnx_cache import OnnxCache
+from proxy.memory.embedder.onnx_encoder import OnnxEncoder
+from proxy.memory.embedder.onnx_export import onnx_unsupported
+from proxy.memory.embedder.sentence_model import bundled_path
 
 TEXTS = [
     "I am allergic to peanuts",
@@ -103,9 +106,33 @@ def test_hash_embedder_satisfies_the_protocol() -> None:
     assert embedder.dim == 16
 
 
+
+def exits(status: int, message: str) -> tuple[str, ...]:
+    """An exporter command that only prints ``message`` and exits with ``status``."""
+    return (sys.executable, "-c", f"import sys; print({message!r}, file=sys.stderr); sys.exit({status})")
+
+
+def test_a_model_of_another_shape_is_expected_not_a_failure() -> None:
+    with pytest.raises(OnnxUnavailable, match=r"pooling \['cls'\]") as info:
+        OnnxCache(None, command=exits(UNSUPPORTED, "pooling ['cls']")).load("some/model")
+    assert info.value.expected
+
+
+def test_backend_onnx_refuses_to_fall_back_to_torch() -> None:
+    failing = OnnxCache(None, command=exits(1, "RuntimeError: no exporter today"))
+    with pytest.raises(OnnxUnavailable, match="no exporter today") as info:
+        SentenceTransformerEmbedder("bundled", backend="onnx", onnx=failing)
+    assert not info.value.expected
+
+
 @pytest.fixture(scope="module")
-def bundled() -> Embedder:
-    return load_embedder("bundled")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("paperclip-cache")
+
+
+@pytest.fixture(scope="module")
+def bundled(cache_dir: Path) -> Embedder:
+    return load_embedder("bundled", cache_dir=cache_dir)
 
 
 @pytest.mark.slow
@@ -155,22 +182,23 @@ def _min_cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def bundled_torch() -> SentenceTransformerEmbedder:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(BACKEND_ENV, "torch")
-        return SentenceTransformerEmbedder("bundled")
+    return SentenceTransformerEmbedder("bundled", backend="torch")
 
 
 @pytest.mark.slow
 def test_bundled_model_runs_on_onnxruntime(bundled: Embedder) -> None:
     assert isinstance(bundled, SentenceTransformerEmbedder)
     assert bundled.backend == "onnxruntime"
-    assert bundled._model is None  # torch runs only in the exporting child
+    assert isinstance(bundled.encoder, OnnxEncoder)  # torch runs only in the exporting child
 
 
 @pytest.mark.slow
-def test_the_proxy_process_never_imports_torch() -> None:
+@pytest.mark.parametrize("start", ["cold", "warm"])
+def test_the_proxy_process_never_imports_torch(bundled: Embedder, cache_dir: Path, tmp_path: Path, start: str) -> None:
+    folder = tmp_path if start == "cold" else cache_dir  # ``bundled`` exported into cache_dir
     code = (
-        "import sys; from proxy.memory.embedder import load_embedder; e = load_embedder('bundled');"
+        "import sys; from pathlib import Path; from proxy.memory.embedder import load_embedder;"
+        f"e = load_embedder('bundled', cache_dir=Path({str(folder)!r}));"
         "e.embed(['peanut allergy']); print(e.backend, 'torch' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -178,9 +206,9 @@ def test_the_proxy_process_never_imports_torch() -> None:
 
 
 @pytest.mark.slow
-def test_the_environment_forces_torch(bundled_torch: SentenceTransformerEmbedder) -> None:
+def test_backend_torch_never_exports(bundled_torch: SentenceTransformerEmbedder) -> None:
     assert bundled_torch.backend == "torch"
-    assert bundled_torch._onnx is None
+    assert not isinstance(bundled_torch.encoder, OnnxEncoder)
 
 
 @pytest.mark.slow
@@ -220,7 +248,7 @@ def test_onnxruntime_is_safe_across_threads(
 def test_only_the_supported_module_stack_is_exported(
     bundled_torch: SentenceTransformerEmbedder,
 ) -> None:
-    model = bundled_torch._model
+    model = bundled_torch.encoder.model
     transformer, pooling, normalize = list(model)
     assert onnx_unsupported(model) is None
     assert onnx_unsupported([transformer, pooling]) is None
@@ -239,46 +267,15 @@ def test_only_the_supported_module_stack_is_exported(
     assert onnx_unsupported(Prompted([transformer, pooling])) == "a default prompt"
 
 
-def _child_exits(monkeypatch: pytest.MonkeyPatch, status: int, message: str) -> None:
-    code = f"import sys; print({message!r}, file=sys.stderr); sys.exit({status})"
-    monkeypatch.setattr(embedder_module, "_child_command", lambda: [sys.executable, "-c", code])
-
-
 @pytest.mark.slow
-def test_a_failed_export_keeps_torch(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    _child_exits(monkeypatch, 1, "RuntimeError: no exporter today")
+def test_a_failed_export_keeps_torch(caplog: pytest.LogCaptureFixture) -> None:
+    failing = OnnxCache(None, command=exits(1, "RuntimeError: no exporter today"))
     with caplog.at_level(logging.WARNING, logger="paperclip.embedder"):
-        embedder = SentenceTransformerEmbedder("bundled")
+        embedder = SentenceTransformerEmbedder("bundled", onnx=failing)
     assert embedder.backend == "torch"
     assert [r.getMessage() for r in caplog.records if "no exporter today" in r.getMessage()]
     _assert_unit_rows(embedder.embed(["still works"]), 1, 384)
 
 
-def test_a_model_of_another_shape_stays_on_torch_quietly(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    _child_exits(monkeypatch, UNSUPPORTED, "pooling ['cls']")
-    with caplog.at_level(logging.INFO, logger="paperclip.embedder"):
-        assert embedder_module._onnx_encoder("some/model") is None
-    [record] = [r for r in caplog.records if "pooling ['cls']" in r.getMessage()]
-    assert record.levelno == logging.INFO
-
-
-@pytest.mark.slow
-def test_vectors_unlike_torch_keep_torch(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    class Wrong:
-        def __init__(self, graph: bytes, tokenizer: str, inputs: list[str], dim: int) -> None:
-            self.dim = dim
-
-        def encode(self, texts: list[str]) -> np.ndarray:
-            return HashEmbedder(self.dim).embed(texts)  # unit rows, another space
-
-    monkeypatch.setattr(embedder_module, "_OnnxEncoder", Wrong)
-    with caplog.at_level(logging.WARNING, logger="paperclip.embedder"):
-        encoder = embedder_module._onnx_encoder(_model_path("bundled"))
-    assert encoder is None
-    assert any("min cosine" in r.getMessage() for r in caplog.records)
+def test_bundled_path_is_a_local_folder() -> None:
+    assert os.path.isfile(os.path.join(bundled_path(), "model.safetensors"))

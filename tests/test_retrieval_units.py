@@ -15,10 +15,10 @@ from proxy.memory.fragment_search import FragmentIndex, _ScopeIndex, nearest
 from proxy.memory.fusion import Part, Scored
 from proxy.memory.packing import Excerpt, place, select
 from proxy.memory.query import focus, periods_in
-from proxy.memory.ranking import Candidate, Hit, Key, rank, supported_by_neighbours
+from proxy.memory.ranking import Candidate, Hit, Key, boosts, rank, supported_by_neighbours
 from proxy.store import open_store
 from proxy.store.fragments import Fragment, NewFragment
-from proxy.store.item_rows import ItemWrite, NewItem
+from proxy.store.item_rows import ItemRow, ItemWrite, NewItem
 from proxy.tokens import TokenCounter
 
 NAMES = {"caroline", "melanie"}
@@ -231,3 +231,41 @@ async def test_a_hidden_or_forgotten_fragment_leaves_the_index_in_memory(tmp_pat
         assert gone is not before and not gone.fragments and gone.size == 0  # all gone: rebuilt
     finally:
         store.close()
+
+
+async def test_recency_and_importance_settings_act_on_recall(tmp_path: Path) -> None:
+    """``memory.recency_half_life_days`` and ``memory.importance_weight`` scale the fused scores of a request."""
+    from proxy import config
+    from proxy.memory.fusion import Floor
+    from proxy.memory.recall import RecallRequest, recall_for
+
+    now = MAY_8 + 400 * 86_400
+    store = open_store(str(tmp_path / "b.db"), 16)
+    try:
+        index = FragmentIndex(store.fragments, HashEmbedder(16), TokenCounter(None))
+        await index.index("t", "ana", "old", [(0, "user", "My favourite tea is oolong tea.")], "keep", created=MAY_8)
+        await index.index("t", "ana", "new", [(0, "user", "My favourite tea is jasmine tea.")], "keep", created=now)
+        memory = config.from_dict({}, env={}).defaults.memory
+        ask = RecallRequest("t", "ana", "q", [{"role": "user", "content": "Which tea is my favourite?"}], [], memory, now)
+
+        async def boosts_by_session(settings: config.Memory) -> dict[str, float]:
+            got = await recall_for(index, dataclasses.replace(ask, settings=settings), TokenCounter(None), Floor(0, 0))
+            return {h.fragment.session: h.scored.boost for h in got.hits if h.fragment}
+
+        assert await boosts_by_session(memory) == {"old": 1.0, "new": 1.0}  # off by default
+        decayed = await boosts_by_session(dataclasses.replace(memory, recency_half_life_days=100.0))
+        assert decayed["new"] == 1.0 and decayed["old"] == pytest.approx(0.5 + 0.5 * 0.5**4)
+        weighted = await boosts_by_session(dataclasses.replace(memory, importance_weight=0.4))
+        assert weighted == {"old": pytest.approx(0.8), "new": pytest.approx(0.8)}  # a fragment counts as 0.5
+    finally:
+        store.close()
+
+
+def test_an_items_boost_reads_its_importance_and_when_it_was_last_stated() -> None:
+    frag = Fragment(1, "s", "h", "user", "x", 0, 1, 0.0)
+    row = ItemRow(2, "s", "entity", "k", "c", 1.0, 1.0, "user-stated", None, "active", None, [], [], 1, 0,
+                  None, 0.0, 30 * 86_400.0)
+    keys: list[Key] = [("f", 1), ("i", 2), ("f", 9)]
+    assert boosts(keys, {1: frag}, {2: row}, 30 * 86_400.0, None, 0.0) is None
+    out = boosts(keys, {1: frag}, {2: row}, 30 * 86_400.0, 30.0, 0.5)
+    assert out == {("f", 1): pytest.approx(0.75 * 0.75), ("i", 2): pytest.approx(1.0)}

@@ -1,8 +1,10 @@
 """``paperclip memories list|export|forget|import``: one user's data, straight from the store.
 
-The command opens the database named by ``storage.url`` with the configured
-embedding model (the vector tables are sized by it, and ``import`` recomputes
-vectors with it). It may run while the proxy serves from the same file: SQLite
+The command opens the database named by ``storage.url``. Only ``import``
+loads the configured embedding model (it recomputes vectors with it, and the
+vector tables are sized by it); ``list``, ``export`` and ``forget`` embed
+nothing, so they neither load a model nor touch the vector tables' shape.
+It may run while the proxy serves from the same file: SQLite
 in WAL mode takes one writer at a time. A running proxy keeps its in-memory
 keyword index of a forgotten user until it restarts; the rows, vectors and
 text are gone at once, so nothing of the user is ever recalled.
@@ -19,10 +21,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..config import Settings, TenantSettings
-from ..memory.embedder import load_embedder
+from ..memory.embedder import Embedder, Vectors, load_embedder
 from ..store import open_store
 from ..store.item_rows import ItemRow
-from .memories import MemoryAdmin
+from .memories import Embed, MemoryAdmin
 from .portable import InvalidExport
 
 
@@ -103,12 +105,21 @@ def _import(args: argparse.Namespace, settings: Settings, tenant: TenantSettings
 async def _run(
     args: argparse.Namespace, settings: Settings, tenant: TenantSettings, raw: Any = None
 ) -> int:
-    embedder = await asyncio.to_thread(load_embedder, settings.embedding_model)
-    store = await asyncio.to_thread(open_store, settings.sqlite_path, embedder.dim)
-
-    async def embed(texts: Sequence[str]) -> Any:
-        return await asyncio.to_thread(embedder.embed, list(texts))
-
+    if args.action in EMBEDS:
+        try:
+            embedder = await asyncio.to_thread(
+                load_embedder,
+                settings.embedding_model,
+                backend=settings.embedding_backend,
+                cache_dir=settings.embedding_cache_dir,
+            )
+        except Exception as exc:
+            return fail(f"cannot load the embedding model {settings.embedding_model!r}: {exc}")
+        store = await asyncio.to_thread(open_store, settings.sqlite_path, embedder.dim)
+        embed = _embedding_with(embedder)
+    else:
+        store = await asyncio.to_thread(open_store, settings.sqlite_path, None)
+        embed = _no_embedding
     try:
         await ACTIONS[args.action](MemoryAdmin(store, embed), args, tenant, raw)
     except InvalidExport as exc:
@@ -116,6 +127,17 @@ async def _run(
     finally:
         store.close()
     return 0
+
+
+def _embedding_with(embedder: Embedder) -> Embed:
+    async def embed(texts: Sequence[str]) -> Vectors:
+        return await asyncio.to_thread(embedder.embed, list(texts))
+
+    return embed
+
+
+async def _no_embedding(texts: Sequence[str]) -> Vectors:
+    raise RuntimeError("this command was started without an embedding model (see EMBEDS)")
 
 
 async def _list(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
@@ -140,6 +162,8 @@ async def _restore(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantS
 
 Action = Callable[[MemoryAdmin, argparse.Namespace, TenantSettings, Any], Awaitable[None]]
 ACTIONS: dict[str, Action] = {"list": _list, "export": _export, "forget": _forget, "import": _restore}
+# The actions that compute vectors; the others never load the embedding model.
+EMBEDS = frozenset({"import"})
 
 
 def _table(rows: Sequence[ItemRow]) -> str:

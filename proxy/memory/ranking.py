@@ -1,5 +1,6 @@
-"""Ranking recall's candidates (pure): which fused candidates a request may use, the relevance
-gate, and the final score — fused, + a period bonus, + support from adjacent turns.
+"""Ranking recall's candidates (pure): each one's boost (importance × recency) for the fusion,
+which fused candidates a request may use, the relevance gate, and the final score — fused,
++ a period bonus, + support from adjacent turns.
 """
 
 from __future__ import annotations

@@ -121,15 +121,15 @@ class MemoryPipeline:
         answer = reply_answer(call, reply)
         if answer is None:
             return  # a failed Responses API call: nothing of it is recorded
-        if plan.recall is not None and plan.recall.touched and self.items is not None:
-            await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
-        turns = _turns(call, plan.view, answer.text)
         if answer.id is not None and self.responses is not None:
             upto = call.offset + len(plan.view.conv) + 1
             await self.responses.save(call.tenant.id, call.user, answer.id, call.session, upto)
         if st.memory.enabled:
-            await self._index(call, turns)
+            await self._index(call, _turns(call, plan.view, answer.text))
             await self._extract(call, plan.view, force=False, answer=answer.text)
+            if plan.recall is not None and plan.recall.touched and self.items is not None:
+                # Recall never writes: the injected items' access is recorded here, after the response.
+                await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
         compressing = st.context.enabled and call.provider_state is None
         if compressing and st.context.compression_mode == "background" and plan.view.over_watermark():
             await self._compress(call, plan.view, plan.counter)

@@ -36,13 +36,18 @@ class Store:
         self.db.close()
 
 
-def open_store(path: str, dim: int) -> Store:
-    """Open (creating if needed) the database, apply migrations, make the vector tables."""
+def open_store(path: str, dim: int | None) -> Store:
+    """Open (creating if needed) the database, apply migrations, make the vector tables.
+
+    ``dim`` None leaves the vector tables as they are: for a reader that embeds
+    nothing and so does not know the model's dimension.
+    """
     db = Database(path)
 
     def setup(conn: Connection) -> None:
         migrations.apply(conn)
-        migrations.ensure_vectors(conn, dim)
+        if dim is not None:
+            migrations.ensure_vectors(conn, dim)
 
     db.run_sync(setup)
     return Store(

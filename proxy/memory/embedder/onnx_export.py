@@ -1,6 +1,6 @@
 """Exporting a sentence-transformers model to ONNX, in a child process.
 
-    python -m proxy.memory.onnx_export MODEL OUT_DIR
+    python -m proxy.memory.embedder.onnx_export MODEL OUT_DIR
 
 loads MODEL with sentence-transformers (torch, one thread) and writes to
 OUT_DIR: ``model.onnx`` (the encoder, token embeddings out),
@@ -11,7 +11,8 @@ of ``PROBES``, which the parent checks its own against) and ``meta.json``
 reason on stderr for a model of another shape, anything else on failure.
 
 A child process, so that the proxy itself never imports torch: torch and
-the export leave ~500 MB resident that the proxy would carry for good.
+the export leave ~500 MB resident that the proxy would carry for good. The
+parent (``onnx_cache``) keeps what it writes between starts.
 """
 
 from __future__ import annotations
@@ -26,22 +27,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-UNSUPPORTED = 3
-PROBES = (
-    "peanut allergy",
-    "  The QUICK brown fox jumps over the lazy dog!  ",
-    "我对花生过敏，但是很喜欢吃杏仁。",
-    "",
-    " ".join(["a very long note about the project schedule and its many meetings"] * 40),
-    "short",
-)
+from .export_files import GRAPH, META, PROBE_VECTORS, PROBES, TOKENIZER, UNSUPPORTED
+from .onnx_encoder import features
 
 
 def export(model: str, out: Path) -> str | None:
     """Write the files above for ``model`` (a path or a name) into ``out``; the reason when unsupported."""
-    from .embedder import _dimension, _load_sentence_transformer
+    from .torch_encoder import dimension, load_sentence_transformer
 
-    st_model = _load_sentence_transformer(model, "cpu")
+    st_model = load_sentence_transformer(model)
     reason = onnx_unsupported(st_model)
     if reason is not None:
         return reason
@@ -49,12 +43,12 @@ def export(model: str, out: Path) -> str | None:
     tokenizer = _fast_tokenizer(transformer)
     inputs = list(transformer.tokenizer.model_input_names)
     example = features(tokenizer, list(PROBES[:2]), inputs)
-    (out / "model.onnx").write_bytes(_export(transformer.auto_model, inputs, example))
-    tokenizer.save(str(out / "tokenizer.json"))
+    (out / GRAPH).write_bytes(_export(transformer.auto_model, inputs, example))
+    tokenizer.save(str(out / TOKENIZER))
     vectors = st_model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True)
-    np.save(out / "probes.npy", np.asarray(vectors, dtype=np.float32))
-    meta = {"dim": _dimension(st_model), "inputs": inputs}
-    (out / "meta.json").write_text(json.dumps(meta))
+    np.save(out / PROBE_VECTORS, np.asarray(vectors, dtype=np.float32))
+    meta = {"dim": dimension(st_model), "inputs": inputs}
+    (out / META).write_text(json.dumps(meta))
     return None
 
 
@@ -73,17 +67,6 @@ def _fast_tokenizer(transformer: Any) -> Any:
         direction="right", pad_id=hf.pad_token_id, pad_token=hf.pad_token, pad_type_id=hf.pad_token_type_id
     )
     return tokenizer
-
-
-def features(tokenizer: Any, texts: list[str], inputs: list[str]) -> dict[str, npt.NDArray[np.int64]]:
-    """What the encoder takes, from the ``tokenizers`` library alone (the proxy's side uses this too)."""
-    encodings = tokenizer.encode_batch(texts)
-    columns = {
-        "input_ids": [e.ids for e in encodings],
-        "attention_mask": [e.attention_mask for e in encodings],
-        "token_type_ids": [e.type_ids for e in encodings],
-    }
-    return {name: np.asarray(columns[name], dtype=np.int64) for name in inputs}
 
 
 def onnx_unsupported(model: Any) -> str | None:
@@ -190,10 +173,9 @@ def _export(auto_model: Any, inputs: list[str], example: dict[str, npt.NDArray[n
     return buffer.getvalue()
 
 
-
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m proxy.memory.onnx_export MODEL OUT_DIR", file=sys.stderr)
+        print("usage: python -m proxy.memory.embedder.onnx_export MODEL OUT_DIR", file=sys.stderr)
         return 2
     reason = export(argv[0], Path(argv[1]))
     if reason is not None:
