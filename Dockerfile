@@ -1,4 +1,4 @@
-# Paperclip: slim Python, non-root, config and database on a volume.
+# Paperclip: slim Python, non-root, config, database and the exported embedding model on a volume.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -7,19 +7,27 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
     PAPERCLIP_CONFIG=/etc/paperclip/proxy.yaml \
-    PAPERCLIP_DATA_DIR=/data
+    PAPERCLIP_DATA_DIR=/data \
+    XDG_CACHE_HOME=/data/cache
 
 WORKDIR /app
-# The CPU build of torch first: an unpinned torch from PyPI is a multi-GB CUDA build.
-RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+# The CPU build of torch first, from PyTorch's CPU wheel index: on a plain index torch==2.13.0
+# is the CUDA build and pulls several GB of nvidia-* wheels. `pip install .` below keeps it,
+# since the local version 2.13.0+cpu satisfies pyproject's torch==2.13.0 (PEP 440).
+ARG TORCH_VERSION=2.13.0
+RUN pip install "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu
 COPY pyproject.toml README.md ./
 COPY proxy ./proxy
 COPY prompts ./prompts
 # proxy/_prompts is a link to ../prompts: replace it by the files before building the wheel.
 RUN rm -f proxy/_prompts && cp -r prompts proxy/_prompts && pip install . && rm -rf /app/proxy /app/prompts
+# The image must carry no CUDA: fail the build if a dependency brought any back.
+RUN python -c "import torch; assert torch.version.cuda is None, torch.version.cuda" \
+    && ! pip list 2>/dev/null | grep -i '^nvidia-' \
+    && paperclip --version
 
 COPY proxy.yaml /etc/paperclip/proxy.yaml
-RUN useradd --create-home --uid 10001 paperclip && mkdir -p /data && chown paperclip /data
+RUN useradd --create-home --uid 10001 paperclip && mkdir -p /data/cache && chown -R paperclip /data
 USER paperclip
 VOLUME ["/data"]
 EXPOSE 8787

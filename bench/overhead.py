@@ -7,6 +7,7 @@ Usage (from the repo root, in its virtualenv)::
     python bench/overhead.py --memory             # Paperclip with its memory and context layers on
     python bench/overhead.py --memory --embedding hash   # ... with the fast fake embedder
     python bench/overhead.py --requests 500 --seconds 4   # a quick run
+    python bench/overhead.py --outbound-proxy     # https upstream; + Paperclip through a CONNECT proxy
 
 Three processes on loopback, so that none shares a GIL with another: the
 fixed-answer upstream (``bench/upstream.py``), the proxy (``python -m proxy
@@ -34,6 +35,12 @@ Measured, for every target in the same run:
   also once ``/readyz`` answers 200 (embedding model loaded) and after the run.
   Measuring starts only once ``/readyz`` answers 200.
 
+With ``--outbound-proxy`` the upstream serves https (a certificate from a CA
+made for the run with ``openssl``, given to Paperclip as ``upstream.ca_file``)
+and a second Paperclip, ``via-proxy``, reaches it through a CONNECT tunnel of
+a loopback proxy in its own process (``tests/connect_proxy.py``); the tunnel's
+cost is its percentile minus plain Paperclip's.
+
 "Added" is the target's percentile minus the direct percentile (each
 percentile over its own samples). The table is printed and the numbers are
 written as JSON to ``--out`` (default ``bench/results/overhead.json``).
@@ -53,6 +60,7 @@ import platform
 import secrets
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -69,6 +77,9 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+from tests.pki import issue, make_ca  # noqa: E402
+
 MODEL = "gpt-4o-mini"
 UPSTREAM_KEY = "sk-bench-upstream"
 PROXY_KEY = "pk-bench"
@@ -117,13 +128,15 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def wait_until_up(url: str, proc: subprocess.Popen[bytes], what: str, timeout: float, log: Path) -> None:
+def wait_until_up(
+    url: str, proc: subprocess.Popen[bytes], what: str, timeout: float, log: Path, verify: ssl.SSLContext | bool = True
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"{what} exited with {proc.returncode}; its log:\n{log.read_text()[-4000:]}")
         try:
-            if httpx.get(url, timeout=1).status_code < 500:
+            if httpx.get(url, timeout=1, verify=verify).status_code < 500:
                 return
         except httpx.TransportError:
             pass
@@ -148,19 +161,21 @@ def start(stack: ExitStack, cmd: list[str], log: Path, env: dict[str, str] | Non
     return proc
 
 
-def proxy_config(tmp: Path, upstream_url: str, port: int, memory: bool, embedding: str) -> Path:
+def proxy_config(
+    tmp: Path, upstream_url: str, port: int, memory: bool, embedding: str, name: str = "proxy", **upstream: Any
+) -> Path:
     raw = {
         "server": {"host": "127.0.0.1", "port": port},
-        "storage": {"url": f"sqlite:///{tmp / 'bench.db'}"},
+        "storage": {"url": f"sqlite:///{tmp / (name + '.db')}"},
         "embedding": {"model": embedding},
         "defaults": {
-            "upstream": {"base_url": upstream_url, "api_key": UPSTREAM_KEY},
+            "upstream": {"base_url": upstream_url, "api_key": UPSTREAM_KEY, **upstream},
             "context": {"enabled": memory},
             "memory": {"enabled": memory},
         },
         "tenants": {"bench": {"api_keys": [PROXY_KEY]}},
     }
-    path = tmp / "proxy.yaml"
+    path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
 
@@ -256,13 +271,13 @@ async def block(clients: list[httpx.AsyncClient], t: Target, seconds: float) -> 
     t.busy_s += time.perf_counter() - started
 
 
-def new_client(connections: int) -> httpx.AsyncClient:
+def new_client(connections: int, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    return httpx.AsyncClient(timeout=60, limits=limits, trust_env=False)
+    return httpx.AsyncClient(timeout=60, limits=limits, trust_env=False, verify=verify)
 
 
 async def measure(targets: list[Target], args: argparse.Namespace) -> None:
-    async with new_client(len(targets)) as client:
+    async with new_client(len(targets), args.verify) as client:
         print(f"c=1 non-stream: {args.requests} requests per target...", flush=True)
         await sequential(client, targets, args.requests, stream=False, warmup=args.warmup)
         print(f"c=1 stream: {args.requests} requests per target...", flush=True)
@@ -270,7 +285,7 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> None:
     print(f"c={args.concurrency}: {args.seconds:g} s per target in {args.block:g} s blocks...", flush=True)
     # One client (one connection per target) per worker: a single httpx pool shared by 32
     # tasks caps near 400 req/s here, which would measure httpcore's pool, not the proxy.
-    clients = [new_client(len(targets)) for _ in range(args.concurrency)]
+    clients = [new_client(len(targets), args.verify) for _ in range(args.concurrency)]
     try:
         for t in targets:  # open every connection before measuring
             await block(clients, t, 0.5)
@@ -299,6 +314,7 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             "concurrency": args.concurrency,
             "memory": args.memory,
             "embedding": args.embedding if args.memory else None,
+            "outbound_proxy": args.outbound_proxy,
         },
         "targets": {},
     }
@@ -326,6 +342,10 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             row["added_responses_p50_ms"] = row["responses_p50_ms"] - d["responses_p50_ms"]
             row["added_responses_p99_ms"] = row["responses_p99_ms"] - d["responses_p99_ms"]
             row["throughput_ratio"] = row["rps"] / d["rps"] if d["rps"] else 0.0
+        if t.name == "via-proxy":  # what the tunnel adds to Paperclip itself
+            p = out["targets"]["paperclip"]
+            row["tunnel_added_p50_ms"] = row["latency_p50_ms"] - p["latency_p50_ms"]
+            row["tunnel_added_ttfb_p50_ms"] = row["ttfb_p50_ms"] - p["ttfb_p50_ms"]
         out["targets"][t.name] = row
     out["goals"] = goals(out["targets"])
     return out
@@ -377,6 +397,12 @@ def table(result: dict[str, Any]) -> str:
     line("idle RSS (MB)", "idle_rss_mb", None, "{:.1f}")
     line("RSS when ready (MB)", "ready_rss_mb", None, "{:.1f}")
     line("RSS after the run (MB)", "final_rss_mb", None, "{:.1f}")
+    if "via-proxy" in rows:
+        v = rows["via-proxy"]
+        lines.append(
+            f"through the CONNECT proxy vs Paperclip direct: +{v['tunnel_added_p50_ms']:.2f} ms p50, "
+            f"+{v['tunnel_added_ttfb_p50_ms']:.2f} ms TTFB p50"
+        )
     failed = {n: rows[n]["failed"] for n in names if rows[n]["failed"]}
     if failed:
         lines.append(f"failed requests at c={s['concurrency']}: {failed}")
@@ -396,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", action="store_true", help="turn Paperclip's memory and context layers on")
     parser.add_argument("--embedding", default="bundled", help="embedding.model with --memory (bundled, hash, ...)")
     parser.add_argument("--peer", choices=["litellm"], action="append", default=[])
+    parser.add_argument(
+        "--outbound-proxy", action="store_true", help="https upstream, and a Paperclip reaching it through a CONNECT proxy"
+    )
     parser.add_argument("--litellm-venv", type=Path, default=Path.home() / ".cache" / "paperclip-bench" / "venv-litellm")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.json")
     args = parser.parse_args(argv)
@@ -403,11 +432,20 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="paperclip-bench-")))
         up_port, proxy_port = free_port(), free_port()
-        upstream_url = f"http://127.0.0.1:{up_port}/v1"
-        up = start(stack, [sys.executable, str(HERE / "upstream.py"), "--port", str(up_port)], tmp / "upstream.log")
-        wait_until_up(upstream_url + "/models", up, "the upstream", 30, tmp / "upstream.log")
+        tls: dict[str, str] = {}
+        args.verify = True
+        up_cmd = [sys.executable, str(HERE / "upstream.py"), "--port", str(up_port)]
+        if args.outbound_proxy:
+            ca = make_ca(tmp / "pki")
+            cert, key = issue(ca, "upstream", server=True)
+            up_cmd += ["--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]
+            tls = {"ca_file": str(ca[0])}
+            args.verify = ssl.create_default_context(cafile=str(ca[0]))
+        upstream_url = f"{'https' if tls else 'http'}://127.0.0.1:{up_port}/v1"
+        up = start(stack, up_cmd, tmp / "upstream.log")
+        wait_until_up(upstream_url + "/models", up, "the upstream", 30, tmp / "upstream.log", args.verify)
 
-        cfg = proxy_config(tmp, upstream_url, proxy_port, args.memory, args.embedding)
+        cfg = proxy_config(tmp, upstream_url, proxy_port, args.memory, args.embedding, **tls)
         proxy = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--log-level", "warning"], tmp / "proxy.log")
         wait_until_up(f"http://127.0.0.1:{proxy_port}/healthz", proxy, "paperclip", 60, tmp / "proxy.log")
         targets = [
@@ -418,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         # Measure only once the memory layer has loaded (it loads even when off: see the notes).
         wait_ready(f"http://127.0.0.1:{proxy_port}/readyz", 180)
         targets[1].ready_rss_mb = rss_mb(proxy.pid)
+        if args.outbound_proxy:
+            targets.append(via_proxy(stack, tmp, upstream_url, args, tls))
 
         if "litellm" in args.peer:
             exe = litellm_venv(args.litellm_venv)
@@ -442,6 +482,23 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwritten to {args.out}")
     return 0
+
+
+def via_proxy(stack: ExitStack, tmp: Path, upstream_url: str, args: argparse.Namespace, tls: dict[str, str]) -> Target:
+    """A second Paperclip whose upstream.proxy is a loopback CONNECT proxy in its own process."""
+    relay_port, port = free_port(), free_port()
+    relay = start(stack, [sys.executable, "-m", "tests.connect_proxy", "--port", str(relay_port)], tmp / "relay.log")
+    cfg = proxy_config(
+        tmp, upstream_url, port, args.memory, args.embedding, "via-proxy", proxy=f"http://127.0.0.1:{relay_port}", **tls
+    )
+    proc = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--log-level", "warning"], tmp / "via.log")
+    wait_until_up(f"http://127.0.0.1:{port}/healthz", proc, "paperclip via the proxy", 60, tmp / "via.log")
+    if relay.poll() is not None:
+        raise SystemExit(f"the CONNECT proxy exited: {(tmp / 'relay.log').read_text()[-2000:]}")
+    wait_ready(f"http://127.0.0.1:{port}/readyz", 180)
+    t = Target("via-proxy", f"http://127.0.0.1:{port}/v1", {"authorization": f"Bearer {PROXY_KEY}"}, proc.pid)
+    t.rss_mb = t.ready_rss_mb = rss_mb(proc.pid)
+    return t
 
 
 def wait_ready(url: str, timeout: float) -> None:

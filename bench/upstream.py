@@ -137,6 +137,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ssl-certfile", default=None, help="serve https with this certificate ...")
+    parser.add_argument("--ssl-keyfile", default=None, help="... and this key")
     args = parser.parse_args()
     uvicorn.run(
         app,
@@ -147,6 +149,8 @@ def main() -> None:
         log_level="warning",
         access_log=False,
         backlog=4096,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
     )
 
 

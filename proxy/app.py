@@ -119,7 +119,9 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         Route("/chat/completions", chat, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/responses", responses, methods=["POST"]),
+        Route("/openai/deployments/{deployment}/chat/completions", chat, methods=["POST"]),  # Azure OpenAI
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
+        Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths
         *admin_routes(rt),
         Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]

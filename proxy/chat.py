@@ -51,7 +51,7 @@ class ChatEndpoint(Endpoint):
         body = parse_body(raw)
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
         bypass = memory_off or not self._enabled(tenant)
-        shaped = await self.shape(headers, tenant, body, bypass=bypass)
+        shaped = await self.shape(scope, headers, tenant, body, bypass=bypass)
         # An unreadable body is not ours to judge: the upstream validates it and answers.
         bypass = bypass or not shaped.readable
         call = shaped.call
@@ -73,13 +73,16 @@ class ChatEndpoint(Endpoint):
 
         return Forward(ex, record)
 
-    async def shape(self, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, bypass: bool) -> Shaped:
+    async def shape(
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, bypass: bool
+    ) -> Shaped:
         """The chat completions body: its ``messages`` are the pipeline's."""
         found = body.get("messages")
         readable = isinstance(found, list) and all(isinstance(m, dict) for m in found)
         messages: list[dict[str, Any]] = found if readable and isinstance(found, list) else []
         user = resolve_user(headers, body)
-        call = new_call(tenant, user, resolve_session(headers, tenant.id, user, messages), body, messages, headers)
+        session = resolve_session(headers, tenant.id, user, messages)
+        call = new_call(tenant, user, session, body, messages, headers, deployment_or_model(scope, body))
         return Shaped(call, readable, lambda out: rebuild_body(body, out))
 
     def _enabled(self, tenant: Tenant) -> bool:
@@ -137,13 +140,22 @@ def new_call(
     body: dict[str, Any],
     messages: list[dict[str, Any]],
     headers: Mapping[str, str],
+    model: str | None,
     **shape: Any,
 ) -> ChatCall:
-    model = body.get("model")
     return ChatCall(
         tenant=tenant, user=user, session=session, trace_id="t-" + uuid.uuid4().hex, body=body,
-        messages=messages, model=model if isinstance(model, str) else None, headers=headers, **shape,
+        messages=messages, model=model, headers=headers, **shape,
     )
+
+
+def deployment_or_model(scope: Scope, body: dict[str, Any]) -> str | None:
+    """The model tokens are counted for: Azure's deployment in the path, else the body's ``model``."""
+    deployment = scope.get("path_params", {}).get("deployment")
+    if isinstance(deployment, str) and deployment:
+        return deployment
+    model = body.get("model")
+    return model if isinstance(model, str) else None
 
 
 def reply_of(outcome: Outcome) -> Reply:

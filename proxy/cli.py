@@ -8,22 +8,26 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import config
+from . import __version__, banner, config
 from .admin import cli as memories_cli
 from .errors import ConfigError
 from .eval import cli as eval_cli
 
 CONFIG_ENV = "PAPERCLIP_CONFIG"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="paperclip", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"paperclip {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the proxy")
     serve.add_argument("--config", default=None, help=f"config file (default: ${CONFIG_ENV} or ./proxy.yaml)")
-    serve.add_argument("--host", default=None)
-    serve.add_argument("--port", type=int, default=None)
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument("--host", default=None, help="address to listen on (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port to listen on (default: server.port, 8787)")
+    serve.add_argument(
+        "--log-level", default="info", type=str.lower, choices=LOG_LEVELS, help="least severe level logged (default: info)"
+    )
     memories_cli.add_parser(sub)
     eval_cli.add_arguments(sub.add_parser("eval", help="replay a data set: recall, tokens, compression"))
     args = parser.parse_args(argv)
@@ -60,6 +64,9 @@ def serve_command(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("paperclip")
+    for level, line in banner.lines(settings):
+        log.log(level, line)
     app = create_app(settings)
     uvicorn.run(
         app,

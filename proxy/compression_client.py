@@ -9,7 +9,7 @@ import httpx
 from .config import TenantSettings
 from .context.compressor import Complete
 from .pipeline.protocol import CompleteFor
-from .upstream import Upstreams, join_url
+from .upstream import Upstreams, credential, join_url
 
 
 def compression_calls(upstreams: Upstreams) -> CompleteFor:
@@ -20,7 +20,7 @@ def compression_calls(upstreams: Upstreams) -> CompleteFor:
         client = upstreams.client(st.upstream)
         url = join_url(comp.base_url or st.upstream.base_url, "/chat/completions")
         key = comp.api_key or upstream_key
-        headers = {"authorization": f"Bearer {key}"} if key else {}
+        headers = dict([credential(st.upstream, key)]) if key else {}
 
         async def complete(messages: list[dict[str, Any]]) -> str:
             payload = {"model": comp.model, "temperature": comp.temperature, "messages": messages}

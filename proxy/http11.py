@@ -1,7 +1,7 @@
 """The HTTP/1.1 wire of the upstream hop: one socket as an asyncio protocol, parsed by httptools.
 
 A ``Connection`` carries one exchange at a time: ``start`` it, write the
-request, await the head, then take body chunks as they arrived (``b""`` at the
+request (``send_request``), await the head, then take body chunks as they arrived (``b""`` at the
 end). Reading stops while more than ``_HIGH_WATER`` bytes wait to be taken, so
 a slow client slows the upstream instead of filling memory. ``Body`` is the
 httpx stream over those chunks, with the read timeout *between* chunks.
@@ -32,7 +32,9 @@ class Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.expires = 0.0
-        self.received_any = False
+        # Set for a plain-http origin reached through a forwarding proxy: requests go out in
+        # absolute form, with this Proxy-Authorization value (b"": none).
+        self.forward_proxy_auth: bytes | None = None
         self._headers: list[tuple[bytes, bytes]] = []
         self._head: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]] | None = None
         self._chunks: collections.deque[bytes] = collections.deque()
@@ -51,7 +53,6 @@ class Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
-        self.received_any = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -117,7 +118,6 @@ class Connection(asyncio.Protocol):
         self._buffered = 0
         self._complete = False
         self._error = None
-        self.received_any = False
         self._until_eof = False
         return self._head
 
@@ -162,6 +162,12 @@ class Connection(asyncio.Protocol):
             self.closed = True
             self.transport.close()
 
+    def abort(self) -> None:
+        """Close at once: no TLS close_notify exchange that could outlive the event loop."""
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.abort()
+
     def _fail(self, exc: BaseException) -> None:
         self._error = exc
         if self._head is not None and not self._head.done():
@@ -172,6 +178,45 @@ class Connection(asyncio.Protocol):
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+
+_SKIP = frozenset({b"expect"})  # no 1xx interim responses on this hop
+
+
+async def send_request(conn: Connection, request: httpx.Request, body: bytes | None, write_s: float | None) -> None:
+    """The request on the wire: head and an in-memory body in one write, else the stream as it comes."""
+    target = request.url.raw_path
+    if conn.forward_proxy_auth is not None:
+        target = request.url.raw_scheme + b"://" + request.url.netloc + target
+    head = [request.method.encode("ascii"), b" ", target, b" HTTP/1.1\r\n"]
+    if conn.forward_proxy_auth:
+        head += [b"proxy-authorization: ", conn.forward_proxy_auth, b"\r\n"]
+    chunked = False
+    for name, value in request.headers.raw:
+        low = name.lower()
+        if low in _SKIP:
+            continue
+        if low == b"transfer-encoding" and value.lower() == b"chunked":
+            chunked = True
+        head += [name, b": ", value, b"\r\n"]
+    head.append(b"\r\n")
+    if body is not None:
+        if len(body) < 65536:
+            conn.write(b"".join(head) + body)
+        else:
+            conn.write(b"".join(head))
+            conn.write(body)
+        await conn.drained(write_s)
+        return
+    conn.write(b"".join(head))
+    assert isinstance(request.stream, httpx.AsyncByteStream)
+    async for part in request.stream:
+        if part:
+            conn.write(b"%x\r\n%b\r\n" % (len(part), part) if chunked else part)
+            await conn.drained(write_s)
+    if chunked:
+        conn.write(b"0\r\n\r\n")
+    await conn.drained(write_s)
 
 
 class Body(httpx.AsyncByteStream):

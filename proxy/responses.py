@@ -13,7 +13,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .chat import ChatEndpoint, Shaped, new_call
+from starlette.types import Scope
+
+from .chat import ChatEndpoint, Shaped, deployment_or_model, new_call
 from .pipeline.response_items import as_messages, rebuild, render
 from .store.response_sessions import ResponseSession
 from .tenancy import Tenant, resolve_session, resolve_user
@@ -25,7 +27,9 @@ class ResponsesEndpoint(ChatEndpoint):
     route = "responses"
     stop_at_done = False  # its streams have no [DONE]: relayed to their end
 
-    async def shape(self, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, bypass: bool) -> Shaped:
+    async def shape(
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, bypass: bool
+    ) -> Shaped:
         conv = as_messages(body)
         messages = conv.messages if conv is not None else []
         user = resolve_user(headers, body)
@@ -39,8 +43,9 @@ class ResponsesEndpoint(ChatEndpoint):
                 session = found.session
             if found is not None and found.session == session:
                 offset = found.upto
+        model = deployment_or_model(scope, body)
         call = new_call(
-            tenant, user, session, body, messages, headers, api="responses", provider_state=held, offset=offset
+            tenant, user, session, body, messages, headers, model, api="responses", provider_state=held, offset=offset
         )
         head_in_instructions = tenant.settings.memory.position == "system_head"
 

@@ -14,96 +14,32 @@ back-pressure on the socket, and per-phase timeouts: connect, write, and read
 *between chunks* (never a total deadline). Closing a response before its end
 closes the connection: that is how an upstream request is cancelled.
 
-What it leaves to httpx's own transport: ``HEAD`` (the parser cannot know such
-a response has no body) and protocol upgrades.
+What it never does: resend a request. Once a request's first byte is handed to
+a socket, the upstream may be generating (and billing) its answer, so a failure
+after that — even on a reused connection, before any response byte — is the
+caller's error, not a retry (Go's and nginx's proxies behave the same for a
+POST). The pool checks a connection before reuse instead (``pool``).
+
+Connections open directly or through an outbound HTTP proxy (``dial``), with
+the upstream's TLS settings (``tls``); where no proxy applies nothing on the
+request path changes. What it leaves to httpx's own transport (given the same
+proxy and TLS): ``HEAD`` (the parser cannot know such a response has no body)
+and protocol upgrades. What it does not speak: HTTP/2 (see docs/decisions.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import ssl
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from .http11 import Body, Connection, wait
-
-_SKIP = frozenset({b"expect"})  # no 1xx interim responses on this hop
-
-
-class _Pool:
-    """Idle keep-alive connections per origin, and a cap on open connections."""
-
-    def __init__(self, max_connections: int, max_idle: int, idle_expiry: float) -> None:
-        self._idle: dict[tuple[bytes, bytes, int], list[Connection]] = {}
-        self._open = 0
-        self._max = max_connections
-        self._max_idle = max_idle
-        self._expiry = idle_expiry
-        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
-
-    def take(self, origin: tuple[bytes, bytes, int]) -> Connection | None:
-        idle = self._idle.get(origin)
-        now = time.monotonic()
-        while idle:
-            conn = idle.pop()  # the most recently used: the least likely to have been closed
-            if not conn.closed and conn.expires > now:
-                return conn
-            self._drop(conn)
-        return None
-
-    def make_room(self) -> bool:
-        """Whether one more connection may open, closing an idle one of any origin if need be."""
-        if self._open < self._max:
-            return True
-        for idle in self._idle.values():
-            if idle:
-                self._drop(idle.pop(0))  # the least recently used
-                return True
-        return False
-
-    async def wait(self) -> None:
-        """Until a connection is released (idle again, or closed)."""
-        slot = asyncio.get_running_loop().create_future()
-        self._waiting.append(slot)
-        try:
-            await slot
-        finally:
-            if slot in self._waiting:
-                self._waiting.remove(slot)
-
-    def opened(self) -> None:
-        self._open += 1
-
-    def release(self, conn: Connection) -> None:
-        idle = self._idle.setdefault(conn.origin, [])
-        if conn.reusable and len(idle) < self._max_idle:
-            conn.expires = time.monotonic() + self._expiry
-            idle.append(conn)
-            self._notify()
-        else:
-            self._drop(conn)
-
-    def _drop(self, conn: Connection) -> None:
-        conn.close()
-        self._open -= 1
-        self._notify()
-
-    def _notify(self) -> None:
-        while self._waiting:
-            slot = self._waiting.popleft()
-            if not slot.done():
-                slot.set_result(None)
-                return
-
-    def close(self) -> None:
-        for idle in self._idle.values():
-            for conn in idle:
-                conn.close()
-        self._idle.clear()
+from .config.outbound import DIRECT, OutboundProxy, ProxyRules
+from .config.tls import DEFAULT_TLS, TlsSettings, ssl_context
+from .dial import connect
+from .http11 import Body, Connection, send_request, wait
+from .pool import ConnectionPool, Origin
 
 
 @dataclass(frozen=True)
@@ -133,40 +69,36 @@ class LeanTransport(httpx.AsyncBaseTransport):
         *,
         max_connections: int = 4096,
         max_keepalive: int = 512,
-        keepalive_expiry: float = 30.0,
-        ssl_context: ssl.SSLContext | None = None,
+        keepalive_expiry: float = 4.0,
+        tls: TlsSettings = DEFAULT_TLS,
+        routes: ProxyRules = DIRECT,
     ) -> None:
         self._timeouts = timeouts
-        self._pool = _Pool(max_connections, max_keepalive, keepalive_expiry)
-        self._ssl = ssl_context  # None: the system's CAs through certifi, made on first use
-        self._fallback: httpx.AsyncHTTPTransport | None = None
+        self._pool = ConnectionPool(max_connections, max_keepalive, keepalive_expiry)
+        self._tls = tls
+        self._routes = routes
+        self._via: dict[Origin, OutboundProxy | None] = {}
+        self._fallback: dict[OutboundProxy | None, httpx.AsyncHTTPTransport] = {}
         self._keepalive_expiry = keepalive_expiry
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "HEAD" or "upgrade" in request.headers:
-            return await self._fallback_transport().handle_async_request(request)
         url = request.url
         origin = (url.raw_scheme, url.raw_host, url.port or (443 if url.raw_scheme == b"https" else 80))
+        if request.method == "HEAD" or "upgrade" in request.headers:
+            return await self._fallback_transport(origin).handle_async_request(request)
         body = request.content if isinstance(request.stream, httpx.ByteStream) else None
         timeouts = Timeouts.of(request, self._timeouts)
-        conn = await self._acquire(origin, request, timeouts, reuse=True)
-        if conn.expires:  # a kept-alive one
-            try:
-                return await self._exchange(conn, request, body, timeouts)
-            except _Stale:  # the upstream had closed it; the request never reached the upstream
-                conn = await self._acquire(origin, request, timeouts, reuse=False)
+        conn = await self._acquire(origin, request, timeouts)
         return await self._exchange(conn, request, body, timeouts)
 
-    async def _acquire(
-        self, origin: tuple[bytes, bytes, int], request: httpx.Request, t: Timeouts, *, reuse: bool
-    ) -> Connection:
-        conn = self._pool.take(origin) if reuse else None
+    async def _acquire(self, origin: Origin, request: httpx.Request, t: Timeouts) -> Connection:
+        conn = self._pool.take(origin)
         if conn is not None:  # the usual case, without the cost of a timeout scope
             return conn
         try:
             async with asyncio.timeout(t.pool):
                 while True:
-                    conn = self._pool.take(origin) if reuse else None
+                    conn = self._pool.take(origin)
                     if conn is not None:
                         return conn
                     if self._pool.make_room():
@@ -176,39 +108,46 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise httpx.PoolTimeout("no upstream connection free in time", request=request) from exc
         return await self._connect(origin, request, t)
 
-    def _fallback_transport(self) -> httpx.AsyncHTTPTransport:
-        if self._fallback is None:
-            limits = httpx.Limits(max_connections=64, keepalive_expiry=self._keepalive_expiry)
-            self._fallback = httpx.AsyncHTTPTransport(limits=limits, retries=0)
-        return self._fallback
+    def _route(self, origin: Origin) -> OutboundProxy | None:
+        if origin not in self._via:
+            scheme, host, port = origin
+            self._via[origin] = self._routes.for_origin(scheme.decode(), host.decode("ascii"), port)
+        return self._via[origin]
 
-    async def _connect(self, origin: tuple[bytes, bytes, int], request: httpx.Request, t: Timeouts) -> Connection:
-        scheme, host, port = origin
-        name = host.decode("ascii")
-        tls = self._tls() if scheme == b"https" else None
+    def _fallback_transport(self, origin: Origin) -> httpx.AsyncHTTPTransport:
+        via = self._route(origin)
+        if via not in self._fallback:
+            limits = httpx.Limits(max_connections=64, keepalive_expiry=self._keepalive_expiry)
+            proxy = None
+            if via is not None:
+                auth = {"proxy-authorization": via.authorization} if via.authorization else None
+                proxy = httpx.Proxy(via.url, headers=auth)
+            self._fallback[via] = httpx.AsyncHTTPTransport(
+                verify=ssl_context(self._tls), limits=limits, retries=0, proxy=proxy
+            )
+        return self._fallback[via]
+
+    async def _connect(self, origin: Origin, request: httpx.Request, t: Timeouts) -> Connection:
+        tls = ssl_context(self._tls) if origin[0] == b"https" else None
         conn = Connection(origin)
         self._pool.opened()
         try:
             async with asyncio.timeout(t.connect):
-                transport, _ = await asyncio.get_running_loop().create_connection(
-                    lambda: conn, name, port, ssl=tls, server_hostname=name if tls else None
-                )
-            conn.transport = transport  # uvloop calls connection_made a tick later
+                await connect(conn, self._route(origin), tls)
         except TimeoutError as exc:
             self._pool.release(conn)
             raise httpx.ConnectTimeout("connecting to the upstream timed out", request=request) from exc
         except OSError as exc:
             self._pool.release(conn)
             raise httpx.ConnectError(f"cannot connect to the upstream: {exc}", request=request) from exc
+        except httpx.TransportError as exc:
+            self._pool.release(conn)
+            exc.request = request
+            raise
         except BaseException:
             self._pool.release(conn)
             raise
         return conn
-
-    def _tls(self) -> ssl.SSLContext:
-        if self._ssl is None:
-            self._ssl = httpx.create_ssl_context()
-        return self._ssl
 
     async def _exchange(
         self, conn: Connection, request: httpx.Request, body: bytes | None, t: Timeouts
@@ -216,7 +155,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         head_future = conn.start(asyncio.get_running_loop())
         try:
             try:
-                await _send(conn, request, body, t.write)
+                await send_request(conn, request, body, t.write)
             except TimeoutError as exc:
                 raise httpx.WriteTimeout("the upstream did not take the request in time", request=request) from exc
             except httpx.TransportError:
@@ -227,10 +166,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
             self._abandon(conn)
             raise httpx.ReadTimeout("the upstream sent no response within the read timeout", request=request) from exc
         except httpx.TransportError as exc:
-            reused_and_silent = conn.expires and not conn.received_any and body is not None
+            # Never resent, even on a reused connection that failed before a byte came back: the
+            # upstream may have received the request and be generating (and billing) already.
             self._abandon(conn)
-            if reused_and_silent:
-                raise _Stale() from exc
             exc.request = request
             raise
         except BaseException:  # cancelled (the client went away) or the request body failed
@@ -250,39 +188,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         self._pool.close()
-        if self._fallback is not None:
-            await self._fallback.aclose()
-
-
-async def _send(conn: Connection, request: httpx.Request, body: bytes | None, write_s: float | None) -> None:
-    """The request on the wire: head and an in-memory body in one write, else the stream as it comes."""
-    head = [request.method.encode("ascii"), b" ", request.url.raw_path, b" HTTP/1.1\r\n"]
-    chunked = False
-    for name, value in request.headers.raw:
-        low = name.lower()
-        if low in _SKIP:
-            continue
-        if low == b"transfer-encoding" and value.lower() == b"chunked":
-            chunked = True
-        head += [name, b": ", value, b"\r\n"]
-    head.append(b"\r\n")
-    if body is not None:
-        if len(body) < 65536:
-            conn.write(b"".join(head) + body)
-        else:
-            conn.write(b"".join(head))
-            conn.write(body)
-        await conn.drained(write_s)
-        return
-    conn.write(b"".join(head))
-    assert isinstance(request.stream, httpx.AsyncByteStream)
-    async for part in request.stream:
-        if part:
-            conn.write(b"%x\r\n%b\r\n" % (len(part), part) if chunked else part)
-            await conn.drained(write_s)
-    if chunked:
-        conn.write(b"0\r\n\r\n")
-    await conn.drained(write_s)
+        for fallback in self._fallback.values():
+            await fallback.aclose()
+        await asyncio.sleep(0)  # the sockets close in the loop's next turn: let it come before shutdown
 
 
 class UpstreamClient(httpx.AsyncClient):
@@ -312,6 +220,3 @@ class UpstreamClient(httpx.AsyncClient):
 def _answered(head: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]]) -> bool:
     return head.done() and not head.cancelled() and head.exception() is None
 
-
-class _Stale(Exception):
-    """A reused connection failed before the upstream answered a byte: retry on a fresh one."""

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import httpx
 
 from .config import Upstream
+from .config.outbound import ProxyRules
+from .config.tls import TlsSettings
 from .errors import (
     PaperclipError,
     UpstreamError,
@@ -67,7 +69,7 @@ def request_headers(
             continue
         out.append((name, value))
     if tenant.upstream_key:
-        out.append(("authorization", f"Bearer {tenant.upstream_key}"))
+        out.append(credential(tenant.settings.upstream, tenant.upstream_key))
     if not tenant.passthrough:
         up = tenant.settings.upstream
         if up.organization:
@@ -75,6 +77,11 @@ def request_headers(
         if up.project:
             out.append(("openai-project", up.project))
     return out
+
+
+def credential(upstream: Upstream, key: str) -> tuple[str, str]:
+    """The header the upstream's key goes in: ``Authorization: Bearer`` or Azure's ``api-key``."""
+    return ("api-key", key) if upstream.auth == "api-key" else ("authorization", f"Bearer {key}")
 
 
 def response_headers(headers: httpx.Headers, *, keep_length: bool) -> list[tuple[bytes, bytes]]:
@@ -94,26 +101,41 @@ def response_headers(headers: httpx.Headers, *, keep_length: bool) -> list[tuple
 
 @functools.lru_cache(maxsize=4096)
 def join_url(base_url: str, path: str, query: bytes | str = b"") -> httpx.URL:
-    """``base_url`` + the path after the client's ``/v1`` (or the bare path), + the query string.
+    """``base_url`` + the path after the client's ``/v1`` (or the bare path), + both query strings.
 
-    Cached: httpx parses and validates a URL character by character, and the
-    same few URLs come back on every request.
+    A query in ``base_url`` (``?api-version=...``) is kept, merged with the
+    client's (``merge_query``). Cached: httpx parses and validates a URL
+    character by character, and the same few URLs come back on every request.
     """
-    base = base_url.rstrip("/")
+    base, _, base_query = base_url.partition("?")
     tail = path.removeprefix("/v1") if path == "/v1" or path.startswith("/v1/") else path
-    url = base + tail
-    q = query.decode("latin-1") if isinstance(query, bytes) else query
+    url = base.rstrip("/") + tail
+    q = merge_query(base_query, query.decode("latin-1") if isinstance(query, bytes) else query)
     return httpx.URL(f"{url}?{q}" if q else url)
+
+
+def merge_query(configured: str, client: str) -> str:
+    """The configured parameters, then the client's; a name the client also sends is the client's.
+
+    Parameters stay as they were encoded; only whole ``name=value`` pairs move.
+    """
+    if not configured:
+        return client
+    sent = {part.partition("=")[0] for part in client.split("&") if part}
+    kept = [part for part in configured.split("&") if part and part.partition("=")[0] not in sent]
+    return "&".join([*kept, *(part for part in client.split("&") if part)])
 
 
 @dataclass(frozen=True)
 class _PoolKey:
     connect: float
     read: float
+    tls: TlsSettings
+    routes: ProxyRules
 
 
 class Upstreams:
-    """One pooled client per timeout profile, shared by every upstream URL.
+    """One pooled client per connection profile (timeouts, TLS, proxies), shared by every upstream URL.
 
     The client pools connections per origin (``transport.LeanTransport``), so
     tenants on the same provider share keep-alive connections. Timeouts are per
@@ -123,15 +145,26 @@ class Upstreams:
 
     def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._clients: dict[_PoolKey, httpx.AsyncClient] = {}
+        # By the settings object itself (kept alive here, so its id stays its own): hashing the
+        # profile's nested settings costs ~15 µs, and every request asks.
+        self._known: dict[int, tuple[Upstream, httpx.AsyncClient]] = {}
         self._transport = transport
 
     def client(self, upstream: Upstream) -> httpx.AsyncClient:
-        key = _PoolKey(upstream.connect_timeout_s, upstream.read_timeout_s)
+        known = self._known.get(id(upstream))
+        if known is not None and known[0] is upstream:
+            return known[1]
+        found = self._profile_client(upstream)
+        self._known[id(upstream)] = (upstream, found)
+        return found
+
+    def _profile_client(self, upstream: Upstream) -> httpx.AsyncClient:
+        key = _PoolKey(upstream.connect_timeout_s, upstream.read_timeout_s, upstream.tls, upstream.routes)
         found = self._clients.get(key)
         if found is None:
             timeouts = Timeouts(connect=key.connect, read=key.read, write=key.read, pool=key.connect)
             found = UpstreamClient(
-                self._transport or LeanTransport(timeouts),
+                self._transport or LeanTransport(timeouts, tls=key.tls, routes=key.routes),
                 httpx.Timeout(connect=key.connect, read=key.read, write=key.read, pool=key.connect),
             )
             self._clients[key] = found
@@ -141,10 +174,13 @@ class Upstreams:
         for client in self._clients.values():
             await client.aclose()
         self._clients.clear()
+        self._known.clear()
 
 
 def translate(exc: BaseException) -> PaperclipError:
     """httpx's exception tree → Paperclip's (the only place this happens)."""
+    if isinstance(exc, httpx.ProxyError):
+        return UpstreamUnreachable(f"The upstream could not be reached through the outbound proxy: {exc}")
     if isinstance(exc, httpx.PoolTimeout):
         return UpstreamUnavailable("The upstream connection pool is exhausted; try again.")
     if isinstance(exc, httpx.TimeoutException):

@@ -145,6 +145,8 @@ class FakeUpstream:
             handler = self.routes.get(request.url.path)
             if handler is not None:
                 return await handler(request, parsed)
+            if request.url.path.startswith("/openai/") and not azure_authorized(request):
+                return error_json(401, "Access denied due to invalid subscription key.", "invalid_request_error", "401")
             if request.url.path.endswith("/responses"):
                 from tests.fake_responses import default_responses  # it builds on this module
 
@@ -174,6 +176,11 @@ class FakeUpstream:
                 await asyncio.sleep(0.02)
 
         return watcher
+
+
+def azure_authorized(request: Request) -> bool:
+    """Azure OpenAI's resource endpoint: the key in ``api-key`` and an ``api-version`` on every call."""
+    return bool(request.headers.get("api-key")) and "api-version" in request.query_params
 
 
 # The prompts in prompts/ wrap their material in these tags.

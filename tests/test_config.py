@@ -18,6 +18,7 @@ from proxy import config
 from proxy.errors import ConfigError
 from tests.conftest import PROXY_KEY, Proxy, base_config
 from tests.fake_upstream import FakeUpstream
+from tests.pki import make_ca, needs_openssl
 from tests.servers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,6 +45,18 @@ BAD_CONFIGS: list[tuple[Any, str, str]] = [
     ({"tenants": ["acme"]}, "tenants", "mapping"),
     ("defaults: [unclosed", "-", "not valid YAML"),
     ("- just\n- a list\n", "-", "top level must be a mapping"),
+    ({"defaults": {"upstream": {"base_url": "not a url"}}}, "defaults.upstream.base_url", "http:// or https://"),
+    ({"defaults": {"upstream": {"base_url": "ftp://files/v1"}}}, "defaults.upstream.base_url", "http:// or https://"),
+    ({"defaults": {"upstream": {"base_url": "https://host:port/v1"}}}, "defaults.upstream.base_url", "not a valid URL"),
+    ({"tenants": {"acme": {"compression": {"base_url": "localhost:8000"}}}}, "tenants.acme.compression.base_url", "http://"),
+    ({"defaults": {"upstream": {"auth": "basic"}}}, "defaults.upstream.auth", "must be one of bearer, api-key"),
+    ({"defaults": {"upstream": {"proxy": "socks5://127.0.0.1:1080"}}}, "defaults.upstream.proxy", "only http://"),
+    ({"defaults": {"upstream": {"ca_file": "/nowhere/ca.pem"}}}, "defaults.upstream.ca_file", "no such file"),
+    ({"defaults": {"upstream": {"verify": "no"}}}, "defaults.upstream.verify", "must be bool"),
+    ({"server": {"log_format": "xml"}}, "server.log_format", "must be one of text, json"),
+    ({"server": {"log_content": 1}}, "server.log_content", "must be bool"),
+    ({"server": {"admin_keys": [1]}}, "server.admin_keys", "list of strings"),
+    ({"tenants": {"acme": {"api_key": ["k"]}}}, "tenants.acme.api_key", "admin_keys, api_keys, compression"),
 ]
 
 
@@ -56,6 +69,60 @@ def test_config_error_names_file_key_and_problem(tmp_path: Path, raw: Any, key: 
     assert info.value.key == key
     assert problem in info.value.problem
     assert str(path) in str(info.value) and key in str(info.value)
+
+
+def test_the_upstream_and_server_keys_of_spec_section_7(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "proxy.yaml",
+        {
+            "server": {"admin_keys": ["op-key", None], "log_format": "json", "log_content": True},
+            "defaults": {"upstream": {"auth": "api-key", "verify": False, "base_url": "https://r.example.com"}},
+            "tenants": {"acme": {"api_keys": ["k"], "upstream": {"proxy": "http://u:p@proxy.corp:3128"}}},
+        },
+    )
+    settings = config.load(path, env={})
+    assert (settings.server.admin_keys, settings.server.log_format, settings.server.log_content) == (("op-key",), "json", True)
+    up = settings.defaults.upstream
+    assert (up.auth, up.verify, up.proxy, up.ca_file) == ("api-key", False, None, None)
+    acme = settings.tenants[0].upstream
+    assert acme.proxy == "http://u:p@proxy.corp:3128" and acme.auth == "api-key"  # inherited
+    chosen = acme.routes.for_origin("https", "r.example.com", 443)
+    assert chosen is not None and (chosen.host, chosen.port, chosen.authorization) == ("proxy.corp", 3128, "Basic dTpw")
+
+
+def test_outbound_proxies_come_from_the_environment_unless_upstream_proxy_is_set() -> None:
+    env = {"HTTPS_PROXY": "proxy.corp:3128", "http_proxy": "http://web.corp:8080", "NO_PROXY": "internal.corp, 10.0.0.0/8"}
+    settings = config.from_dict({"tenants": {"acme": {"api_keys": ["k"], "upstream": {"proxy": "http://own:1"}}}}, env=env)
+    routes = settings.defaults.upstream.routes
+    assert routes.for_origin("https", "api.openai.com", 443) == routes.https
+    assert routes.https is not None and (routes.https.host, routes.https.port) == ("proxy.corp", 3128)
+    assert routes.http is not None and routes.http.host == "web.corp"
+    assert routes.for_origin("https", "llm.internal.corp", 443) is None
+    assert routes.for_origin("http", "10.1.2.3", 8000) is None
+    own = settings.tenants[0].upstream.routes
+    assert own.for_origin("https", "llm.internal.corp", 443) is not None  # the key wins over NO_PROXY
+    assert config.from_dict({}, env={}).defaults.upstream.routes.for_origin("https", "a", 443) is None
+    assert config.from_dict({}, env={"ALL_PROXY": "http://all:1"}).defaults.upstream.routes.https is not None
+    with pytest.raises(ConfigError) as info:
+        config.from_dict({}, env={"ALL_PROXY": "socks5://127.0.0.1:1080"})
+    assert info.value.key == "ALL_PROXY" and "only http://" in info.value.problem
+
+
+@needs_openssl
+def test_tls_files_are_found_beside_the_file_that_names_them(tmp_path: Path) -> None:
+    ca, _, _ = make_ca(tmp_path / "pki")
+    (tmp_path / "tenants").mkdir()
+    write(tmp_path / "tenants" / "globex.yaml", {"api_keys": ["g"]})
+    path = write(tmp_path / "proxy.yaml", {"tenants_dir": "tenants", "defaults": {"upstream": {"ca_file": "pki/ca.pem"}}})
+    settings = config.load(path, env={})
+    assert settings.tenants[0].upstream.ca_file == settings.defaults.upstream.ca_file == str(ca)
+    broken = write(tmp_path / "broken.yaml", {"defaults": {"upstream": {"ca_file": "proxy.yaml"}}})
+    with pytest.raises(ConfigError) as info:
+        config.load(broken, env={})
+    assert info.value.key == "defaults.upstream.ca_file" and "cannot use it for TLS" in info.value.problem
+    half = write(tmp_path / "half.yaml", {"defaults": {"upstream": {"client_key": "pki/ca.key"}}})
+    with pytest.raises(ConfigError, match=r"without upstream\.client_cert"):
+        config.load(half, env={})
 
 
 def test_error_in_a_tenants_dir_file_names_that_file(tmp_path: Path) -> None:

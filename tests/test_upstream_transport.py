@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import ssl
 import subprocess
 import threading
 import time
@@ -20,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from proxy.config import Upstream
+from proxy.config.tls import TlsSettings
 from proxy.transport import LeanTransport, Timeouts
 from proxy.upstream import Upstreams
 from tests.conftest import Proxy
@@ -167,6 +167,42 @@ async def test_a_kept_alive_socket_closed_by_the_upstream_is_replaced(raw_server
     assert server.connections == 2
 
 
+async def test_a_request_the_upstream_may_have_received_is_never_resent(raw_server: Any) -> None:
+    # The second request reaches the upstream on the kept-alive socket, which then closes without
+    # a byte of answer (as a crash or a keep-alive race does): resending it could bill it twice.
+    server = raw_server(lambda n: (ok(b"answer %d" % n), False) if n == 1 else (b"", True))
+    async with httpx.AsyncClient(transport=LeanTransport(FAST)) as client:
+        first = await client.post(server.url(), content=b"{}")
+        with pytest.raises(httpx.RemoteProtocolError):
+            await client.post(server.url(), content=b"{}")
+    assert first.content == b"answer 1"
+    assert (server.requests, server.connections) == (2, 1)
+
+
+async def test_an_idle_socket_is_checked_before_reuse(raw_server: Any) -> None:
+    # The upstream closes the idle socket while the event loop is blocked, so the loop has not
+    # seen the close yet when the next request takes the connection: the check must.
+    server = raw_server(lambda n: (ok(b"answer %d" % n), True))
+    async with httpx.AsyncClient(transport=LeanTransport(FAST)) as client:
+        await client.post(server.url(), content=b"{}")
+        time.sleep(0.2)  # noqa: ASYNC251 -- blocks the loop on purpose: the close lies unread
+        second = await client.post(server.url(), content=b"{}")
+    assert second.content == b"answer 2"
+    assert (server.requests, server.connections) == (2, 2)
+
+
+async def test_idle_connections_expire_before_common_upstream_keep_alive_timeouts(raw_server: Any) -> None:
+    server = raw_server(lambda n: (ok(b"answer %d" % n), False))
+    transport = LeanTransport(FAST, keepalive_expiry=0.2)
+    async with httpx.AsyncClient(transport=transport) as client:
+        await client.post(server.url(), content=b"{}")
+        await client.post(server.url(), content=b"{}")  # reused
+        await asyncio.sleep(0.3)
+        await client.post(server.url(), content=b"{}")  # expired: a new connection
+    assert server.connections == 2
+    assert LeanTransport.__init__.__kwdefaults__["keepalive_expiry"] < 5  # uvicorn's and Node's timeout
+
+
 async def test_a_body_delimited_by_the_end_of_the_connection(raw_server: Any) -> None:
     server = raw_server(lambda n: (b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nuntil the end", True))
     async with httpx.AsyncClient(transport=LeanTransport(FAST)) as client:
@@ -255,7 +291,7 @@ async def test_tls_upstream(tmp_path: Path, upstream: FakeUpstream) -> None:
     key, cert = self_signed(tmp_path)
     server = ServerThread(upstream.app(), ssl_keyfile=str(key), ssl_certfile=str(cert)).start()
     try:
-        transport = LeanTransport(FAST, ssl_context=ssl.create_default_context(cafile=str(cert)))
+        transport = LeanTransport(FAST, tls=TlsSettings(ca_file=str(cert)))
         async with httpx.AsyncClient(transport=transport) as client:
             r = await client.get(f"https://127.0.0.1:{server.port}/v1/models")
             again = await client.get(f"https://127.0.0.1:{server.port}/v1/models")
