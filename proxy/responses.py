@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.types import Scope
 
-from .chat import ChatEndpoint, Shaped, deployment_or_model, new_call
+from .chat import ChatEndpoint, Shaped, deployment_or_model, new_call, off_loop
 from .pipeline.response_items import as_messages, rebuild, render
 from .store.response_sessions import ResponseSession
 from .tenancy import Tenant, resolve_session, resolve_user
@@ -28,12 +28,12 @@ class ResponsesEndpoint(ChatEndpoint):
     stop_at_done = False  # its streams have no [DONE]: relayed to their end
 
     async def shape(
-        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, bypass: bool
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool
     ) -> Shaped:
         conv = as_messages(body)
         messages = conv.messages if conv is not None else []
         user = resolve_user(headers, body)
-        session = resolve_session(headers, tenant.id, user, messages)
+        session = await off_loop(size, resolve_session, headers, tenant.id, user, messages)
         held = provider_state(body)
         offset = 0
         previous = body.get("previous_response_id")

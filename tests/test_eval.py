@@ -126,3 +126,14 @@ def test_one_chat_mode_counts_the_verbatim_window(dataset: Path, tmp_path: Path)
         # The whole tiny chat fits the window: everything is there verbatim, nothing to retrieve.
         assert answer["presence"] == 1.0 and answer["in_window"] == answer["evidence"]
         assert answer["recall"] is None and answer["tokens_memory"] == 0
+
+
+def test_questions_are_recorded_like_a_clients_unless_told_not_to(dataset: Path, tmp_path: Path) -> None:
+    recorded = run_eval(dataset, tmp_path, "--mode", "one-chat")
+    bare = run_eval(dataset, tmp_path, "--mode", "one-chat", "--no-record-questions")
+    assert recorded["meta"]["record_questions"] is True and bare["meta"]["record_questions"] is False
+    sent = {r: {a["index"]: a["tokens_forwarded"] for a in res["answers"] if a["variant"] == "fusion"}
+            for r, res in (("recorded", recorded), ("bare", bare))}
+    assert sent["recorded"][0] == sent["bare"][0]  # the first question sees the same history
+    # Later ones carry the earlier questions and their replies, as a client's history does.
+    assert sent["recorded"][1] > sent["bare"][1] and sent["recorded"][2] > sent["recorded"][1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -50,6 +51,9 @@ def ask(tenant: Tenant, question: str) -> ChatCall:
 
 def test_prepare_only_reads_and_record_touches_what_was_recalled(tmp_path: Path) -> None:
     layer, tenant = open_layer(tmp_path)
+    # Without the profile: it would show the allergy as a standing fact, not as this question's hit.
+    memory = dataclasses.replace(tenant.settings.memory, profile=False)
+    tenant = dataclasses.replace(tenant, settings=dataclasses.replace(tenant.settings, memory=memory))
 
     async def scenario() -> tuple[int, int, int]:
         fact = MemoryItem("fact", ALLERGY, "cat.allergy.peanuts", source="user-stated")

@@ -83,7 +83,9 @@ def test_a_fact_said_300_turns_ago_is_recalled(proxy: Proxy, upstream: FakeUpstr
     assert int(headers["x-paperclip-memories"]) >= 1
     block = block_of(forwarded(upstream))
     assert FACT in block
-    assert block.count("topic number") < 10  # the filler is not what fills the block
+    # The filler is not what fills the block: the fact leads it, from the profile and as a turn;
+    # eight excerpts follow (the profile takes none of the top_k), the fact among them.
+    assert block.index(FACT) < block.index("topic number") and block.count("topic number") < 13
 
 
 def test_a_chinese_question_finds_chinese_text_by_keywords(proxy: Proxy, upstream: FakeUpstream) -> None:
@@ -96,13 +98,22 @@ def test_a_chinese_question_finds_chinese_text_by_keywords(proxy: Proxy, upstrea
     assert fact and fact[0]["bm25"] > 0, found[:3]
 
 
-def test_an_unrelated_question_injects_nothing(proxy: Proxy, upstream: FakeUpstream) -> None:
-    history = long_history(FACT, english, pairs=20)
-    send(proxy, [*history, {"role": "user", "content": "Thanks."}])
-    question = [{"role": "user", "content": UNRELATED}]
-    headers = send(proxy, question)
-    assert headers["x-paperclip-memories"] == "0"
-    assert forwarded(upstream) == question
+def test_an_unrelated_question_injects_nothing_but_the_profile(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    for profile in (True, False):
+        proxy = make_proxy(defaults={"memory": {"profile": profile}})
+        history = long_history(FACT, english, pairs=20)
+        send(proxy, [*history, {"role": "user", "content": "Thanks."}])
+        question = [{"role": "user", "content": UNRELATED}]
+        headers = send(proxy, question)
+        if not profile:
+            assert headers["x-paperclip-memories"] == "0"
+            assert forwarded(upstream) == question
+            continue
+        block = block_of(forwarded(upstream))
+        assert "allergic to peanuts" in block  # a standing fact, whatever the question
+        assert "earlier turn" not in block and "topic number" not in block
 
 
 def test_recalled_in_another_session_of_the_same_user(proxy: Proxy, upstream: FakeUpstream) -> None:

@@ -60,7 +60,8 @@ def fast(make_proxy: Callable[..., Proxy], **memory: Any) -> Proxy:
 def test_cat_allergy_recalled_80_turns_and_one_new_chat_later(
     make_proxy: Callable[..., Proxy], upstream: FakeUpstream
 ) -> None:
-    proxy = fast(make_proxy)
+    # Without the profile, which would show the allergy on every request, not as this question's hit.
+    proxy = fast(make_proxy, profile=False)
     replay(proxy, "mia", ["My cat Mochi is allergic to peanuts, keep that in mind."], filler_turns=40)
     stored = items(proxy, "mia")
     assert any("peanut" in i["key"] and "allerg" in i["key"] for i in stored), stored

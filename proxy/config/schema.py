@@ -43,6 +43,8 @@ DEFAULTS: dict[str, Any] = {
         "scope": "user",
         "top_k": 8,  # the spec says 5; the eval chose 8 (docs/retrieval.md)
         "budget_tokens": 800,
+        "profile": True,
+        "profile_budget_tokens": 150,  # counted inside budget_tokens
         "vector_weight": 0.6,
         "bm25_weight": 0.4,
         "position": "last_user",
@@ -118,6 +120,8 @@ class Memory:
     scope: Literal["user", "session"]
     top_k: int
     budget_tokens: int
+    profile: bool
+    profile_budget_tokens: int
     vector_weight: float
     bm25_weight: float
     position: Literal["last_user", "system_tail", "system_head"]

@@ -46,6 +46,7 @@ class Question:
     text: str
     category: int
     evidence: tuple[str, ...]  # dia_ids that name a turn of the conversation
+    answer: str = ""  # the data's answer (``adversarial_answer`` for category 5), as the upstream's reply
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ def conversation(sample: dict[str, Any], index: int = 0) -> Conversation:
         if not evidence:
             skipped += 1
             continue
-        questions.append(Question(str(qa["question"]), int(qa["category"]), evidence))
+        answer = str(qa.get("answer", qa.get("adversarial_answer", "")))
+        questions.append(Question(str(qa["question"]), int(qa["category"]), evidence, answer))
     return Conversation(str(sample.get("sample_id", f"sample-{index}")), sessions, tuple(questions), skipped)
 
 

@@ -15,8 +15,12 @@ conversation's own next assistant turn as the upstream's reply.
 
 Each question is then asked once per retriever variant (fusion with the
 configured weights, BM25 alone, vector alone): in a fresh chat of the user
-(sessions) or appended to the whole history (one-chat). Questions are
-prepared, never recorded: one question must not become memory for the next.
+(sessions) or appended to the whole history (one-chat). By default each
+question is then recorded with the data's answer as the upstream's reply, as
+real use records it, so later questions are asked over a history that holds
+the earlier ones (in one-chat the history grows by each question and reply);
+``record_questions=False`` only prepares them, the figure of a memory that
+never sees a question.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ class Options:
     memory: dict[str, Any] = field(default_factory=dict)  # overrides of defaults.memory
     recent_window_tokens: int = 4000
     variants: tuple[Variant, ...] = VARIANTS
+    record_questions: bool = True
 
 
 @dataclass(frozen=True)
@@ -246,10 +251,9 @@ def replay_steps(conv: Conversation, mode: Mode) -> int:
 # --- asking the questions --------------------------------------------------------------
 
 
-async def ask(
-    h: Harness, conv: Conversation, mode: Mode, variants: Sequence[Variant], tick: Tick
-) -> list[Answer]:
+async def ask(h: Harness, conv: Conversation, options: Options, tick: Tick) -> list[Answer]:
     turns = conv.turns()
+    mode = options.mode
     history = [] if mode == "sessions" else [as_message(t) for s in conv.sessions for t in s.turns]
     at = max(session_times(conv), default=_UNDATED.timestamp()) + 86_400
     pii = h.tenant.settings.memory.pii
@@ -257,12 +261,19 @@ async def ask(
     out = []
     for index, q in enumerate(conv.questions):
         messages = [*history, {"role": "user", "content": q.text}]
-        for v in variants:
-            call = h.call(h.variant(v), conv.id, messages, at)
+        for v in options.variants:
+            call = h.call(h.variant(v), conv.id, messages, at + index)
             prepared = await h.pipeline.prepare(call)
             sent = prepared.messages if prepared.messages is not None else call.messages
             out.append(measure(conv.id, index, q, v.name, prepared, sent, turns, lookup))
             tick(1)
+        if options.record_questions:
+            reply = q.answer or None
+            await h.send(conv.id, messages, at + index, reply)
+            # A user's next question comes after this one was recorded, as in serving.
+            await h.runtime.background.drain()
+            if mode == "one-chat":
+                history = [*messages, *([{"role": "assistant", "content": reply}] if reply else [])]
     return out
 
 
@@ -331,7 +342,7 @@ async def run(
                 await h.runtime.background.drain()
                 stats.replay_s += time.perf_counter() - started
                 started = time.perf_counter()
-                answers += await ask(h, conv, options.mode, options.variants, tick)
+                answers += await ask(h, conv, options, tick)
                 stats.questions_s += time.perf_counter() - started
                 stats.questions += len(conv.questions)
         finally:

@@ -71,7 +71,8 @@ def headline(meta: Mapping[str, Any], stats: Stats) -> str:
     return (
         f"LoCoMo · mode {meta['mode']} · embedder {meta['embedder']} · "
         f"{meta['conversations']} conversations · {stats.questions} questions "
-        f"({stats.skipped} without evidence skipped) · top_k {meta['top_k']} · "
+        f"({stats.skipped} without evidence skipped, "
+        f"{'recorded' if meta.get('record_questions', True) else 'not recorded'}) · top_k {meta['top_k']} · "
         f"budget {meta['budget_tokens']} tokens · {stats.requests} requests replayed in "
         f"{stats.replay_s:.0f} s, questions in {stats.questions_s:.0f} s · "
         f"{stats.compression_calls} compression-model calls"

@@ -68,7 +68,7 @@ def parse_items(raw: str) -> list[MemoryItem] | None:
     which no item survives gives None, so the rules get their chance. Never raises.
     """
     try:
-        entries = _entries(_load(raw))
+        entries = _entries(load_json(raw))
     except Exception:  # json_repair's failure modes are not documented; junk is never fatal.
         return None
     if entries is None:
@@ -77,7 +77,8 @@ def parse_items(raw: str) -> list[MemoryItem] | None:
     return items if items or not entries else None
 
 
-def _load(raw: str) -> Any:
+def load_json(raw: str) -> Any:
+    """The JSON value in a model's reply (fences, prose, trailing commas repaired), or None; may raise."""
     fenced = _FENCE.search(raw)
     text = (fenced.group(1) if fenced else raw).strip()
     starts = [m.start() for m in re.finditer(r"[\[{]", text)][:_MAX_STARTS]

@@ -3,8 +3,12 @@
 Extraction runs every ``memory.extract_every_messages`` new messages of a
 session and on every compression, through the compression model with
 ``prompts/extract.md``; output that cannot be repaired into items falls back
-to the rule-based extractor. Each new item is then deduplicated or
-supersedes an older one (``lifecycle.decide``).
+to the rule-based extractor. The batch's own repeats are folded
+(``reconcile``); each new item close to an existing one is judged with it by
+the compression model in one call (``prompts/reconcile.md``: merge, supersede
+or add), the rules (``lifecycle.decide``) standing in for what it does not
+answer; then ``remember`` writes each decision. A superseded item's turns are
+suppressed, found by similarity in its session when it kept none.
 """
 
 from __future__ import annotations
@@ -20,11 +24,24 @@ import numpy as np
 from ..metrics import Metrics
 from ..prompts import Prompts
 from ..store.extraction_cursors import ExtractionCursorStore
-from ..store.item_rows import ItemStore
+from ..store.fragments import FragmentStore
+from ..store.item_rows import ItemRow, ItemStore
 from .extraction import MemoryItem, parse_items, transcript_for_extraction
+from .lifecycle import Decision, ExistingItem
 from .query import fragment_hash
+from .reconcile import (
+    Batch,
+    Pair,
+    Verdict,
+    close_pairs,
+    decisions,
+    fold_batch,
+    parse_verdicts,
+    pick_sources,
+    render_pairs,
+)
 from .redaction import redact
-from .remember import remember
+from .remember import Planned, remember
 from .rules import rule_extract
 
 log = logging.getLogger("paperclip.items")
@@ -38,6 +55,8 @@ Turn = tuple[int, str, str]  # (conversation position, role, text)
 MODEL_CATCH_UP = 40
 # How long a claim on a session's turns holds if its process dies mid-extraction.
 CLAIM_LEASE_S = 300.0
+# Fragments nearest a superseded item that are looked at for the turns it was said in.
+SOURCE_NEIGHBOURS = 12
 
 
 class Extractor:
@@ -48,12 +67,14 @@ class Extractor:
         prompts: Prompts,
         embed: Embed,
         metrics: Metrics,
+        fragments: FragmentStore | None = None,
     ) -> None:
         self.items = items
         self.cursors = cursors
         self.prompts = prompts
         self.embed = embed
         self.metrics = metrics
+        self.fragments = fragments  # where superseded values' turns are found and suppressed
 
     async def catch_up(
         self,
@@ -110,10 +131,55 @@ class Extractor:
         masked = [(p, role, redact(text, pii) if pii != "keep" else text) for p, role, text in turns]
         found = rule_extract(_numbered(masked[:-MODEL_CATCH_UP]), now)
         found += await self._from_model(masked[-MODEL_CATCH_UP:], complete, now)
+        if not found:
+            return 0
+        batch = fold_batch(found, list(await self.embed([i.content for i in found])), dedup_cosine)
+        existing = await self.items.active_with_vectors(tenant, user)
+        known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
+        pairs = close_pairs(batch, known)
+        judged = await self._judge(batch, pairs, complete) if pairs and complete is not None else None
+        plans = decisions(batch, known, pairs, judged, dedup_cosine)
+        rows = {str(r.id): (r, v) for r, v in existing}
         added = 0
-        for item in found:
-            added += await self._apply(tenant, user, session, item, turns, dedup_cosine)
+        for item, vector, decision in zip(batch.items, batch.vectors, plans, strict=True):
+            planned = Planned(decision, await self._sources_of(tenant, user, decision, rows))
+            done = await remember(
+                self.items, self.embed, tenant, user, session, item, dedup_cosine=dedup_cosine,
+                fragment_hashes=_sources(item, turns), vector=vector, planned=planned,
+            )
+            added += done.action != "merged"
+        # A value the same batch replaced was said in these turns: never inject them again.
+        dropped = _hashes(batch.dropped_turns, turns)
+        if dropped and self.fragments is not None:
+            await self.fragments.suppress(tenant, user, dropped)
         return added
+
+    async def _judge(self, batch: Batch, pairs: Sequence[Pair], complete: Complete) -> dict[int, Verdict] | None:
+        """The compression model's verdicts on every pair, in one call; None when it fails."""
+        prompt = self.prompts.render("reconcile", pairs=render_pairs(batch, pairs))
+        try:
+            judged = parse_verdicts(await complete([{"role": "user", "content": prompt}]), len(pairs))
+        except Exception as exc:
+            log.warning("memory reconcile model failed, using the rules: %r", exc)
+            return None
+        return judged
+
+    async def _sources_of(
+        self, tenant: str, user: str, decision: Decision, rows: dict[str, tuple[ItemRow, np.ndarray]]
+    ) -> tuple[str, ...]:
+        """The turns a superseded item was said in, found by similarity when it kept none."""
+        if decision.action != "supersede" or self.fragments is None:
+            return ()
+        found: list[str] = []
+        for target in decision.target_ids:
+            row, vector = rows[target]
+            if row.fragment_hashes:
+                continue
+            near = await self.fragments.knn(tenant, user, vector, SOURCE_NEIGHBOURS)
+            meta = await self.fragments.sources(tenant, user, [i for i, _ in near])
+            said = [(meta[i][0], c) for i, c in near if i in meta and meta[i][1:] == (row.session, "user")]
+            found += pick_sources(said)
+        return tuple(found)
 
     async def _from_model(
         self, turns: Sequence[Turn], complete: Complete | None, now: dt.datetime
@@ -137,21 +203,6 @@ class Extractor:
         self.metrics.memories_extracted.labels("model").inc(len(parsed))
         return parsed
 
-    async def _apply(
-        self,
-        tenant: str,
-        user: str,
-        session: str,
-        item: MemoryItem,
-        turns: Sequence[Turn],
-        dedup_cosine: float,
-    ) -> int:
-        done = await remember(
-            self.items, self.embed, tenant, user, session, item,
-            dedup_cosine=dedup_cosine, fragment_hashes=_sources(item, turns),
-        )
-        return 0 if done.action == "merged" else 1
-
 
 def _numbered(turns: Sequence[Turn]) -> list[Turn]:
     """Turns as the prompt numbers them: 1-based conversation positions."""
@@ -159,5 +210,10 @@ def _numbered(turns: Sequence[Turn]) -> list[Turn]:
 
 
 def _sources(item: MemoryItem, turns: Sequence[Turn]) -> list[str]:
+    return _hashes(item.turns, turns)
+
+
+def _hashes(numbers: Sequence[int], turns: Sequence[Turn]) -> list[str]:
+    """The fragment hashes of the turns numbered ``numbers`` (1-based, as the prompt numbers them)."""
     by_turn = {p + 1: (role, text) for p, role, text in turns}
-    return [fragment_hash(*by_turn[t]) for t in item.turns if t in by_turn]
+    return [fragment_hash(*by_turn[t]) for t in numbers if t in by_turn]

@@ -106,12 +106,12 @@ def _clearly_differs(a: str, b: str) -> bool:
 
 
 def _nearest(vec: Vector, items: Sequence[ExistingItem]) -> tuple[ExistingItem, float] | None:
-    scored = [(item, _cosine(vec, item.vector)) for item in items]
+    scored = [(item, cosine(vec, item.vector)) for item in items]
     comparable = [(item, score) for item, score in scored if score is not None]
     return max(comparable, key=lambda pair: pair[1]) if comparable else None
 
 
-def _cosine(a: Vector, b: Vector) -> float | None:
+def cosine(a: Vector, b: Vector) -> float | None:
     # Vectors from another embedding model (a config change) cannot be compared: skip them.
     if a.shape != b.shape:
         return None
@@ -135,6 +135,8 @@ def expiry_moment(expires_at: str | datetime | None) -> datetime | None:
     try:
         if len(text) == 10:
             day = date.fromisoformat(text)
+            if day == date.max:  # "through 9999-12-31": the day after cannot be represented
+                return datetime.max.replace(tzinfo=UTC)
             return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
         return _aware(datetime.fromisoformat(text))
     except ValueError:

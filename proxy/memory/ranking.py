@@ -14,6 +14,7 @@ from ..store.item_rows import ItemRow
 from .fragment_search import epoch_range
 from .fusion import Floor, Fused, Scored, boost_of
 from .query import Period
+from .questions import question_weight
 
 Key = tuple[Literal["f", "i"], int]
 
@@ -124,13 +125,17 @@ def rank(
 ) -> list[tuple[Candidate, float, bool]]:
     """(candidate, final score, dated) best first, at most ``limit``; a non-positive final score is dropped.
 
-    Final = fused score, + ``PERIOD_BONUS`` when said in a period the query
-    names (dated), + ``NEIGHBOUR_WEIGHT`` × the best adjacent candidate's.
+    Final = (fused score, + ``PERIOD_BONUS`` when said in a period the query
+    names (dated)) × ``question_weight`` (a user's turn that only asks counts
+    less), + ``NEIGHBOUR_WEIGHT`` × the best adjacent candidate's.
     """
     spans = [epoch_range(p) for p in periods]
     dated = [bool(spans) and c.fragment is not None and _within(c.fragment.created, spans)
              for c in cands]
-    base = [c.score + (PERIOD_BONUS if d else 0.0) for c, d in zip(cands, dated, strict=True)]
+    base = [
+        (c.score + (PERIOD_BONUS if d else 0.0)) * (question_weight(c.fragment.role, c.fragment.text) if c.fragment else 1.0)
+        for c, d in zip(cands, dated, strict=True)
+    ]
     final = supported_by_neighbours(cands, base)
     order = sorted(range(len(cands)), key=lambda j: -final[j])  # stable: ties keep the fused order
     out = []

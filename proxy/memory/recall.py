@@ -14,13 +14,17 @@ Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
   of the conversation with one header), which spends the budget on turns
   rather than on headers.
 
-Nothing is injected unless one of the best candidates clears the relevance
-``Floor`` on raw scores; past that gate the ranking fills the budget.
+The user's profile of standing facts (``profile``) leads the block on every
+request, within ``memory.profile_budget_tokens`` of ``memory.budget_tokens``;
+the items it shows are not candidates. Nothing else is injected unless one
+of the best candidates clears the relevance ``Floor`` on raw scores; past
+that gate the ranking fills the rest of the budget.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +37,7 @@ from .fragment_search import CANDIDATES, FragmentIndex, keyword_scores, vector_s
 from .fusion import Floor, Normalisation, fuse
 from .item_search import ItemCandidates, ItemIndex, item_candidates
 from .packing import SCAN_LIMIT, select
+from .profile import profile_of
 from .query import build_query, focus, fragment_hash, indexable, periods_in
 from .ranking import Hit, Key, boosts, candidates, rank, relevant
 
@@ -124,16 +129,30 @@ async def recall_for(
     )
     exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
     session = request.session if mem.scope == "session" else None
-    cands = candidates(fused, scope.fragments, item_found.rows, exclude, session)
+    # The profile leads the block whatever the question; its facts are never repeated below it.
+    profile = profile_of(item_scope.rows if item_scope else (), mem, counter, _moment(request.now))
+    cands = [
+        c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
+        if c.item is None or c.item.id not in profile.item_ids
+    ]
     if not relevant(cands, fused, floor):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
-        return Recall(query, hits, [], None, focused)
+        return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
     ranking = rank(cands, periods, SCAN_LIMIT)
     ranked = [Hit(fused.scored(c.at), c.fragment, c.item, score, dated) for c, score, dated in ranking]
-    cards = select(ranked, counter, mem.top_k, mem.budget_tokens)
+    cards = select(ranked, counter, mem.top_k, mem.budget_tokens - profile.tokens)
+    # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
-    block = render_block(cards) if cards else None
-    return Recall(query, ranked[:TRACE_HITS], cards, block, focused, touched)
+    shown = [*profile.cards, *cards]
+    return Recall(query, ranked[:TRACE_HITS], shown, _block(shown), focused, touched)
+
+
+def _block(cards: Sequence[Card]) -> str | None:
+    return render_block(cards) if cards else None
+
+
+def _moment(epoch: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC)
 
 
 NO_ITEMS = ItemCandidates({}, {}, {})

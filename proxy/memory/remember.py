@@ -18,7 +18,7 @@ import numpy as np
 from ..store.item_rows import ItemRow, ItemStore, ItemWrite, NewItem
 from .bm25 import tokenize
 from .extraction import MemoryItem
-from .lifecycle import ExistingItem, decide, expiry_epoch
+from .lifecycle import Decision, ExistingItem, decide, expiry_epoch
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
@@ -42,23 +42,51 @@ async def remember(
     *,
     dedup_cosine: float,
     fragment_hashes: Sequence[str] = (),
+    vector: np.ndarray | None = None,
+    planned: Planned | None = None,
 ) -> Remembered:
-    """Store ``item`` for the user by SPEC §5's rules; ``fragment_hashes`` name the turns it came from."""
-    vector = (await embed([item.content]))[0]
+    """Store ``item`` for the user by SPEC §5's rules; ``fragment_hashes`` name the turns it came from.
+
+    ``planned`` is a decision made before the transaction (reconciled by the
+    compression model, ``reconcile``): it is kept when the user's active items
+    still allow it — its targets still active, no other item of the key —
+    and ``decide`` runs instead when they changed meanwhile.
+    """
+    if vector is None:
+        vector = (await embed([item.content]))[0]
 
     def choose(existing: list[tuple[ItemRow, np.ndarray]]) -> ItemWrite:
         known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
-        decision = decide(item, vector, known, dedup_cosine)
+        if planned is not None and _still_holds(planned.decision, item, known):
+            decision, extra = planned.decision, planned.suppress
+        else:
+            decision, extra = decide(item, vector, known, dedup_cosine), ()
         targets = tuple(int(i) for i in decision.target_ids)
         if decision.action == "merge":
             return ItemWrite(merge_into=targets[0])
-        return ItemWrite(supersedes=targets if decision.action == "supersede" else ())
+        if decision.action == "supersede":
+            return ItemWrite(supersedes=targets, suppress=tuple(extra))
+        return ItemWrite()
 
     new = new_item(item, fragment_hashes)
     choice, item_id = await items.remember(tenant, user, session, new, vector, choose)
     if choice.merge_into is not None:
         return Remembered("merged", item_id)
     return Remembered("superseded" if choice.supersedes else "added", item_id, choice.supersedes)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A decision made ahead of the write, and the source turns of what it supersedes."""
+
+    decision: Decision
+    suppress: tuple[str, ...] = ()
+
+
+def _still_holds(decision: Decision, item: MemoryItem, known: Sequence[ExistingItem]) -> bool:
+    active = {k.id for k in known if k.status == "active"}
+    same_key = {k.id for k in known if k.status == "active" and k.key == item.key}
+    return set(decision.target_ids) <= active and same_key <= set(decision.target_ids)
 
 
 def new_item(item: MemoryItem, fragment_hashes: Sequence[str] = ()) -> NewItem:

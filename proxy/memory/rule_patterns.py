@@ -24,7 +24,7 @@ class RuleHit(NamedTuple):
     importance: float
 
 
-_Rule = Callable[[re.Match[str], str, datetime], list[RuleHit]]
+Rule = Callable[[re.Match[str], str, datetime], list[RuleHit]]
 
 _GLOSSARY = {
     "spicy_food": "spicy|spicy food|spicy foods|spicy dishes|hot food|辣|辣的|辣椒|辣味|辣菜|川菜",
@@ -107,6 +107,8 @@ def _third_person(verb: str) -> str:
     v = " ".join(verb.lower().split())
     if v.startswith(("don't ", "do not ")):
         return "doesn't " + v.split()[-1]
+    if v in ("quit", "given up", "gave up"):
+        return "has " + ("given up" if v != "quit" else "quit")
     return v if v.startswith(("stopped", "can")) else v + "s"
 
 
@@ -187,9 +189,9 @@ def remind(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     place = m.group("place")
-    if m.group().startswith("我住"):
+    if m.group().startswith("我住") or "搬到" in m.group():  # a move is the new home: it supersedes the old
         return [RuleHit("entity", "user.location.home", f"用户住在{place}。", 0.6)]
-    if m.group().lower().startswith("i live"):
+    if re.match(r"i live|i(?:'ve| have)? (?:just |recently )?moved", m.group(), re.I):
         return [RuleHit("entity", "user.location.home", f"The user lives in {place}.", 0.6)]
     if not expiry(s, now):
         return []  # "I'm in Paris" with no time frame is too ambiguous to keep.
@@ -222,9 +224,9 @@ _NAME_ZH = r"(?P<v>(?![了过着你他她它])[\u4e00-\u9fff·]{2,4}?(?=$|[\s，
 _OBJ = r"(?P<what>[^.,;!?\n]+)"
 _ZH_OBJ = f"(?P<what>{_ZH_END}{{1,10}})"
 _ZH_KIN = "猫|狗|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公|妈妈|爸爸|母亲|父亲|朋友"
-_ZH_ADV = "(?:现在|已经|从此|以后|也|还|很|非常|特别|最|挺|比较|真的|一直)?"
+_ZH_ADV = "(?:现在|已经|从此|以后|也|还|很|非常|特别|超级|最|挺|比较|真的|一直)?"
 
-RULES: list[tuple[re.Pattern[str], _Rule]] = [
+RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"\b(?i:my name is) " + _NAME_EN), _name),
     (re.compile(r"\b(?i:call me) (?P<v>[A-Z][\w'-]*)"), _name),
     (re.compile(r"(?:我叫|我名叫|我的名字(?:是|叫))" + _NAME_ZH), _name),
@@ -234,9 +236,10 @@ RULES: list[tuple[re.Pattern[str], _Rule]] = [
     (re.compile(r"\bI have an? (?:severe |mild )?(?P<what>[\w ]{2,30}?) allerg(?:y|ies)\b", re.I), _allergy),
     (re.compile(r"我(?:的)?(?P<who>" + _ZH_KIN + r")?(?:也|都|有点|非常|很)?对"
                 r"(?P<what>[^，。！？,.!?；;\s]{1,12}?)(?:有点|非常|很|严重|也)?过敏"), _allergy),
-    (re.compile(r"\bI (?:really |also |absolutely |just |do |still )?(?P<verb>love|like|enjoy|prefer|adore"
-                r"|hate|dislike|can't stand|cannot stand|don't like|do not like|don't eat|do not eat"
-                r"|don't drink|no longer (?:eat|like|drink)|stopped (?:eating|drinking)) " + _OBJ, re.I),
+    (re.compile(r"\bI(?:'ve| have)? (?:really |also |absolutely |just |do |still |always )?(?P<verb>love|like"
+                r"|enjoy|prefer|adore|hate|dislike|can't stand|cannot stand|don't like|do not like|don't eat"
+                r"|do not eat|don't drink|no longer (?:eat|like|drink)|stopped (?:eating|drinking)"
+                r"|quit|given up|gave up) " + _OBJ, re.I),
      _preference),
     (re.compile(f"我{_ZH_ADV}(?:不再|再也不|不)(?:太)?(?:喜欢|吃|喝){_ZH_OBJ}"), _preference),
     (re.compile(f"不再?(?:吃|喝){_ZH_OBJ}了"), _preference),
@@ -260,6 +263,10 @@ RULES: list[tuple[re.Pattern[str], _Rule]] = [
                 r"(?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
     (re.compile(r"\b(?i:I live in) (?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
     (re.compile(r"我住在(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|[，。！？,.!?\s])"), _place),
+    (re.compile(r"\b(?i:I(?:'ve| have)? (?:just |recently )?moved to) (?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"),
+     _place),
+    (re.compile(r"我\w{0,4}?搬到了?(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|了|[，。！？,.!?\s])"), _place),
+    (re.compile(f"我{_ZH_ADV}戒(?P<what>辣|烟|酒|咖啡|糖|肉)了?"), _preference),
     (re.compile(r"(?:这周|本周|这几天|今天|明天|这个周末)我?(?:在|去)(?P<place>[\u4e00-\u9fff]{2,6}?)"
                 r"(?:出差|旅行|旅游|度假|玩|开会)"), _place),
 ]

@@ -2,7 +2,7 @@
 
 It stands in when the extraction model is unreachable or its output cannot be
 repaired. Conservative on purpose: only patterns a user uses to state a fact
-about themselves (``rule_patterns``).
+about themselves (``rule_patterns``, ``health_patterns``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from dataclasses import replace
 from datetime import datetime
 
 from .extraction import MemoryItem, Turn, strip_blocks
+from .health_patterns import HEALTH_RULES
 from .rule_patterns import RULES, RuleHit, expiry, remind
+
+_ALL_RULES = [*RULES, *HEALTH_RULES]
 
 
 def _sentences(text: str) -> Iterator[str]:
@@ -43,7 +46,7 @@ def rule_extract(turns: Sequence[Turn], now: datetime) -> list[MemoryItem]:
 def _hits(sentence: str, now: datetime) -> Iterator[RuleHit]:
     seen: set[str] = set()
     question = sentence.endswith(("?", "？", "吗"))
-    for pattern, rule in RULES:
+    for pattern, rule in _ALL_RULES:
         if question and rule is not remind:  # "Can you remind me to...?" is still a request
             continue
         for match in pattern.finditer(sentence):

@@ -51,7 +51,7 @@ def assemble(
         traces=store.traces,
         prompts=prompts,
         complete_for=complete_for,
-        extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics),
+        extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics, store.fragments),
         responses=store.responses,
     )
     return MemoryLayer(store, embedder, fragments, items, pipeline)

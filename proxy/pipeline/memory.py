@@ -22,7 +22,7 @@ from ..memory.fusion import Floor
 from ..memory.item_search import ItemIndex
 from ..memory.query import indexable
 from ..memory.recall import RecallRequest, candidate, recall_for
-from ..memory.redaction import redact_message
+from ..memory.redaction import redact, redact_message
 from ..prompts import Prompts
 from ..store.response_sessions import ResponseSessionStore
 from ..store.traces import TraceStore
@@ -196,7 +196,8 @@ class MemoryPipeline:
                 {"id": s.id, "level": s.level, "tokens": s.tokens, "turns": [s.start + 1, s.end]}
                 for s in view.state.summaries
             ],
-            "query": recall.query if recall else None,
+            # The query is the user's own text: masked like everything else that is stored.
+            "query": redact(recall.query, call.tenant.settings.memory.pii) if recall else None,
             "candidates": [candidate(h) for h in recall.hits] if recall else [],
             "injected": [c.id for c in recall.cards] if recall else [],
             "memory_block": recall.block if recall else None,

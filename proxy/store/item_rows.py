@@ -73,6 +73,7 @@ class ItemWrite:
 
     merge_into: int | None = None
     supersedes: tuple[int, ...] = ()
+    suppress: tuple[str, ...] = ()  # more fragment hashes of a superseded value (with a store)
 
 
 # Decides, from the user's active items (with their vectors), what a new item's write is.
@@ -116,6 +117,8 @@ class ItemStore:
                 if row is not None:
                     # Neither a superseded fact nor the turns it came from may be injected again.
                     suppress(c, tenant, user, json.loads(row[0]))
+            if choice.supersedes and choice.suppress:
+                suppress(c, tenant, user, list(choice.suppress))
             return choice, new_id
 
         return await self.db.write(write)

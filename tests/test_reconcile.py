@@ -1,0 +1,133 @@
+"""Reconcile: batch duplicates folded, close pairs found, the model's verdicts read strictly, rules standing in."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.memory.extraction import MemoryItem
+from proxy.memory.lifecycle import Decision, ExistingItem, Vector
+from proxy.memory.reconcile import (
+    Batch,
+    close_pairs,
+    decisions,
+    fold_batch,
+    parse_verdicts,
+    pick_sources,
+    render_pairs,
+    slot_family,
+)
+from proxy.prompts import Prompts
+
+DEDUP = 0.92
+
+
+def at_cosine(cos: float) -> Vector:
+    """A unit vector whose cosine with ``BASE`` is ``cos``."""
+    return np.array([cos, math.sqrt(1 - cos * cos), 0.0])
+
+
+BASE = at_cosine(1.0)
+FAR = np.array([0.0, 0.0, 1.0])
+
+
+def item(content: str, key: str, turns: tuple[int, ...] = (), importance: float = 0.6) -> MemoryItem:
+    return MemoryItem(type="preference", content=content, key=key, turns=turns, importance=importance)
+
+
+def stored(id: str, content: str, key: str, vector: Vector, status: str = "active") -> ExistingItem:
+    return ExistingItem(id=id, key=key, content=content, vector=vector, status=status)
+
+
+SPICY = item("The user loves spicy food.", "user.preference.spicy_food", (2,))
+NO_SPICY = item("The user has quit spicy food.", "user.preference.spicy_food", (9,))
+VEG = item("The user has been strictly vegetarian for ten years.", "user.diet.vegetarian", (4,), 0.9)
+
+
+def test_a_batch_keeps_one_item_per_fact_and_the_latest_value() -> None:
+    again = item("The user loves spicy food.", "user.preference.spicy_food", (5,), 0.8)
+    batch = fold_batch([SPICY, VEG, again, NO_SPICY], [BASE, FAR, BASE, BASE], DEDUP)
+    assert [i.content for i in batch.items] == [VEG.content, NO_SPICY.content]
+    # The repeat merged into the first (turns 2 and 5), which the newer value then replaced.
+    assert batch.dropped_turns == (2, 5)
+    close = item("The user loves spicy foods!", "user.taste.spicy", (7,), 0.9)
+    merged = fold_batch([SPICY, close], [BASE, at_cosine(0.95)], DEDUP)
+    assert len(merged.items) == 1 and merged.items[0].turns == (2, 7) and merged.items[0].importance == 0.9
+    assert merged.dropped_turns == ()
+
+
+def test_close_pairs_by_embedding_or_slot_family_never_for_a_matching_key() -> None:
+    known = [
+        stored("1", "The user eats fish on Fridays.", "user.food.fish", at_cosine(0.7)),
+        stored("2", "The user lives in Lyon.", "user.location.home", FAR),
+        stored("3", "The user likes jazz.", "user.preference.jazz", at_cosine(0.3)),
+        stored("4", "The user eats meat.", "user.food.meat", at_cosine(0.8), status="superseded"),
+    ]
+    moved = item("The user moved to Berlin.", "user.location.home.city")
+    batch = Batch((VEG, moved), (BASE, np.array([0.0, -1.0, 0.0])))
+    pairs = close_pairs(batch, known)
+    assert [(p.new, p.old.id) for p in pairs] == [(0, "1"), (1, "2")]
+    assert slot_family("user.preference.jazz") == "user.preference.jazz"
+    assert slot_family("user.name") is None
+    same_key = Batch((NO_SPICY,), (BASE,))
+    assert close_pairs(same_key, [stored("9", SPICY.content, SPICY.key, BASE)]) == []
+    many = [stored(str(i), f"fact {i}", f"user.x{i}", at_cosine(0.9 - i / 100)) for i in range(6)]
+    assert [p.old.id for p in close_pairs(Batch((VEG,), (BASE,)), many)] == ["0", "1", "2"]
+
+
+def test_the_prompt_renders_the_pairs_numbered_known_first() -> None:
+    known = stored("1", "The user eats fish on Fridays.", "user.food.fish", at_cosine(0.7))
+    batch = Batch((VEG,), (BASE,))
+    text = render_pairs(batch, close_pairs(batch, [known]))
+    assert text == f"[pair 1]\nknown: {known.content}\nnew: {VEG.content}"
+    prompt = Prompts.load().render("reconcile", pairs=text)
+    assert text in prompt and '"supersede"' in prompt and '"merge"' in prompt
+
+
+def test_verdicts_are_read_strictly_and_repaired_like_extraction() -> None:
+    assert parse_verdicts('[{"pair": 1, "decision": "supersede"}, {"pair": 2, "decision": "add"}]', 2) == {
+        1: "supersede", 2: "add"}
+    fenced = 'Here:\n```json\n[{"pair": "2", "action": "MERGE"},]\n```'
+    assert parse_verdicts(fenced, 2) == {2: "merge"}
+    assert parse_verdicts('{"verdicts": [{"pair": 1, "verdict": "add"}]}', 1) == {1: "add"}
+    assert parse_verdicts('{"1": "merge", "2": "supersede"}', 2) == {1: "merge", 2: "supersede"}
+    # Out of range, unknown verdicts, booleans and repeats are dropped; nothing usable is None.
+    assert parse_verdicts('[{"pair": 3, "decision": "add"}, {"pair": 1, "decision": "delete"}]', 2) is None
+    assert parse_verdicts('[{"pair": true, "decision": "add"}]', 2) is None
+    assert parse_verdicts('[{"pair": 1, "decision": "add"}, {"pair": 1, "decision": "merge"}]', 1) == {1: "add"}
+    assert parse_verdicts("I cannot help with that.", 3) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200), st.integers(0, 5))
+def test_junk_never_raises_and_never_names_an_unknown_pair(raw: str, count: int) -> None:
+    found = parse_verdicts(raw, count)
+    assert found is None or (found and all(1 <= n <= count for n in found))
+
+
+def test_decisions_follow_the_model_and_fall_back_to_the_rules() -> None:
+    fish = stored("1", "The user eats fish on Fridays.", "user.food.fish", at_cosine(0.7))
+    fish_again = stored("2", "On Fridays the user eats fish.", "user.food.friday", at_cosine(0.65))
+    spicy = stored("3", SPICY.content, SPICY.key, at_cosine(0.2))
+    existing = [fish, fish_again, spicy]
+    batch = Batch((VEG, NO_SPICY), (BASE, BASE))
+    pairs = close_pairs(batch, existing)
+    assert [(p.new, p.old.id) for p in pairs] == [(0, "1"), (0, "2")]
+    model = decisions(batch, existing, pairs, {1: "supersede", 2: "merge"}, DEDUP)
+    assert model[0] == Decision("supersede", ("1", "2"), "reconciled: newer value")
+    assert model[1].action == "supersede" and model[1].target_ids == ("3",)  # the key rule
+    assert decisions(batch, existing, pairs, {1: "merge", 2: "merge"}, DEDUP)[0].target_ids == ("1",)
+    # The model failed: the rules see two different facts below the dedup cosine, so both are kept.
+    assert decisions(batch, existing, pairs, None, DEDUP)[0] == Decision("add", (), "reconciled: a different fact")
+    alone = Batch((VEG,), (FAR,))
+    assert decisions(alone, [spicy], [], None, DEDUP)[0].action == "add"
+
+
+def test_a_superseded_items_turns_are_the_closest_of_its_session() -> None:
+    said = [("h-hello", 0.1), ("h-spicy", 0.8), ("h-near", 0.55), ("h-weak", 0.3)]
+    assert pick_sources(said) == ["h-spicy", "h-near"]
+    assert pick_sources(said, limit=1) == ["h-spicy"]
+    assert pick_sources([("h-weak", 0.3)]) == []
