@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import httpx
 from starlette.types import Receive, Scope
 
+from .accounting import Finished
 from .endpoint import Endpoint, Forward
 from .errors import BadRequest, PayloadTooLarge
 from .jsonbody import INLINE_BYTES, parse_json
@@ -50,9 +51,9 @@ class ChatEndpoint(Endpoint):
     route = "chat"
     stop_at_done = True  # a chat stream ends at its [DONE], even if the upstream holds the socket open
 
-    async def forward(self, scope: Scope, receive: Receive) -> Forward:
+    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
         headers = header_map(scope["headers"])
-        tenant = self.rt.keys.tenant_for(client_key(headers))
+        tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
         limit = self.rt.settings.server.max_body_bytes
         raw = await read_body(receive, limit)
         if headers.get("content-encoding"):
@@ -66,6 +67,7 @@ class ChatEndpoint(Endpoint):
         bypass = bypass or not shaped.readable
         call = shaped.call
         prepared = too_large(len(raw)) if large else await self._prepare(call, bypass=bypass)
+        _describe(done, call, prepared, self.rt.settings.server.log_content)
         forward = raw if prepared.messages is None else shaped.rebuild(prepared.messages)
         ex = Exchange(
             client=self.rt.upstreams.client(tenant.settings.upstream),
@@ -159,6 +161,15 @@ def new_call(
         tenant=tenant, user=user, session=session, trace_id="t-" + uuid.uuid4().hex, body=body,
         messages=messages, model=model, headers=headers, **shape,
     )
+
+
+def _describe(done: Finished, call: ChatCall, prepared: Prepared, content: bool) -> None:
+    done.user, done.session, done.trace, done.model = call.user, call.session, call.trace_id, call.model
+    done.tokens_in, done.tokens_forwarded = prepared.tokens_in, prepared.tokens_forwarded
+    done.memories, done.degraded = prepared.memories, prepared.degraded
+    if content:
+        last = next((m for m in reversed(call.messages) if m.get("role") == "user"), None)
+        done.content = str(last.get("content")) if last is not None else None
 
 
 def deployment_or_model(scope: Scope, body: dict[str, Any]) -> str | None:

@@ -12,12 +12,15 @@ from dataclasses import dataclass
 
 from . import migrations
 from .db import Connection, Database
+from .edits import ItemEdits
 from .extraction_cursors import ExtractionCursorStore
 from .fragments import FragmentStore
 from .item_rows import ItemStore
+from .listings import ListingStore
 from .response_sessions import ResponseSessionStore
 from .sessions import SessionStore
 from .traces import TraceStore
+from .usage import UsageStore
 from .users import UserStore
 
 
@@ -30,6 +33,9 @@ class Store:
     traces: TraceStore
     users: UserStore
     cursors: ExtractionCursorStore
+    edits: ItemEdits
+    listings: ListingStore
+    usage: UsageStore
     responses: ResponseSessionStore
 
     def close(self) -> None:
@@ -52,5 +58,5 @@ def open_store(path: str, dim: int | None) -> Store:
     db.run_sync(setup)
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
-        ExtractionCursorStore(db), ResponseSessionStore(db),
+        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db), ResponseSessionStore(db),
     )
