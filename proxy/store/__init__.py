@@ -1,7 +1,8 @@
 """Storage behind one interface: ``Store`` groups the per-concept stores over one database.
 
 A server database can replace SQLite by providing the same per-concept
-stores (sessions, fragments, items, traces, users, extraction cursors); nothing outside
+stores (sessions, fragments, items, traces, users, extraction cursors,
+response sessions); nothing outside
 ``proxy/store`` issues SQL.
 """
 
@@ -16,6 +17,7 @@ from .extraction_cursors import ExtractionCursorStore
 from .fragments import FragmentStore
 from .item_rows import ItemStore
 from .listings import ListingStore
+from .response_sessions import ResponseSessionStore
 from .sessions import SessionStore
 from .traces import TraceStore
 from .usage import UsageStore
@@ -34,6 +36,7 @@ class Store:
     edits: ItemEdits
     listings: ListingStore
     usage: UsageStore
+    responses: ResponseSessionStore
 
     def close(self) -> None:
         self.db.close()
@@ -55,5 +58,5 @@ def open_store(path: str, dim: int | None) -> Store:
     db.run_sync(setup)
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
-        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db),
+        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db), ResponseSessionStore(db),
     )

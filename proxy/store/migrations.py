@@ -250,6 +250,24 @@ def m010_usage_and_listings(conn: Connection) -> None:
     )
 
 
+def m011_response_sessions(conn: Connection) -> None:
+    # A Responses API response id → the session that produced it (store/response_sessions.py).
+    _script(conn,
+        """
+        CREATE TABLE response_sessions (
+            tenant TEXT NOT NULL,
+            response_id TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT NOT NULL,
+            upto INTEGER NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (tenant, response_id)
+        );
+        CREATE INDEX response_sessions_user ON response_sessions (tenant, user)
+        """
+    )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -268,6 +286,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("008_hashed_generation_keys", m008_hashed_generation_keys),
     ("009_item_history", m009_item_history),
     ("010_usage_and_listings", m010_usage_and_listings),
+    ("011_response_sessions", m011_response_sessions),
 ]
 
 
