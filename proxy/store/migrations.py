@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from .db import Connection
+from .edits import ITEM_TRIGGERS
 from .vector_tables import m007_small_vector_chunks
 
 
@@ -196,35 +197,8 @@ def m009_item_history(conn: Connection) -> None:
         CREATE INDEX item_events_item ON item_events (item, id)
         """
     )
-    # Triggers, so every writer of items (extraction, the admin API, imports)
-    # leaves the same history without knowing of it. Each is one statement
-    # (``_script`` splits on ";").
-    for trigger in _ITEM_TRIGGERS:
+    for trigger in ITEM_TRIGGERS:  # edits.py: why triggers, and what each records
         conn.execute(trigger)
-
-
-_ITEM_TRIGGERS = (
-    """CREATE TRIGGER item_created AFTER INSERT ON items BEGIN
-        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
-        VALUES (new.id, new.tenant, new.user, 'created', new.created, new.source,
-                json_object('content', new.content, 'type', new.type, 'importance', new.importance));
-    END""",
-    """CREATE TRIGGER item_merged AFTER UPDATE OF seen_count ON items
-    WHEN new.seen_count > old.seen_count BEGIN
-        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
-        VALUES (new.id, new.tenant, new.user, 'merged', new.updated, NULL,
-                json_object('seen_count', new.seen_count));
-    END""",
-    """CREATE TRIGGER item_status AFTER UPDATE OF status ON items
-    WHEN new.status != old.status BEGIN
-        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
-        VALUES (new.id, new.tenant, new.user, new.status, new.updated, NULL,
-                json_object('superseded_by', new.superseded_by));
-    END""",
-    """CREATE TRIGGER item_deleted AFTER DELETE ON items BEGIN
-        DELETE FROM item_events WHERE item = old.id;
-    END""",
-)
 
 
 def m010_usage_and_listings(conn: Connection) -> None:
