@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.retrieval import Sentences, ask, pct  # noqa: E402
 from proxy.memory import textindex  # noqa: E402
-from proxy.store import Store, open_postgres, open_store, pg_schema  # noqa: E402
+from proxy.store import Store, open_postgres, open_store, pg_vectors  # noqa: E402
 from proxy.store.fragments import NewFragment  # noqa: E402
 from proxy.store.postgres import PgDatabase  # noqa: E402
 from tests.fake_upstream import FakeUpstream  # noqa: E402
@@ -77,7 +77,7 @@ async def prepare(kind: str, target: str, n: int, say: Sentences) -> None:
     await fill(store, n, say)
     if isinstance(store.db, PgDatabase):
         async with store.db.connection() as conn:
-            await pg_schema.index_vectors(conn, "fragments")
+            await pg_vectors.index_vectors(conn, "fragments")
             await conn.execute("ANALYZE")
     await store.aclose()
 

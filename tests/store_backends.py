@@ -17,6 +17,7 @@ from proxy.store.pg_edits import PgItemEdits
 from proxy.store.pg_fragments import PgFragmentStore
 from proxy.store.pg_items import PgItemStore
 from proxy.store.pg_listings import PgListingStore
+from proxy.store.pg_response_sessions import PgResponseSessionStore
 from proxy.store.pg_sessions import PgSessionStore
 from proxy.store.pg_traces import PgTraceStore
 from proxy.store.pg_usage import PgUsageStore
@@ -37,6 +38,7 @@ class Stores:
     edits: Any
     listings: Any
     usage: Any
+    responses: Any
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -44,13 +46,13 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     if request.param == "sqlite":
         store = await asyncio.to_thread(open_store, str(tmp_path / "p.db"), DIM)
         yield Stores(store.sessions, store.fragments, store.items, store.traces, store.users, store.cursors,
-                     store.edits, store.listings, store.usage)
+                     store.edits, store.listings, store.usage, store.responses)
         store.close()
     else:
         db = await PgDatabase.open(request.getfixturevalue("pg_url"), DIM)
         yield Stores(PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db),
                      PgUserStore(db), PgExtractionCursorStore(db), PgItemEdits(db), PgListingStore(db),
-                     PgUsageStore(db))
+                     PgUsageStore(db), PgResponseSessionStore(db))
         await db.close()
 
 

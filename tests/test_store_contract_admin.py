@@ -134,3 +134,15 @@ async def test_fragment_sources_and_suppress(stores: Stores) -> None:
     generation, rows = await stores.fragments.load_since("acme", "ana", 0, 10)
     assert generation > before and [r.fragment.hash for r in rows] == ["h0", "h2"]
     assert set(await stores.fragments.sources("acme", "ana", ids)) == {ids[0], ids[2]}
+
+
+async def test_response_sessions_are_found_replaced_and_forgotten_with_the_user(stores: Stores) -> None:
+    await stores.responses.save("acme", "ana", "resp_1", "s1", 4)
+    await stores.responses.save("acme", "ana", "resp_1", "s1", 6)  # a retried response: the last write holds
+    await stores.responses.save("acme", "bob", "resp_2", "s2", 2)
+    found = await stores.responses.find("acme", "resp_1")
+    assert (found.session, found.upto) == ("s1", 6)
+    assert await stores.responses.find("globex", "resp_1") is None
+    await stores.users.forget("acme", "ana")
+    assert await stores.responses.find("acme", "resp_1") is None
+    assert await stores.responses.find("acme", "resp_2") is not None

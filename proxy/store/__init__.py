@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from . import migrations, urls
+from . import migrations, urls, vector_tables
 from .db import Connection, Database
 from .edits import ItemEdits
 from .extraction_cursors import ExtractionCursorStore
@@ -22,6 +22,7 @@ from .interface import (
     Fragments,
     Items,
     Listings,
+    ResponseSessions,
     Sessions,
     Traces,
     Usage,
@@ -30,6 +31,7 @@ from .interface import (
 from .item_rows import ItemStore
 from .listings import ListingStore
 from .postgres import PgDatabase
+from .response_sessions import ResponseSessionStore
 from .sessions import SessionStore
 from .traces import TraceStore
 from .usage import UsageStore
@@ -48,6 +50,7 @@ class Store:
     edits: Edits
     listings: Listings
     usage: Usage
+    responses: ResponseSessions
 
     def close(self) -> None:
         """Close a SQLite store from synchronous code; ``aclose`` closes either kind."""
@@ -73,12 +76,12 @@ def open_store(path: str, dim: int | None) -> Store:
     def setup(conn: Connection) -> None:
         migrations.apply(conn)
         if dim is not None:
-            migrations.ensure_vectors(conn, dim)
+            vector_tables.ensure_vectors(conn, dim)
 
     db.run_sync(setup)
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
-        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db),
+        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db), ResponseSessionStore(db),
     )
 
 
@@ -89,6 +92,7 @@ async def open_postgres(url: str, dim: int | None) -> Store:
     from .pg_fragments import PgFragmentStore
     from .pg_items import PgItemStore
     from .pg_listings import PgListingStore
+    from .pg_response_sessions import PgResponseSessionStore
     from .pg_sessions import PgSessionStore
     from .pg_traces import PgTraceStore
     from .pg_usage import PgUsageStore
@@ -98,6 +102,7 @@ async def open_postgres(url: str, dim: int | None) -> Store:
     return Store(
         db, PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db), PgUserStore(db),
         PgExtractionCursorStore(db), PgItemEdits(db), PgListingStore(db), PgUsageStore(db),
+        PgResponseSessionStore(db),
     )
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from .fragments import Loaded, NewFragment
 from .item_rows import Choose, ItemRow, ItemWrite, NewItem
+from .response_sessions import ResponseSession
 from .sessions import PrefixState, SummaryRow
 
 
@@ -119,3 +120,8 @@ class Usage(Protocol):
     async def rows(
         self, tenant: str | None, since: str | None = None, until: str | None = None
     ) -> list[dict[str, Any]]: ...
+
+
+class ResponseSessions(Protocol):
+    async def save(self, tenant: str, user: str, response_id: str, session: str, upto: int) -> None: ...
+    async def find(self, tenant: str, response_id: str) -> ResponseSession | None: ...

@@ -4,7 +4,7 @@ Append new migrations at the end; never edit one that has shipped.
 tests/test_migrations.py applies all of them to a blank database.
 
 Every row carries ``tenant``: isolation is enforced by every query filtering
-on it, and vectors are partitioned by ``scope`` (tenant + user), so one
+on it, and vectors (vector_tables.py) are partitioned by ``scope`` (tenant + user), so one
 user's search never scans another's vectors; each partition grows by chunks of
 ``VECTOR_CHUNK`` vectors, so a new user costs kilobytes.
 """
@@ -12,18 +12,12 @@ user's search never scans another's vectors; each partition grows by chunks of
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections.abc import Callable
 
 from .db import Connection
-from .item_history import sqlite_item_history
-
-VECTOR_TABLES = ("vec_fragments", "vec_items")
-# Vectors a vec0 chunk holds. Each scope (tenant + user) has chunks of its own, allocated
-# whole: 8 x 384 floats make a new scope cost ~13 KB a table, not ~1.5 MB. Searches
-# in SQLite scan a scope's chunks; requests search the in-memory index instead.
-VECTOR_CHUNK = 8
+from .edits import ITEM_TRIGGERS
+from .vector_tables import m007_small_vector_chunks
 
 
 def m001_sessions(conn: Connection) -> None:
@@ -176,26 +170,6 @@ def m006_extraction_claims(conn: Connection) -> None:
     )
 
 
-def m007_small_vector_chunks(conn: Connection) -> None:
-    """Rebuild the vector tables with ``VECTOR_CHUNK`` rows a chunk instead of vec0's 1,024.
-
-    vec0 allocates a whole chunk for each partition (scope) on its first
-    vector: 1,024 x 384 floats, ~1.5 MB a new user. Vectors are copied over as
-    they are; the space the old chunks held is reused (or freed by VACUUM).
-    """
-    for table in VECTOR_TABLES:
-        row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-        if row is None or f"chunk_size={VECTOR_CHUNK}" in row[0]:
-            continue
-        dim = re.search(r"float\[(\d+)\]", row[0])
-        assert dim is not None, row[0]
-        conn.execute(f"CREATE TEMP TABLE moving AS SELECT rowid AS id, embedding, scope FROM {table}")
-        conn.execute(f"DROP TABLE {table}")
-        _create_vectors(conn, table, int(dim.group(1)))
-        conn.execute(f"INSERT INTO {table} (rowid, embedding, scope) SELECT id, embedding, scope FROM moving")
-        conn.execute("DROP TABLE moving")
-
-
 def m008_hashed_generation_keys(conn: Connection) -> None:
     """Key ``scope_generations`` by a digest of the scope, not the plain (tenant, user)."""
     rows = conn.execute("SELECT scope, generation FROM scope_generations").fetchall()
@@ -205,6 +179,26 @@ def m008_hashed_generation_keys(conn: Connection) -> None:
             "INSERT INTO scope_generations (scope, generation) VALUES (?, ?)",
             (hashlib.sha256(str(scope).encode()).hexdigest(), generation),
         )
+
+
+def m009_item_history(conn: Connection) -> None:
+    _script(conn,
+        """
+        CREATE TABLE item_events (
+            id INTEGER PRIMARY KEY,
+            item INTEGER NOT NULL,
+            tenant TEXT NOT NULL,
+            user TEXT NOT NULL,
+            event TEXT NOT NULL,
+            at REAL NOT NULL,
+            by TEXT,
+            detail TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX item_events_item ON item_events (item, id)
+        """
+    )
+    for trigger in ITEM_TRIGGERS:  # edits.py: why triggers, and what each records
+        conn.execute(trigger)
 
 
 def m010_usage_and_listings(conn: Connection) -> None:
@@ -230,6 +224,24 @@ def m010_usage_and_listings(conn: Connection) -> None:
     )
 
 
+def m011_response_sessions(conn: Connection) -> None:
+    # A Responses API response id → the session that produced it (store/response_sessions.py).
+    _script(conn,
+        """
+        CREATE TABLE response_sessions (
+            tenant TEXT NOT NULL,
+            response_id TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT NOT NULL,
+            upto INTEGER NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (tenant, response_id)
+        );
+        CREATE INDEX response_sessions_user ON response_sessions (tenant, user)
+        """
+    )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -246,8 +258,9 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("006_extraction_claims", m006_extraction_claims),
     ("007_small_vector_chunks", m007_small_vector_chunks),
     ("008_hashed_generation_keys", m008_hashed_generation_keys),
-    ("009_item_history", sqlite_item_history),
+    ("009_item_history", m009_item_history),
     ("010_usage_and_listings", m010_usage_and_listings),
+    ("011_response_sessions", m011_response_sessions),
 ]
 
 
@@ -263,22 +276,3 @@ def apply(conn: Connection) -> list[str]:
         conn.execute("INSERT INTO _migrations (name, applied) VALUES (?, ?)", (name, time.time()))
         applied.append(name)
     return applied
-
-
-def ensure_vectors(conn: Connection, dim: int) -> None:
-    """The vec0 tables depend on the embedding model's dimension, so they are made at start."""
-    for table in VECTOR_TABLES:
-        row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-        if row is not None and f"float[{dim}]" not in row[0]:
-            # The model changed: old vectors are meaningless in the new space.
-            conn.execute(f"DROP TABLE {table}")
-            row = None
-        if row is None:
-            _create_vectors(conn, table, dim)
-
-
-def _create_vectors(conn: Connection, table: str, dim: int) -> None:
-    conn.execute(
-        f"CREATE VIRTUAL TABLE {table} USING vec0(embedding float[{dim}] distance_metric=cosine,"
-        f" scope text partition key, chunk_size={VECTOR_CHUNK})"
-    )

@@ -1,7 +1,7 @@
 """Editing a memory item by hand, and its history, on PostgreSQL: the contract of ``edits.ItemEdits``.
 
-History rows are written by the ``item_history`` trigger (``pg_schema``'s
-m008) for whatever writes an item; an edit adds its own row, with who made
+History rows are written by the ``item_history`` trigger (``pg_item_history``,
+migration 008) for whatever writes an item; an edit adds its own row, with who made
 it and the fields before and after, in the same transaction as the change.
 """
 

@@ -17,7 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .item_history import pg_item_history
+from . import pg_vectors
+from .pg_item_history import item_history
 
 PgConnection = Any
 
@@ -206,6 +207,22 @@ async def m010_hashed_generation_keys(conn: PgConnection) -> None:
     """)
 
 
+async def m011_response_sessions(conn: PgConnection) -> None:
+    # SQLite's m011: a Responses API response id → the session that produced it.
+    await _script(conn, """
+        CREATE TABLE response_sessions (
+            tenant TEXT NOT NULL,
+            response_id TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            session TEXT NOT NULL,
+            upto INTEGER NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (tenant, response_id)
+        );
+        CREATE INDEX response_sessions_user ON response_sessions (tenant, "user")
+    """)
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -214,14 +231,11 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("005_transfer_progress", m005_transfer_progress),
     ("006_item_expiry", m006_item_expiry),
     ("007_extraction_claims", m007_extraction_claims),
-    ("008_item_history", pg_item_history),
+    ("008_item_history", item_history),
     ("009_usage_and_listings", m009_usage_and_listings),
     ("010_hashed_generation_keys", m010_hashed_generation_keys),
+    ("011_response_sessions", m011_response_sessions),
 ]
-
-# Tables whose rows carry an embedding of the model's dimension.
-VECTOR_TABLES = ("fragments", "items")
-
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:
     """Apply pending migrations and fit the vector columns to ``dim``; returns the names applied.
@@ -251,38 +265,10 @@ async def migrate(conn: PgConnection, dim: int | None) -> list[str]:
             applied.append(name)
         if dim is not None:
             async with conn.transaction():
-                await _fit_vectors(conn, dim)
+                await pg_vectors.fit_vectors(conn, dim)
         return applied
     finally:
         await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
-
-
-async def _fit_vectors(conn: PgConnection, dim: int) -> None:
-    """An ``embedding vector(dim)`` column with a cosine HNSW index on each vector table.
-
-    The dimension is the embedding model's, known only at start; a model of
-    another dimension makes the old vectors meaningless, so they are dropped.
-    """
-    for table in VECTOR_TABLES:
-        cur = await conn.execute(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute"
-            " WHERE attrelid = %s::regclass AND attname = 'embedding' AND NOT attisdropped",
-            (table,),
-        )
-        row = await cur.fetchone()
-        if row is not None and row[0] == f"vector({dim})":
-            continue
-        if row is not None:
-            await conn.execute(f"ALTER TABLE {table} DROP COLUMN embedding")
-        await conn.execute(f"ALTER TABLE {table} ADD COLUMN embedding vector({dim})")
-        await index_vectors(conn, table)
-
-
-async def index_vectors(conn: PgConnection, table: str) -> None:
-    """The cosine HNSW index of ``table``'s vectors (a bulk copy drops it and builds it after)."""
-    await conn.execute(
-        f"CREATE INDEX IF NOT EXISTS {table}_embedding ON {table} USING hnsw (embedding vector_cosine_ops)"
-    )
 
 
 async def _script(conn: PgConnection, sql: str) -> None:

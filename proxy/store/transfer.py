@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import pg_schema
+from . import pg_vectors
 from .db import Connection, connect
 from .postgres import PgConnection, PgDatabase
 
@@ -40,9 +40,10 @@ TABLES: tuple[tuple[str, str | None], ...] = (
     ("traces", None),
     ("scope_generations", None),
     ("usage", None),
+    ("response_sessions", None),
 )
 # Tables whose ids PostgreSQL draws from a sequence: new rows continue after the copied ids.
-SERIAL_TABLES = (*pg_schema.VECTOR_TABLES, "item_events")
+SERIAL_TABLES = (*pg_vectors.VECTOR_TABLES, "item_events")
 
 Progress = Callable[[str, int, int], None]  # (table, rows copied so far, rows in the source)
 
@@ -78,8 +79,8 @@ async def transfer(
             for table, vectors in TABLES:
                 await _copy_table(src, db, origin, table, vectors, progress, batch)
             async with db.connection() as conn:
-                for table in pg_schema.VECTOR_TABLES:
-                    await pg_schema.index_vectors(conn, table)
+                for table in pg_vectors.VECTOR_TABLES:
+                    await pg_vectors.index_vectors(conn, table)
                 for table in SERIAL_TABLES:
                     await conn.execute(
                         f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
@@ -96,7 +97,7 @@ async def _drop_indexes_of_empty_tables(db: PgDatabase) -> None:
     # Keeping an HNSW index current row by row is ~100x slower than building it once after
     # (docs/deployment.md); a table that already has rows keeps its index (a resumed copy).
     async with db.connection() as conn:
-        for table in pg_schema.VECTOR_TABLES:
+        for table in pg_vectors.VECTOR_TABLES:
             cur = await conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {table})")
             row = await cur.fetchone()
             if row is not None and row[0]:
