@@ -94,7 +94,7 @@ class MemoryAdmin:
         vector = {i: s for i, s in await self.store.items.knn(tenant, user, qvec, k) if i in rows}
         literal = {i for i, r in rows.items() if _contains(r, query)}
         bm25 = {**dict.fromkeys(literal, 0.0), **_bm25(rows.values(), query)}
-        floor = Floor()
+        floor = Floor().for_query(query)
         fused = fuse(vector, bm25, weights[0], weights[1])
         found = [
             Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw)
