@@ -168,6 +168,23 @@ def test_other_deadlines() -> None:
     assert "Nov 30" in items[0].content
 
 
+def test_names_of_pets_and_family_are_identity_slots() -> None:
+    items = rule_extract(user("My dog is called Pepper, she is a border collie.", "My son's name is Leo.",
+                              "我的狗叫豆豆，是一只柯基。", "我家猫咪叫什么好呢？", "My dog is called so cute"), NOW)
+    assert [(i.key, i.content) for i in items] == [
+        ("user.dog.name", "The user's dog is called Pepper."), ("user.son.name", "The user's son is called Leo."),
+        ("user.dog.name", "用户的狗叫豆豆。"),
+    ]
+
+
+def test_a_daily_habit_holds_the_slot_that_quitting_it_supersedes() -> None:
+    habit, = rule_extract(user("我每天都喝三杯咖啡。"), NOW)
+    quit_, = rule_extract(user("医生让我戒咖啡了，我现在不喝咖啡了。"), NOW)
+    assert habit.key == quit_.key == "user.preference.coffee" and habit.content == "用户每天都喝三杯咖啡。"
+    (en,) = rule_extract(user("I drink three cups of coffee a day.", "I have a meeting every day."), NOW)
+    assert (en.key, en.content) == ("user.preference.coffee", "The user drinks three cups of coffee a day.")
+
+
 def test_like_then_dislike_share_a_key_in_order() -> None:
     items = rule_extract(user("I love spicy food!", "I don't like spicy food anymore.", "I no longer eat spicy food."), NOW)
     assert keys(items) == ["user.preference.spicy_food"] * 3
