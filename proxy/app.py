@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -18,14 +20,16 @@ from .background import Background
 from .chat import ChatEndpoint
 from .config import Settings
 from .errors import NotFound
+from .guard import Guard, http_error
 from .maintenance import maintain
 from .memory.embedder import Embedder
 from .metrics import Metrics
 from .passthrough import PassthroughEndpoint
 from .pipeline.plain import StartingPipeline
 from .pipeline.protocol import Pipeline
+from .readiness import check_database
 from .runtime import Runtime
-from .startup import start_memory
+from .startup import serve_memory
 from .tenancy import KeyRing
 from .upstream import Upstreams
 
@@ -66,7 +70,7 @@ def create_app(
             # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
             runtime.ready.update(database=True, embedding=True)
         elif pipeline is None:
-            tasks.append(asyncio.ensure_future(start_memory(runtime, embedder)))
+            tasks.append(asyncio.ensure_future(serve_memory(runtime, embedder)))
             tasks.append(asyncio.ensure_future(maintain(settings, runtime.store, metrics)))
         else:
             runtime.ready.update(database=True, embedding=True)
@@ -81,7 +85,12 @@ def create_app(
             if runtime.memory is not None:
                 runtime.memory.close()
 
-    app = Starlette(routes=routes(runtime), lifespan=lifespan)
+    app = Starlette(
+        routes=routes(runtime),
+        lifespan=lifespan,
+        middleware=[Middleware(Guard)],
+        exception_handlers={HTTPException: http_error},
+    )
     app.state.runtime = runtime
     return app
 
@@ -99,8 +108,13 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
+        if rt.memory is not None and rt.problem is None:
+            await check_database(rt, rt.settings.sqlite_path, rt.database_identity)
         ok = bool(rt.ready) and all(rt.ready.values())
-        return JSONResponse({"ready": ok, "checks": rt.ready}, status_code=200 if ok else 503)
+        payload: dict[str, object] = {"ready": ok, "checks": rt.ready}
+        if rt.problem is not None:
+            payload["reason"] = rt.problem
+        return JSONResponse(payload, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
         return Response(rt.metrics.render(), media_type=rt.metrics.content_type)

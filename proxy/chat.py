@@ -7,13 +7,15 @@ import json
 import logging
 import uuid
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import httpx
 from starlette.types import Receive, Scope
 
 from .endpoint import Endpoint, Forward
 from .errors import BadRequest, PayloadTooLarge
+from .jsonbody import INLINE_BYTES, parse_json
 from .pipeline.call import ChatCall, Reply
 from .pipeline.protocol import Pipeline, Prepared
 from .relay import Exchange, Outcome, read_body
@@ -21,9 +23,15 @@ from .tenancy import Tenant, client_key, resolve_session, resolve_user
 from .upstream import header_map, join_url, request_headers
 
 log = logging.getLogger("paperclip.chat")
+T = TypeVar("T")
 
 # The reply is kept (for recording) up to this many bytes; past it, not recorded.
 CAPTURE_LIMIT = 4 * 1024 * 1024
+# Bodies past this size skip the memory layer: forwarded as they came, nothing recorded,
+# tokens estimated. Counting, hashing, masking and embedding megabytes of new text
+# would hold the CPU (and Python's GIL) for seconds while every other client waits.
+MEMORY_MAX_BODY_BYTES = 2 * 1024 * 1024
+BYTES_PER_TOKEN = 4  # a typical English ratio, for the estimate only
 
 
 class ChatEndpoint(Endpoint):
@@ -32,27 +40,30 @@ class ChatEndpoint(Endpoint):
     async def forward(self, scope: Scope, receive: Receive) -> Forward:
         headers = header_map(scope["headers"])
         tenant = self.rt.keys.tenant_for(client_key(headers))
-        raw = await read_body(receive, self.rt.settings.server.max_body_bytes)
-        raw = decode_request_body(raw, headers.get("content-encoding"), self.rt.settings.server.max_body_bytes)
-        body = parse_body(raw)
+        limit = self.rt.settings.server.max_body_bytes
+        raw = await read_body(receive, limit)
+        if headers.get("content-encoding"):
+            raw = await off_loop(len(raw), decode_request_body, raw, headers.get("content-encoding"), limit)
+        body = await parse_body(raw)
         messages = body.get("messages")
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             # Not ours to judge: the upstream validates and answers with its own error.
             memory_off, messages = True, []
         user = resolve_user(headers, body)
+        large = len(raw) > MEMORY_MAX_BODY_BYTES
         call = ChatCall(
             tenant=tenant,
             user=user,
-            session=resolve_session(headers, tenant.id, user, messages),
+            session=await off_loop(len(raw), resolve_session, headers, tenant.id, user, messages),
             trace_id="t-" + uuid.uuid4().hex,
             body=body,
             messages=messages,
             model=deployment_or_model(scope, body),
             headers=headers,
         )
-        bypass = memory_off or not self._enabled(tenant)
-        prepared = await self._prepare(call, bypass=bypass)
+        bypass = memory_off or large or not self._enabled(tenant)
+        prepared = too_large(len(raw)) if large else await self._prepare(call, bypass=bypass)
         forward = raw if prepared.messages is None else rebuild_body(body, prepared.messages)
         ex = Exchange(
             client=self.rt.upstreams.client(tenant.settings.upstream),
@@ -66,6 +77,8 @@ class ChatEndpoint(Endpoint):
             return Forward(ex)
 
         def record(outcome: Outcome) -> None:
+            if not outcome.succeeded:  # a refused or broken exchange records nothing
+                return
             self.rt.background.spawn("record", self.rt.pipeline.record(call, prepared, reply_of(outcome)))
 
         return Forward(ex, record)
@@ -107,7 +120,7 @@ class ChatEndpoint(Endpoint):
 
     def _headers(self, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
         out = [
-            (b"x-paperclip-session", call.session.encode()),
+            (b"x-paperclip-session", call.session.encode("latin-1")),  # as it came: headers are latin-1
             (b"x-paperclip-trace", call.trace_id.encode()),
             (b"x-paperclip-tokens-in", str(prepared.tokens_in).encode()),
             (b"x-paperclip-tokens-forwarded", str(prepared.tokens_forwarded).encode()),
@@ -131,18 +144,26 @@ def reply_of(outcome: Outcome) -> Reply:
     """The pipeline's view of what the relay saw."""
     return Reply(
         status=outcome.status,
-        body=bytes(outcome.body),
+        # A reply the client did not get whole (it left; it outgrew the capture) is not the assistant's.
+        body=bytes(outcome.body) if outcome.complete else b"",
         streamed=outcome.streamed,
         content_encoding=outcome.content_encoding,
         disconnected=outcome.disconnected,
     )
 
 
-def parse_body(raw: bytes) -> dict[str, Any]:
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadRequest(f"We could not parse the JSON body of your request: {exc}") from exc
+def too_large(size: int) -> Prepared:
+    estimate = size // BYTES_PER_TOKEN
+    return Prepared(messages=None, tokens_in=estimate, tokens_forwarded=estimate, degraded="too_large")
+
+
+async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, on a worker thread when the body is large enough for the hop to pay."""
+    return fn(*args) if size <= INLINE_BYTES else await asyncio.to_thread(fn, *args)
+
+
+async def parse_body(raw: bytes) -> dict[str, Any]:
+    body = await parse_json(raw)
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     return body

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
@@ -21,6 +22,16 @@ from typing import Any
 Message = Mapping[str, Any]
 
 _GENESIS = "0" * 64
+
+
+# A UTF-16 surrogate alone (JSON's "\ud800") is not Unicode: text holding one cannot be
+# encoded as UTF-8, so it can be neither hashed nor stored.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub(text: str) -> str:
+    """``text`` with any lone surrogate replaced by U+FFFD: for text the proxy did not choose (replies)."""
+    return text if text.isascii() else LONE_SURROGATE.sub("\ufffd", text)
 
 
 def canonical(message: Message) -> bytes:

@@ -39,8 +39,14 @@ class Outcome:
     streamed: bool = False
     disconnected: bool = False
     error: PaperclipError | None = None
-    body: bytearray = field(default_factory=bytearray)
+    body: bytearray = field(default_factory=bytearray)  # empty when longer than the capture limit
     content_encoding: str | None = None
+    complete: bool = False  # the whole response reached the client
+
+    @property
+    def succeeded(self) -> bool:
+        """The upstream answered 2xx and nothing broke the exchange on its side."""
+        return self.error is None and 200 <= self.status < 300
 
 
 @dataclass
@@ -116,25 +122,38 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
     await send(
         {"type": "http.response.start", "status": response.status_code, "headers": headers + ex.extra_headers}
     )
-    tail = b""
+    # Event streams go out a whole line at a time (a line's rest follows within the same
+    # write, in practice): an upstream dying mid-line then leaves no half line for the
+    # error event to be glued to. Encoded bodies cannot be cut, so they go as they come.
+    lines = sse and outcome.content_encoding is None
+    held = tail = b""
+    capturing = ex.capture_limit > 0
     chunks = response.aiter_raw()
     stopped_at_done = False
     try:
         async for chunk in chunks:
-            if len(outcome.body) < ex.capture_limit:
-                outcome.body += chunk
+            if capturing:
+                capturing = _capture(outcome.body, chunk, ex.capture_limit)
+            if lines:
+                chunk, held = whole_lines(held, chunk)
+                if held.startswith(_DONE):  # the last line, sent without its break
+                    chunk, held = chunk + held, b""
+                if not chunk:
+                    continue
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            if ex.stop_at_done and sse:
-                window = tail + chunk
-                if _DONE in window:
-                    stopped_at_done = True
-                    break
-                tail = window[-len(_DONE) :]
+            window = tail + chunk
+            tail = window[-len(_DONE) :]
+            if ex.stop_at_done and sse and _DONE in window:
+                stopped_at_done = True
+                break
+        if held:
+            await send({"type": "http.response.body", "body": held, "more_body": True})
+        outcome.complete = True
     except (httpx.HTTPError, OSError) as exc:
         outcome.error = translate(exc)
-        if sse:  # mid-stream: the only way left to tell the client is an error event
+        if sse:  # mid-stream: the only way left to tell the client is an error event, an event of its own
             event = b"data: " + json.dumps(outcome.error.envelope()).encode() + b"\n\n"
-            await send({"type": "http.response.body", "body": event, "more_body": True})
+            await send({"type": "http.response.body", "body": event_break(tail) + event, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
     if stopped_at_done:
         await _finish_quietly(chunks)
@@ -151,6 +170,30 @@ async def _finish_quietly(chunks: AsyncIterator[bytes]) -> None:
         async with asyncio.timeout(_LINGER_S):
             async for _ in chunks:
                 pass
+
+
+def _capture(body: bytearray, chunk: bytes, limit: int) -> bool:
+    """Keep ``chunk`` for recording; a reply past ``limit`` is dropped whole, never kept cut short."""
+    if len(body) + len(chunk) > limit:
+        body.clear()
+        return False
+    body += chunk
+    return True
+
+
+def whole_lines(held: bytes, chunk: bytes) -> tuple[bytes, bytes]:
+    """(the bytes up to the last line break, the unfinished line after it) of ``held + chunk``."""
+    data = held + chunk if held else chunk
+    cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+    return data[:cut], data[cut:]
+
+
+def event_break(sent: bytes) -> bytes:
+    """What to send after ``sent`` (the end of what went out) so the next line starts a new event."""
+    if not sent or sent.endswith((b"\n\n", b"\r\r", b"\r\n\r\n")):
+        return b""
+    # After a line break, one more ends the event; "\r" + "\n" would be one break, hence two.
+    return b"\n\n"
 
 
 def _find_headers(raw: list[tuple[bytes, bytes]], *names: bytes) -> list[bytes | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .background import Background
 from .config import Settings
@@ -32,6 +33,8 @@ class Runtime:
     bypass: CountingPipeline = field(default_factory=CountingPipeline)
     memory: MemoryLayer | None = None
     ready: dict[str, bool] = field(default_factory=dict)
+    problem: str | None = None  # why the memory layer is off, for /readyz (readiness.py)
+    database_identity: Any = None  # the database file opened at start (readiness.FileIdentity)
 
     def store(self) -> Store | None:
         return self.memory.store if self.memory is not None else None

@@ -10,6 +10,7 @@ from .memory import bm25
 from .memory.embedder import Embedder, load_embedder
 from .pipeline.layer import assemble
 from .prompts import Prompts
+from .readiness import take_memory_offline, watch_database
 from .runtime import Runtime
 from .store import open_store
 from .tokens import encoding_for
@@ -31,12 +32,19 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
             )
         await asyncio.to_thread(_warm_up)
         store = await asyncio.to_thread(open_store, settings.sqlite_path, embedder.dim)
-    except Exception:
+    except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
-        runtime.ready["memory_error"] = False
+        take_memory_offline(runtime, f"the memory layer could not start: {exc}")
         return
     runtime.join(assemble(store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams)))
     log.info("memory layer ready (embedding %s, dim %d)", settings.embedding_model, embedder.dim)
+
+
+async def serve_memory(runtime: Runtime, embedder: Embedder | None = None) -> None:
+    """Open the memory layer, then watch its database until shutdown (the app's lifespan task)."""
+    await start_memory(runtime, embedder)
+    if runtime.memory is not None and runtime.problem is None:
+        await watch_database(runtime, runtime.settings.sqlite_path)
 
 
 def _warm_up() -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,7 @@ class KeyRing:
         # Digests of the configured keys, computed once (not per request and key).
         self._api = [(_stored_digest(k), t) for t in settings.tenants for k in t.api_keys]
         self._admin = [(_stored_digest(k), t) for t in settings.tenants for k in t.admin_keys]
+        self._near = NearMisses(k for t in settings.tenants for k in t.api_keys + t.admin_keys)
 
     def _find(self, key: str, admin: bool) -> TenantSettings | None:
         presented = _digest(key)
@@ -67,7 +69,7 @@ class KeyRing:
             tenant = self._find(key, admin=False)
             if tenant is not None:
                 return Tenant(tenant.name, tenant, tenant.upstream.api_key, passthrough=False)
-            if self.settings.passthrough_keys:
+            if self.settings.passthrough_keys and not self._known_to_us(key):
                 scope = "key-" + hashlib.sha256(key.encode()).hexdigest()[:24]
                 return Tenant(scope, self.settings.defaults, key, passthrough=True)
         raise Unauthorized(
@@ -76,12 +78,78 @@ class KeyRing:
             else "Missing API key: send it as 'Authorization: Bearer <key>'."
         )
 
+    def _known_to_us(self, key: str) -> bool:
+        """A key of this proxy, or nearly one (a typo): never forwarded upstream (near misses below)."""
+        return self._find(key, admin=True) is not None or self._near(key)
+
     def admin_tenant_for(self, key: str | None) -> Tenant:
         if key:
             tenant = self._find(key, admin=True)
             if tenant is not None:
                 return Tenant(tenant.name, tenant, None, passthrough=False)
         raise Unauthorized("Incorrect or missing admin key.")
+
+
+# ---------------------------------------------------------------- keys nearly known
+
+# Which unknown keys are never forwarded upstream in passthrough mode.
+#
+# With ``passthrough_keys: true`` a key that matches no tenant is taken for the
+# client's own provider key and sent upstream. Keys Paperclip knows, or nearly
+# knows, are refused (401) instead, because sending them would leak a secret of
+# this proxy to the provider:
+#
+# - any tenant's admin key (it is never a client key either);
+# - a near miss of a configured plain key (client or admin): an edit distance
+#   of at most ``NEAR_EDITS``, or the same length give or take ``NEAR_EDITS``
+#   and the same first ``max(8, len // 2)`` characters — a typo, a truncated
+#   copy, a key with a character too many.
+#
+# Keys configured as ``sha256:<hex>`` can only be recognised exactly: store
+# plain keys (from ``${ENV}``) to have their near misses refused too.
+NEAR_EDITS = 3
+_VERDICTS = 4096
+
+
+def edit_distance(a: str, b: str, bound: int) -> int:
+    """Levenshtein distance of ``a`` and ``b``, or ``bound + 1`` once it is known to exceed ``bound``."""
+    if abs(len(a) - len(b)) > bound:
+        return bound + 1
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > bound:
+            return bound + 1
+        previous = current
+    return min(previous[-1], bound + 1)
+
+
+def is_near(presented: str, known: str) -> bool:
+    if abs(len(presented) - len(known)) > NEAR_EDITS:
+        return False
+    head = max(8, len(known) // 2)
+    if len(known) >= head and presented[:head] == known[:head]:
+        return True
+    return edit_distance(presented, known, NEAR_EDITS) <= NEAR_EDITS
+
+
+class NearMisses:
+    """Remembers its verdicts: passthrough clients send the same key on every request."""
+
+    def __init__(self, plain_keys: Iterable[str]) -> None:
+        self._known = [k for k in plain_keys if not k.startswith("sha256:")]
+        self._verdicts: OrderedDict[str, bool] = OrderedDict()
+
+    def __call__(self, presented: str) -> bool:
+        verdict = self._verdicts.get(presented)
+        if verdict is None:
+            verdict = any(is_near(presented, k) for k in self._known)
+            self._verdicts[presented] = verdict
+            if len(self._verdicts) > _VERDICTS:
+                self._verdicts.popitem(last=False)
+        return verdict
 
 
 def client_key(headers: Mapping[str, str]) -> str | None:
@@ -102,8 +170,13 @@ def resolve_user(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
         candidates.append(metadata.get("user_id"))
     for value in candidates:
         if isinstance(value, str) and value.strip():
-            return value.strip()
+            return user_id(value)
     return ANONYMOUS
+
+
+def user_id(value: str) -> str:
+    """The one form a user id is stored and looked up in: without surrounding spaces."""
+    return value.strip()
 
 
 def derive_session(tenant_id: str, user: str, messages: Sequence[Mapping[str, Any]]) -> str:

@@ -157,7 +157,7 @@ class FakeUpstream:
             return await default_other(request, body)
 
         return Starlette(
-            routes=[Route("/{path:path}", any_path, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])]
+            routes=[Route("/{path:path}", any_path, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])]
         )
 
     def watch_disconnect(self, request: Request) -> Callable[[], Awaitable[None]]:

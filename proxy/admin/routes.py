@@ -11,26 +11,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
 
 from ..errors import BadRequest, MemoryNotReady, NotFound, PaperclipError
+from ..jsonbody import parse_json
 from ..memory.cards import render_block, render_card
 from ..memory.profile import profile_of
 from ..runtime import Runtime
-from ..tenancy import Tenant, client_key
+from ..tenancy import Tenant, client_key, user_id
 from ..tokens import TokenCounter
 from .memories import SEARCH_LIMIT, Found, MemoryAdmin
 
 log = logging.getLogger("paperclip.admin")
 
 PREFIX = "/paperclip/v1"
+MAX_ROW_ID = 2**63 - 1  # SQLite's largest integer
 # A forget first lets the recording of the user's finished requests land, so
 # none of it is written after the delete; bounded, as traffic never stops.
 SETTLE_S = 10.0
@@ -38,9 +41,26 @@ SETTLE_S = 10.0
 Handler = Callable[[Request, Tenant, MemoryAdmin], Awaitable[Response]]
 
 
+class EncodedRoute(Route):
+    """Matches the path as it was sent, percent-encoded, and decodes each parameter after.
+
+    A user id holding "/" arrives as ``%2F``; matched on the decoded path it
+    would split into two segments and match nothing.
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        raw = scope.get("raw_path")
+        if not raw:
+            return super().matches(scope)
+        match, child = super().matches({**scope, "path": raw.decode("latin-1"), "root_path": ""})
+        if match is not Match.NONE:
+            child["path_params"] = {k: unquote(v) for k, v in child["path_params"].items()}
+        return match, child
+
+
 def admin_routes(runtime: Runtime) -> list[BaseRoute]:
     def route(path: str, handler: Handler, method: str) -> Route:
-        return Route(PREFIX + path, _guarded(runtime, handler), methods=[method])
+        return EncodedRoute(PREFIX + path, _guarded(runtime, handler), methods=[method])
 
     return [
         route("/users/{user}/memories", list_memories, "GET"),
@@ -60,6 +80,8 @@ def _guarded(runtime: Runtime, handler: Handler) -> Callable[[Request], Awaitabl
     async def endpoint(request: Request) -> Response:
         try:
             tenant = runtime.keys.admin_tenant_for(client_key(request.headers))
+            if "user" in request.path_params:  # one rule with the chat path's: surrounding spaces are not the id
+                request.path_params["user"] = user_id(request.path_params["user"])
             return await handler(request, tenant, _admin(runtime))
         except PaperclipError as exc:
             return JSONResponse(exc.envelope(), status_code=exc.status)
@@ -75,6 +97,8 @@ def _admin(runtime: Runtime) -> MemoryAdmin:
     memory = runtime.memory
     if memory is None:
         raise MemoryNotReady("The memory layer is not ready yet; try again shortly.")
+    if runtime.problem is not None:  # its database is gone or read-only (readiness.py)
+        raise MemoryNotReady(f"The memory layer is off: {runtime.problem}.")
     return MemoryAdmin(memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime))
 
 
@@ -103,10 +127,7 @@ async def list_memories(request: Request, tenant: Tenant, admin: MemoryAdmin) ->
 
 
 async def add_memory(request: Request, tenant: Tenant, admin: MemoryAdmin) -> Response:
-    try:
-        body = json.loads(await request.body())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadRequest(f"We could not parse the JSON body of your request: {exc}") from exc
+    body = await parse_json(await request.body())
     mem = tenant.settings.memory
     added = await admin.add(
         tenant.id, request.path_params["user"], body, pii=mem.pii, dedup_cosine=mem.dedup_cosine
@@ -117,9 +138,10 @@ async def add_memory(request: Request, tenant: Tenant, admin: MemoryAdmin) -> Re
 
 async def delete_memory(request: Request, tenant: Tenant, admin: MemoryAdmin) -> Response:
     user, raw = request.path_params["user"], request.path_params["item"]
-    if not raw.isdigit() or not await admin.delete(tenant.id, user, int(raw)):
+    item = _item_id(raw)
+    if item is None or not await admin.delete(tenant.id, user, item):
         raise NotFound(f"No memory {raw!r} for user {user!r}.")
-    return JSONResponse({"id": int(raw), "object": "paperclip.memory", "deleted": True})
+    return JSONResponse({"id": item, "object": "paperclip.memory", "deleted": True})
 
 
 # ---------------------------------------------------------------- users
@@ -178,6 +200,13 @@ def _list(user: str, data: list[dict[str, Any]], **extra: Any) -> Response:
 
 def _found(found: Found) -> dict[str, Any]:
     return {**found.item.public(), "score": found.score, "vector": found.vector, "bm25": found.bm25}
+
+
+def _item_id(raw: str) -> int | None:
+    """A memory id as the store can hold it (a positive 64-bit integer), else None."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > MAX_ROW_ID:
+        return None
+    return int(raw)
 
 
 def _flag(request: Request, name: str) -> bool:

@@ -215,10 +215,12 @@ def _render_part(part: Any) -> str:
 
 
 def _render_calls(message: Mapping[str, Any]) -> list[str]:
-    calls = message.get("tool_calls") or []
+    listed = message.get("tool_calls")
+    # A client may send anything here (a string, a number, an object): only a list holds calls.
+    calls: list[Any] = list(listed) if isinstance(listed, list) else []
     legacy = message.get("function_call")
     if isinstance(legacy, Mapping):
-        calls = [*calls, {"function": legacy}]
+        calls.append({"function": legacy})
     return [_render_call(c) for c in calls if isinstance(c, Mapping)]
 
 

@@ -136,8 +136,12 @@ class WatermarkWindow:
     ) -> View | None:
         start, end = step
         first, last = assembly.turn_range(start, end)
-        text = await compressor.summarize(view.conv[start:end], first, last)
         key = (tenant, session)
+        try:
+            text = await compressor.summarize(view.conv[start:end], first, last)
+        except Exception:  # a bug on odd input must not fail the session silently on every request
+            log.exception("compression of %s turns %d-%d crashed", session, first, last)
+            text = None
         if text is None:
             self.metrics.compressions.labels("summary", "failed").inc()
             self.failing[key] = "compression_failed"

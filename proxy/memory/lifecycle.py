@@ -135,6 +135,8 @@ def expiry_moment(expires_at: str | datetime | None) -> datetime | None:
     try:
         if len(text) == 10:
             day = date.fromisoformat(text)
+            if day == date.max:  # "through 9999-12-31": the day after cannot be represented
+                return datetime.max.replace(tzinfo=UTC)
             return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
         return _aware(datetime.fromisoformat(text))
     except ValueError:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hashing import scrub
 from ..memory.query import text_of
 from ..sse import assistant_text
 from ..tenancy import Tenant
@@ -51,9 +52,10 @@ def reply_text(reply: Reply) -> str | None:
     elif reply.content_encoding:
         return None
     if reply.streamed:
-        return assistant_text(body)
+        text = assistant_text(body)
+        return scrub(text) if text else text
     try:
         message = json.loads(body)["choices"][0]["message"]
     except (ValueError, KeyError, IndexError, TypeError):
         return None
-    return text_of(message) or None
+    return scrub(text_of(message)) or None  # an upstream may send lone surrogates too

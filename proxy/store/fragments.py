@@ -8,6 +8,7 @@ be rebuilt without re-tokenising.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -146,7 +147,7 @@ class FragmentStore:
 
         def read(c: Connection) -> tuple[int, list[Loaded]]:
             found = c.execute(
-                "SELECT generation FROM scope_generations WHERE scope = ?", (scope_of(tenant, user),)
+                "SELECT generation FROM scope_generations WHERE scope = ?", (generation_key(tenant, user),)
             ).fetchone()
             rows = c.execute(
                 "SELECT f.id, f.session, f.hash, f.role, f.text, f.position, f.tokens, f.created,"
@@ -206,5 +207,11 @@ def bump_generation(c: Connection, tenant: str, user: str) -> None:
     c.execute(
         "INSERT INTO scope_generations (scope, generation) VALUES (?, 1)"
         " ON CONFLICT (scope) DO UPDATE SET generation = generation + 1",
-        (scope_of(tenant, user),),
+        (generation_key(tenant, user),),
     )
+
+
+def generation_key(tenant: str, user: str) -> str:
+    """The scope's key in ``scope_generations``: a digest, so a forgotten user's id (often an
+    email) does not outlive their data there — the row must, to tell other processes."""
+    return hashlib.sha256(scope_of(tenant, user).encode()).hexdigest()

@@ -5,15 +5,24 @@ tests/test_migrations.py applies all of them to a blank database.
 
 Every row carries ``tenant``: isolation is enforced by every query filtering
 on it, and vectors are partitioned by ``scope`` (tenant + user), so one
-user's search never scans another's vectors.
+user's search never scans another's vectors; each partition grows by chunks of
+``VECTOR_CHUNK`` vectors, so a new user costs kilobytes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
 from collections.abc import Callable
 
 from .db import Connection
+
+VECTOR_TABLES = ("vec_fragments", "vec_items")
+# Vectors a vec0 chunk holds. Each scope (tenant + user) has chunks of its own, allocated
+# whole: 8 x 384 floats make a new scope cost ~13 KB a table, not ~1.5 MB. Searches
+# in SQLite scan a scope's chunks; requests search the in-memory index instead.
+VECTOR_CHUNK = 8
 
 
 def m001_sessions(conn: Connection) -> None:
@@ -166,6 +175,37 @@ def m006_extraction_claims(conn: Connection) -> None:
     )
 
 
+def m007_small_vector_chunks(conn: Connection) -> None:
+    """Rebuild the vector tables with ``VECTOR_CHUNK`` rows a chunk instead of vec0's 1,024.
+
+    vec0 allocates a whole chunk for each partition (scope) on its first
+    vector: 1,024 x 384 floats, ~1.5 MB a new user. Vectors are copied over as
+    they are; the space the old chunks held is reused (or freed by VACUUM).
+    """
+    for table in VECTOR_TABLES:
+        row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        if row is None or f"chunk_size={VECTOR_CHUNK}" in row[0]:
+            continue
+        dim = re.search(r"float\[(\d+)\]", row[0])
+        assert dim is not None, row[0]
+        conn.execute(f"CREATE TEMP TABLE moving AS SELECT rowid AS id, embedding, scope FROM {table}")
+        conn.execute(f"DROP TABLE {table}")
+        _create_vectors(conn, table, int(dim.group(1)))
+        conn.execute(f"INSERT INTO {table} (rowid, embedding, scope) SELECT id, embedding, scope FROM moving")
+        conn.execute("DROP TABLE moving")
+
+
+def m008_hashed_generation_keys(conn: Connection) -> None:
+    """Key ``scope_generations`` by a digest of the scope, not the plain (tenant, user)."""
+    rows = conn.execute("SELECT scope, generation FROM scope_generations").fetchall()
+    conn.execute("DELETE FROM scope_generations")
+    for scope, generation in rows:
+        conn.execute(
+            "INSERT INTO scope_generations (scope, generation) VALUES (?, ?)",
+            (hashlib.sha256(str(scope).encode()).hexdigest(), generation),
+        )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -180,6 +220,8 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("004_traces", m004_traces),
     ("005_item_expiry", m005_item_expiry),
     ("006_extraction_claims", m006_extraction_claims),
+    ("007_small_vector_chunks", m007_small_vector_chunks),
+    ("008_hashed_generation_keys", m008_hashed_generation_keys),
 ]
 
 
@@ -199,14 +241,18 @@ def apply(conn: Connection) -> list[str]:
 
 def ensure_vectors(conn: Connection, dim: int) -> None:
     """The vec0 tables depend on the embedding model's dimension, so they are made at start."""
-    for table in ("vec_fragments", "vec_items"):
+    for table in VECTOR_TABLES:
         row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
         if row is not None and f"float[{dim}]" not in row[0]:
             # The model changed: old vectors are meaningless in the new space.
             conn.execute(f"DROP TABLE {table}")
             row = None
         if row is None:
-            conn.execute(
-                f"CREATE VIRTUAL TABLE {table} USING vec0("
-                f"embedding float[{dim}] distance_metric=cosine, scope text partition key)"
-            )
+            _create_vectors(conn, table, dim)
+
+
+def _create_vectors(conn: Connection, table: str, dim: int) -> None:
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {table} USING vec0(embedding float[{dim}] distance_metric=cosine,"
+        f" scope text partition key, chunk_size={VECTOR_CHUNK})"
+    )

@@ -1,0 +1,251 @@
+"""N concurrent streaming clients for T seconds: direct, Paperclip with memory off, and with memory on.
+
+Usage (from the repo root, in its virtualenv)::
+
+    python bench/load.py                           # 50 streams x 60 s per target, bundled model
+    python bench/load.py -c 50 -t 60 --embedding hash --profile
+
+Processes on loopback: the fixed-answer upstream (``bench/upstream.py``), two
+proxies (``python -m proxy serve``: memory and context off, and on), this
+load generator, and a ``/healthz`` poller of its own. Each target gets ``-t``
+seconds in turn, in the same run: ``-c`` clients, each a conversation of its
+own user that grows by one user message and the streamed answer per request
+(so the memory layer indexes, extracts and compresses as it would), reading
+every stream to its end. Measured per target: requests, errors (non-200, cut
+streams, exceptions), requests/s, full-stream latency p50/p99 and what the
+proxy adds to the direct figures, ``/healthz`` p50/p99/max polled every 50 ms
+while it runs, and the proxy's RSS every second (growth after the first
+minute: RSS at the end over RSS at 60 s). ``--profile`` records the memory-on
+proxy with py-spy and prints where its time goes. The RSS curves are plotted
+to ``--plot`` when matplotlib is installed (``pip install -e .[bench]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from large_body import start_poller
+from overhead import PROXY_KEY, free_port, proxy_config, rss_mb, start, wait_ready, wait_until_up
+
+MODEL = "gpt-4o-mini"
+FACTS = ["my flight is BA117 on March 3", "I am allergic to peanuts", "my manager is called Priya",
+         "the budget is 42,000 euros", "I prefer window seats", "my daughter turns 7 in June"]
+
+
+@dataclass
+class Run:
+    name: str
+    url: str
+    pid: int | None
+    latencies: list[float] = field(default_factory=list)
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    rss: list[tuple[float, float]] = field(default_factory=list)
+    healthz: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    log: Path | None = None
+
+
+async def client_loop(run: Run, client: httpx.AsyncClient, n: int, deadline: float) -> None:
+    messages: list[dict[str, str]] = [{"role": "system", "content": "You are a helpful travel assistant."}]
+    turn = 0
+    while time.perf_counter() < deadline:
+        turn += 1
+        text = f"Turn {turn}: {FACTS[(n + turn) % len(FACTS)]}. What should I pack for a trip to city {turn % 17}?"
+        messages.append({"role": "user", "content": text})
+        body = {"model": MODEL, "messages": messages, "stream": True, "user": f"load-user-{n}"}
+        started = time.perf_counter()
+        reply = ""
+        try:
+            async with client.stream("POST", run.url + "/v1/chat/completions", json=body,
+                                     headers={"authorization": f"Bearer {PROXY_KEY}"}) as r:
+                if r.status_code != 200:
+                    run.errors[f"status {r.status_code}"] += 1
+                    await r.aread()
+                    continue
+                done = False
+                async for line in r.aiter_lines():
+                    if line == "data: [DONE]":
+                        done = True
+                    elif line.startswith("data: "):
+                        delta = json.loads(line[6:])["choices"][0]["delta"]
+                        reply += delta.get("content") or ""
+                if not done:
+                    run.errors["cut stream"] += 1
+                    continue
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            run.errors[type(exc).__name__] += 1
+            continue
+        run.latencies.append((time.perf_counter() - started) * 1000)
+        messages.append({"role": "assistant", "content": reply})
+
+
+async def sample_rss(run: Run, started: float, deadline: float) -> None:
+    while run.pid is not None and time.perf_counter() < deadline:
+        run.rss.append((time.perf_counter() - started, rss_mb(run.pid)))
+        await asyncio.sleep(1.0)
+
+
+async def load(run: Run, clients: int, seconds: float) -> None:
+    poller = start_poller(run.url, every_s=0.05)
+    started = time.perf_counter()
+    deadline = started + seconds
+    # Idle connections are dropped after 2 s, below uvicorn's 5 s keep-alive: at httpx's default
+    # (5 s, the same) a connection the server is closing can be picked for the next request.
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients, keepalive_expiry=2.0)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        await asyncio.gather(sample_rss(run, started, deadline),
+                             *(client_loop(run, client, n, deadline) for n in range(clients)))
+    run.seconds = time.perf_counter() - started
+    run.healthz = sorted(json.loads(poller.communicate("")[0]))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+def summary(run: Run, direct: Run | None) -> dict[str, Any]:
+    p50, p99 = statistics.median(run.latencies) if run.latencies else float("nan"), pct(run.latencies, 0.99)
+    row: dict[str, Any] = {
+        "target": run.name,
+        "requests": len(run.latencies) + sum(run.errors.values()),
+        "errors": sum(run.errors.values()),
+        "error_kinds": dict(run.errors),
+        "requests_per_s": round(len(run.latencies) / run.seconds, 1),
+        "p50_ms": round(p50, 1),
+        "p99_ms": round(p99, 1),
+        "healthz_p50_ms": round(statistics.median(run.healthz), 1) if run.healthz else None,
+        "healthz_p99_ms": round(pct(run.healthz, 0.99), 1),
+        "healthz_max_ms": round(run.healthz[-1], 1) if run.healthz else None,
+    }
+    if direct is not None and direct is not run:
+        row["added_p50_ms"] = round(p50 - statistics.median(direct.latencies), 1)
+        row["added_p99_ms"] = round(p99 - pct(direct.latencies, 0.99), 1)
+    if run.rss:
+        at_minute = next((mb for t, mb in run.rss if t >= 60), None)
+        row["rss_start_mb"] = round(run.rss[0][1], 1)
+        row["rss_end_mb"] = round(run.rss[-1][1], 1)
+        if at_minute is not None:
+            row["rss_60s_mb"] = round(at_minute, 1)
+            row["rss_growth_after_60s_pct"] = round(100 * (run.rss[-1][1] / at_minute - 1), 1)
+    return row
+
+
+def plot(runs: list[Run], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install -e .[bench])")
+        return
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for run in runs:
+        if run.rss:
+            ax.plot([t for t, _ in run.rss], [mb for _, mb in run.rss], label=run.name)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("proxy RSS (MB)")
+    ax.set_title("RSS under load")
+    ax.legend()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    print(f"RSS plot written to {path}")
+
+
+def hot_frames(raw: Path, top: int = 12) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """From py-spy's collapsed stacks: (self time by function, time by Paperclip function on the stack), in %."""
+    total = 0
+    leaf: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        leaf[frames[-1]] += n
+        for frame in {f for f in frames if "proxy/" in f and "cli.py" not in f and "__main__" not in f}:
+            inclusive[frame] += n
+    if not total:
+        return [], []
+    return ([(f, round(100 * n / total, 1)) for f, n in leaf.most_common(top)],
+            [(f, round(100 * n / total, 1)) for f, n in inclusive.most_common(top)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-c", "--clients", type=int, default=50)
+    parser.add_argument("-t", "--seconds", type=float, default=60.0)
+    parser.add_argument("--embedding", default="bundled")
+    parser.add_argument("--profile", action="store_true", help="py-spy the memory-on proxy")
+    parser.add_argument("--targets", default="direct,off,on", help="a subset of direct,off,on")
+    parser.add_argument("--plot", type=Path, default=Path("bench/results/load_rss.png"))
+    parser.add_argument("--out", type=Path, default=Path("bench/results/load.json"))
+    args = parser.parse_args(argv)
+    with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp_:
+        tmp = Path(tmp_)
+        up_port = free_port()
+        upstream = start(stack, [sys.executable, "bench/upstream.py", "--port", str(up_port)], tmp / "upstream.log")
+        up_url = f"http://127.0.0.1:{up_port}/v1"
+        wait_until_up(up_url + "/models", upstream, "upstream", 30, tmp / "upstream.log")
+        wanted = set(args.targets.split(","))
+        runs = [Run("direct", f"http://127.0.0.1:{up_port}", upstream.pid)]  # always: the baseline
+        for name, memory in (("memory off", False), ("memory on", True)):
+            if name.split()[1] not in wanted:
+                continue
+            port = free_port()
+            folder = tmp / name.replace(" ", "-")
+            folder.mkdir()
+            cfg = proxy_config(folder, up_url, port, memory, args.embedding)
+            proc = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg)], folder / "proxy.log")
+            url = f"http://127.0.0.1:{port}"
+            wait_until_up(url + "/healthz", proc, "paperclip", 60, folder / "proxy.log")
+            wait_ready(url + "/readyz", 300)
+            runs.append(Run(name, url, proc.pid, log=folder / "proxy.log"))
+        rows = []
+        for run in runs:
+            spy = None
+            if args.profile and run.name == "memory on":
+                spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(run.pid), "--format", "raw", "--rate", "50", "--gil",
+                                        "--output", str(tmp / "profile.txt"), "--duration", str(int(args.seconds))],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            asyncio.run(load(run, args.clients, args.seconds))
+            rows.append(summary(run, runs[0]))
+            print(json.dumps(rows[-1]))
+            if run.errors and run.log is not None:  # what the proxy said about them
+                lines = [ln for ln in run.log.read_text(errors="replace").splitlines() if "ERROR" in ln or "WARNING" in ln or "Error" in ln]
+                print("\n".join(lines[:20]))
+            if spy is not None:
+                spy.wait(timeout=60)
+                own, within = hot_frames(tmp / "profile.txt")
+                print("where the memory-on proxy's CPU goes (% of py-spy samples of the thread holding the GIL)")
+                print(" self:")
+                for frame, share in own:
+                    print(f"  {share:5.1f}%  {frame}")
+                print(" inside (Paperclip functions on the stack):")
+                for frame, share in within:
+                    print(f"  {share:5.1f}%  {frame}")
+        plot(runs, args.plot)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"clients": args.clients, "seconds": args.seconds,
+                                        "embedding": args.embedding, "targets": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

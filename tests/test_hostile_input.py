@@ -1,0 +1,349 @@
+"""Hostile and unlucky requests at the HTTP edge (issue 14): each answered in OpenAI's envelope, never a 500."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import openai
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.jsonbody import MAX_DEPTH
+from proxy.relay import event_break, whole_lines
+from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy
+from tests.fake_upstream import FakeUpstream, Scripted, chunk, error_json, sse
+
+MODEL = "gpt-4o-mini"
+ENVELOPE_KEYS = {"message", "type", "param", "code"}
+
+
+def assert_envelope(status: int, r: Any) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    error = r.json()["error"]
+    assert set(error) == ENVELOPE_KEYS
+    return dict(error)
+
+
+def chat_bytes(content_json: str) -> bytes:
+    return ('{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": ' + content_json + "}]}").encode()
+
+
+LONE_SURROGATES = ['"\\ud800"', '"ok \\udfff end"', '"\\ud83d then no pair"', '["x", {"type": "text", "text": "\\udc00"}]']
+
+
+@pytest.mark.parametrize("memory", ["on", "off"])
+@pytest.mark.parametrize("content", LONE_SURROGATES)
+def test_lone_surrogates_are_a_400_and_the_connection_stays_usable(
+    proxy: Proxy, upstream: FakeUpstream, memory: str, content: str
+) -> None:
+    with proxy.http() as http:
+        r = http.post("/v1/chat/completions", content=chat_bytes(content), headers={"x-paperclip-memory": memory})
+        assert "surrogate" in assert_envelope(400, r)["message"]
+        assert r.headers.get("connection") != "close"
+        # Same connection, next request: still served.
+        ok = http.post("/v1/chat/completions", json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
+        assert ok.status_code == 200
+    assert len(upstream.chat_requests()) == 1
+
+
+def test_paired_surrogate_escapes_are_ordinary_text(proxy: Proxy, upstream: FakeUpstream) -> None:
+    with proxy.http() as http:
+        r = http.post("/v1/chat/completions", content=chat_bytes('"party \\ud83c\\udf89"'))
+    assert r.status_code == 200
+    assert upstream.chat_requests()[-1].json()["messages"][-1]["content"].endswith("party 🎉")
+
+
+def test_lone_surrogate_in_a_hand_written_memory_is_a_400(proxy: Proxy) -> None:
+    with proxy.http(ADMIN_KEY) as http:
+        r = http.post("/paperclip/v1/users/u1/memories", content=b'{"content": "likes \\udfff tea"}')
+    assert_envelope(400, r)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"model": "m", "messages": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+        b'{"model": "m", "messages": [], "x": ' + b'{"a":' * (MAX_DEPTH + 1) + b"1" + b"}" * (MAX_DEPTH + 1) + b"}",
+        b'{"model": "m", "messages": [], "n": ' + b"9" * 5000 + b"}",
+        b'{"model": "m", "messages": [' + b"[" * 100_000 + b"]}",
+    ],
+    ids=["nested-1000", "nested-past-limit", "int-5000-digits", "unclosed-100k"],
+)
+def test_bad_json_shapes_are_a_400(proxy: Proxy, body: bytes) -> None:
+    with proxy.http() as http:
+        assert_envelope(400, http.post("/v1/chat/completions", content=body))
+
+
+def test_nesting_within_the_limit_is_forwarded(proxy: Proxy, upstream: FakeUpstream) -> None:
+    depth = MAX_DEPTH - 4
+    schema = '{"a":' * depth + "1" + "}" * depth
+    body = ('{"model": "m", "messages": [{"role": "user", "content": "hi"}], "x": ' + schema + "}").encode()
+    with proxy.http() as http:
+        assert http.post("/v1/chat/completions", content=body).status_code == 200
+    assert upstream.chat_requests()[-1].body == body
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/v1/models%0A", 404),
+        ("POST", "/v1/chat/completions%0A", 404),
+        ("GET", "/%0A", 404),
+        ("GET", "/paperclip/v1/users/a%0Ab/export", 404),
+        ("PROPFIND", "/v1/models", 405),
+        ("PROPFIND", "/healthz", 405),
+    ],
+)
+def test_every_error_the_router_makes_is_in_the_envelope(proxy: Proxy, method: str, path: str, status: int) -> None:
+    with proxy.http() as http:
+        assert_envelope(status, http.request(method, path))
+
+
+def test_session_header_in_latin1_is_echoed_byte_exact(plain_proxy: Proxy) -> None:
+    raw = b"caf\xe9-\xff-session"
+    with socket.create_connection(("127.0.0.1", plain_proxy.server.port)) as sock:
+        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}).encode()
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\n"
+            + f"authorization: Bearer {PROXY_KEY}\r\ncontent-type: application/json\r\n".encode()
+            + b"x-paperclip-session: " + raw + b"\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode() + body
+        )
+        reply = b""
+        while chunk_ := sock.recv(65536):
+            reply += chunk_
+    head = reply.split(b"\r\n\r\n", 1)[0]
+    assert b"HTTP/1.1 200" in head
+    assert b"\r\nx-paperclip-session: " + raw + b"\r\n" in head
+
+
+# ---------------------------------------------------------------- an upstream dying inside an event
+
+
+def test_whole_lines_holds_only_an_unfinished_line() -> None:
+    assert whole_lines(b"", b"data: 1\n\ndata: {") == (b"data: 1\n\n", b"data: {")
+    assert whole_lines(b"data: {", b'"a": 1}\n\n') == (b'data: {"a": 1}\n\n', b"")
+    assert whole_lines(b"", b"partial") == (b"", b"partial")
+    assert whole_lines(b"", b"a\r\n") == (b"a\r\n", b"")
+
+
+def test_event_break_starts_a_fresh_event() -> None:
+    assert event_break(b"") == b""
+    assert event_break(b'x"}\n\n') == b""
+    assert event_break(b'x"}\r\n\r\n') == b""
+    assert event_break(b'data: {"a":1}\n') == b"\n\n"
+    assert event_break(b'data: {"a":1}\r') == b"\n\n"
+
+
+CUTS = {
+    "mid-line": b'data: {"id": "c1", "object": "chat.compl',
+    "after-a-line": b'data: {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}\n',
+}
+
+
+@pytest.mark.parametrize("cut", list(CUTS))
+def test_upstream_dying_inside_an_event_gives_the_sdk_an_api_error(
+    plain_proxy: Proxy, upstream: FakeUpstream, cut: str
+) -> None:
+    parts = [*sse([chunk({"role": "assistant", "content": "Hel"})], done=False), CUTS[cut]]
+
+    async def handler(request: Request, body: dict[str, Any]) -> Response:
+        return Scripted(upstream, [*parts, b"never sent"], abort_after=len(parts))
+
+    upstream.chat = handler
+    with plain_proxy.client() as client, pytest.raises(openai.APIError) as caught:
+        list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=True))
+    assert not isinstance(caught.value, openai.APIStatusError)
+    assert "upstream" in caught.value.message.lower()
+
+
+# ---------------------------------------------------------------- failed exchanges record nothing
+
+
+def stored(proxy: Proxy, user: str) -> tuple[int, list[str]]:
+    """How many fragments the user has, and the assistant texts among them."""
+    store = proxy.store
+
+    async def read() -> tuple[int, list[str]]:
+        count = await store.fragments.count("acme", user)
+        rows = await store.db.read(
+            lambda c: c.execute(
+                "SELECT text FROM fragments WHERE tenant = 'acme' AND user = ? AND role = 'assistant'", (user,)
+            ).fetchall()
+        )
+        return count, [r[0] for r in rows]
+
+    result: tuple[int, list[str]] = proxy.server.call(read())
+    return result
+
+
+def test_an_upstream_error_records_nothing(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = make_proxy()
+
+    async def failing(request: Request, body: dict[str, Any]) -> Response:
+        return error_json(500, "boom", "server_error")
+
+    upstream.chat = failing
+    with proxy.client() as client:
+        for i in range(3):
+            with pytest.raises(openai.InternalServerError):
+                client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": f"my name is Carol {i}"}], user="u-fail"
+                )
+    proxy.drain()
+    assert stored(proxy, "u-fail") == (0, [])
+    assert proxy.server.call(proxy.store.db.read(lambda c: c.execute("SELECT count(*) FROM traces").fetchone()[0])) == 0
+
+
+def test_a_stream_cut_short_records_no_partial_reply(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = make_proxy()
+    parts = sse([chunk({"role": "assistant", "content": "Your code is 12"})], done=False)
+
+    async def cut(request: Request, body: dict[str, Any]) -> Response:
+        return Scripted(upstream, [*parts, b"never"], abort_after=len(parts))
+
+    upstream.chat = cut
+    with proxy.client() as client, pytest.raises(openai.APIError):
+        list(client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "what is my code?"}], user="u-cut", stream=True
+        ))
+    proxy.drain()
+    assert stored(proxy, "u-cut") == (0, [])
+
+
+# ---------------------------------------------------------------- keys Paperclip knows are never forwarded
+
+OWN_KEY = "sk-user-own-openai-key-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [ADMIN_KEY, PROXY_KEY[:-1], PROXY_KEY + "x", PROXY_KEY.replace("acme", "acne"), "Pk-test-acme", ADMIN_KEY[:-2]],
+    ids=["admin", "truncated", "one-too-many", "typo", "case", "admin-truncated"],
+)
+def test_keys_paperclip_nearly_knows_are_refused_not_forwarded(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, key: str
+) -> None:
+    proxy = make_proxy(passthrough_keys=True)
+    with proxy.http(key) as http:
+        assert assert_envelope(401, http.post("/v1/chat/completions", json={"model": MODEL, "messages": []}))
+        assert_envelope(401, http.get("/v1/models"))
+    assert upstream.requests == []
+
+
+def test_a_clients_own_key_is_still_forwarded_in_passthrough_mode(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(passthrough_keys=True)
+    with proxy.http(OWN_KEY) as http:
+        assert http.get("/v1/models").status_code == 200
+    assert upstream.requests[-1].headers["authorization"] == f"Bearer {OWN_KEY}"
+
+
+def test_near_miss_rule() -> None:
+    from proxy.tenancy import edit_distance, is_near
+
+    assert edit_distance("kitten", "sitting", 5) == 3
+    assert edit_distance("a" * 10, "b" * 10, 2) == 3
+    assert is_near("pk-live-acme-1234567890", "pk-live-acme-1234567899")
+    assert not is_near(OWN_KEY, PROXY_KEY)
+    assert not is_near("sk-proj-" + "a" * 40, "sk-proj-" + "b" * 40)
+
+
+# ---------------------------------------------------------------- admin ids: encoded, spaced, huge
+
+
+def admin_path(user: str, rest: str = "") -> str:
+    from urllib.parse import quote
+
+    return f"/paperclip/v1/users/{quote(user, safe='')}{rest}"
+
+
+@pytest.mark.parametrize("user", ["team/alice", "<script>alert(1)</script>", "a b/../c", "%2F-literal"])
+def test_any_user_id_can_be_exported_and_forgotten(proxy: Proxy, user: str) -> None:
+    with proxy.http(ADMIN_KEY) as admin:
+        added = admin.post(admin_path(user, "/memories"), json={"content": "Prefers tea over coffee every morning"})
+        assert added.status_code == 201, added.text
+        exported = admin.get(admin_path(user, "/export"))
+        assert exported.status_code == 200
+        assert "tea" in json.dumps(exported.json())
+        assert admin.get(admin_path(user, "/memories")).json()["data"]
+        assert admin.delete(admin_path(user)).status_code == 200
+        assert admin.get(admin_path(user, "/memories")).json()["data"] == []
+
+
+def test_user_ids_with_surrounding_spaces_are_one_id(proxy: Proxy) -> None:
+    with proxy.http() as http:
+        r = http.post(
+            "/v1/chat/completions",
+            json={"model": MODEL, "messages": [{"role": "user", "content": "my dog is called Rex"}], "user": "  bob  "},
+        )
+        assert r.status_code == 200
+    proxy.drain()
+    with proxy.http(ADMIN_KEY) as admin:
+        for spelled in ["bob", " bob ", "bob  "]:
+            assert "Rex" in json.dumps(admin.get(admin_path(spelled, "/export")).json())
+
+
+@pytest.mark.parametrize("item", ["1" * 40, "9223372036854775808", "²", "-1", "0x10"])
+def test_memory_ids_the_store_cannot_hold_are_a_404(proxy: Proxy, item: str) -> None:
+    with proxy.http(ADMIN_KEY) as admin:
+        assert_envelope(404, admin.delete(admin_path("u1", f"/memories/{item}")))
+
+
+def test_a_memory_expiring_at_the_end_of_time_is_kept(proxy: Proxy) -> None:
+    with proxy.http(ADMIN_KEY) as admin:
+        r = admin.post(admin_path("u1", "/memories"), json={"content": "Has a lifetime pass", "expires_at": "9999-12-31"})
+        assert r.status_code == 201, r.text
+        assert [m["content"] for m in admin.get(admin_path("u1", "/memories")).json()["data"]] == ["Has a lifetime pass"]
+
+
+# ---------------------------------------------------------------- very large bodies
+
+
+def test_a_body_past_the_memory_bound_is_forwarded_as_it_came_and_not_recorded(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    from proxy.chat import MEMORY_MAX_BODY_BYTES
+
+    proxy = make_proxy()
+    text = "All work and no play makes Jack a dull boy. " * (MEMORY_MAX_BODY_BYTES // 40)
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": text}], "user": "u-big"}).encode()
+    with proxy.http() as http:
+        r = http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200
+    assert r.headers["x-paperclip-degraded"] == "too_large"
+    assert int(r.headers["x-paperclip-tokens-in"]) == len(body) // 4
+    assert upstream.chat_requests()[-1].body == body
+    proxy.drain()
+    assert stored(proxy, "u-big") == (0, [])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_holding_a_lone_surrogate_is_recorded_with_a_replacement_character(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, stream: bool
+) -> None:
+    proxy = make_proxy()
+    if stream:
+        event = b'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"bad \\ud800 reply"},"finish_reason":null}]}\n\n'
+        parts, media = [event, b"data: [DONE]\n\n"], "text/event-stream"
+    else:
+        parts = [b'{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+                 b'"message":{"role":"assistant","content":"bad \\ud800 reply"},"finish_reason":"stop"}]}']
+        media = "application/json"
+
+    async def answer(request: Request, body: dict[str, Any]) -> Response:
+        return Scripted(upstream, parts, media_type=media)
+
+    upstream.chat = answer
+    with proxy.http() as http:
+        r = http.post("/v1/chat/completions", json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+                                                     "user": "u-sur", "stream": stream})
+        assert r.status_code == 200
+    proxy.drain()
+    assert stored(proxy, "u-sur")[1] == ["bad \ufffd reply"]

@@ -1,0 +1,75 @@
+"""``/readyz`` tells the truth about the database, and the log says why (issue 14, defect 13)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from proxy.readiness import database_problem, identity
+from tests.conftest import Proxy, base_config
+
+HI = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def readyz(proxy: Proxy) -> httpx.Response:
+    with proxy.http(None) as http:
+        return http.get("/readyz")
+
+
+def test_a_database_deleted_while_running_is_reported_and_memory_steps_aside(
+    make_proxy: Callable[..., Proxy], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    proxy = make_proxy()
+    assert readyz(proxy).status_code == 200
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{tmp_path / 'p.db'}{suffix}").unlink(missing_ok=True)
+    with caplog.at_level(logging.ERROR, logger="paperclip.readiness"):
+        r = readyz(proxy)
+        assert r.status_code == 503
+        assert "deleted" in r.json()["reason"]
+        assert r.json()["checks"]["database"] is False
+        with proxy.http() as http:
+            chat = http.post("/v1/chat/completions", json=HI)
+    assert chat.status_code == 200
+    assert chat.headers["x-paperclip-degraded"] == "memory_unavailable"
+    assert "memory layer off" in caplog.text and "deleted" in caplog.text
+
+
+def test_a_database_that_cannot_be_opened_is_not_starting_forever(
+    make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    proxy = make_proxy(base_config(upstream_url, blocker / "p.db"), wait_ready=False)
+    deadline = time.monotonic() + 30
+    while "reason" not in (body := readyz(proxy).json()):
+        assert time.monotonic() < deadline, body
+        time.sleep(0.05)
+    assert readyz(proxy).status_code == 503
+    assert "could not start" in body["reason"]
+    with proxy.http() as http:
+        assert http.post("/v1/chat/completions", json=HI).headers["x-paperclip-degraded"] == "memory_unavailable"
+
+
+def test_database_problem_names_what_is_wrong(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    db.write_bytes(b"")
+    opened = identity(str(db))
+    assert database_problem(str(db), opened) is None
+    assert database_problem(":memory:", None) is None
+    other = tmp_path / "other.db"
+    other.write_bytes(b"")  # made while the first exists: another inode
+    other.replace(db)
+    assert "replaced" in (database_problem(str(db), opened) or "")
+    db.unlink()
+    assert "deleted" in (database_problem(str(db), opened) or "")
+    if os.geteuid() != 0:  # root may write anything
+        db.write_bytes(b"")
+        db.chmod(0o444)
+        assert "not writable" in (database_problem(str(db), identity(str(db))) or "")
