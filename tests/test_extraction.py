@@ -177,6 +177,22 @@ def test_names_of_pets_and_family_are_identity_slots() -> None:
     ]
 
 
+def test_the_native_language_is_an_identity_slot() -> None:
+    items = rule_extract(user("I'm a native Spanish speaker, English is my second language.",
+                              "My first language is German.", "我的母语是粤语。", "I speak some French."), NOW)
+    assert [(i.key, i.content) for i in items] == [
+        ("user.language", "The user's native language is Spanish."),
+        ("user.language", "The user's native language is German."),
+        ("user.language", "用户的母语是粤语。"),
+    ]
+
+
+def test_something_due_by_a_date_is_a_deadline_but_due_to_is_not() -> None:
+    (item,) = rule_extract(user("My visa application is due by June 30.",
+                                "The game was cancelled due to rain by Monday night."), NOW)
+    assert item.key == "user.deadline.visa_application"
+
+
 def test_a_daily_habit_holds_the_slot_that_quitting_it_supersedes() -> None:
     habit, = rule_extract(user("我每天都喝三杯咖啡。"), NOW)
     quit_, = rule_extract(user("医生让我戒咖啡了，我现在不喝咖啡了。"), NOW)

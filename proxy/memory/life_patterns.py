@@ -1,7 +1,8 @@
-"""The rule-based extractor's patterns for the user's life: the names of their people and pets, their habits.
+"""The rule-based extractor's patterns for the user's life: their language, the names of their people and pets, their habits.
 
-"My dog is called Pepper" / "我的狗叫豆豆" is an identity slot
-(``user.<who>.name``) the profile shows; "I drink three cups of coffee a day"
+"I'm a native Spanish speaker" / "我的母语是粤语" (``user.language``) and
+"My dog is called Pepper" / "我的狗叫豆豆" (``user.<who>.name``) are identity
+slots the profile shows; "I drink three cups of coffee a day"
 / "我每天都喝三杯咖啡" is a preference of the slot (``user.preference.<thing>``)
 that quitting it later names ("我戒咖啡了"), so the key rule supersedes the
 habit and its turn instead of leaving it a plain turn that keeps being
@@ -39,6 +40,14 @@ def _habit(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     return [RuleHit("preference", f"user.preference.{slug(what)}", f"The user {verb}s {rest}.", 0.6)]
 
 
+def _language(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """"I'm a native Spanish speaker", "我的母语是粤语": the language the user thinks in."""
+    lang = m.group("lang") or m.groupdict().get("lang2") or ""
+    if re.search(r"[\u4e00-\u9fff]", lang):
+        return [RuleHit("entity", "user.language", f"用户的母语是{lang}。", 0.8)]
+    return [RuleHit("entity", "user.language", f"The user's native language is {lang}.", 0.8)]
+
+
 LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"\b(?i:my) (?P<who>dog|cat|puppy|kitten|pet|bird|rabbit|hamster|horse|son|daughter|wife|husband"
                 r"|partner|boyfriend|girlfriend|brother|sister|baby|kid|mom|dad|mother|father)(?:'s name is| is called"
@@ -50,4 +59,7 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(f"我(?:每天|每周|天天|每天早上|每晚|平时|经常){_ZH_ADV}都?(?:要)?(?:喝|吃)"
                 r"(?:[一二两三四五六七八九十几\d]+(?:杯|碗|个|瓶|块|片|罐|根))?(?P<what>[\u4e00-\u9fff]{1,6}?)"
                 r"(?=$|[，。！？,.!?；;\s])"), _habit),
+    (re.compile(r"\b(?i:I'm a native|I am a native) (?P<lang>[A-Z][a-z]+) (?i:speaker)"
+                r"|\b(?i:my (?:native|first|mother) (?:language|tongue) is) (?P<lang2>[A-Z][a-z]+)"), _language),
+    (re.compile(r"我的(?:母语|第一语言)是(?P<lang>[\u4e00-\u9fff]{1,4}?(?:语|话|文))"), _language),
 ]

@@ -141,6 +141,7 @@ def _topic(s: str) -> str:
     known = next((t for t, rx in _TOPICS.items() if re.search(rx, s, re.I)), None)
     found = re.search(r"\b(?:deadline for|must|has to|have to|need to|needs to|should)\s+([\w ]+?)"
                       r"(?:\s+(?:by|before|until|is|no later)\b|$)", s, re.I)
+    found = found or re.search(r"\b(?:my|our|the) ([\w ]+?) (?:is|are) due\b", s, re.I)
     words = [w for w in (found.group(1).lower().split() if found else []) if w not in _STOP]
     return known or "_".join(words[:2]) or "general"
 
@@ -244,7 +245,7 @@ RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(f"我{_ZH_ADV}(?:不再|再也不|不)(?:太)?(?:喜欢|吃|喝){_ZH_OBJ}"), _preference),
     (re.compile(f"不再?(?:吃|喝){_ZH_OBJ}了"), _preference),
     (re.compile(f"我{_ZH_ADV}(?:讨厌|喜欢|爱吃|爱喝|偏爱|爱){_ZH_OBJ}"), _preference),
-    (re.compile(r"\b(?:must|has to|have to|needs? (?:to|it|this|that|them|the)|should|got to|required)\b"
+    (re.compile(r"\b(?:must|has to|have to|needs? (?:to|it|this|that|them|the)|should|got to|required|due(?! to))\b"
                 r"[^.!?;]{0,60}?\b(?:by|before|no later than|until)\s+" + _DATE + r"\b", re.I), _deadline),
     (re.compile(r"\bdeadline\b[^.!?;]{0,40}?\b(?:is|was|moved to|:)\s*" + _DATE, re.I), _deadline),
     (re.compile(r"截止(?:日期|时间)(?:是|为|在|：|:)|(?:之前|以前)(?:必须|一定要|务必|得|要)"
