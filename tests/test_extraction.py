@@ -193,6 +193,12 @@ def test_something_due_by_a_date_is_a_deadline_but_due_to_is_not() -> None:
     assert item.key == "user.deadline.visa_application"
 
 
+def test_a_remark_about_something_at_hand_is_not_a_standing_taste() -> None:
+    items = rule_extract(user("I love the color and texture!", "I love all the yellow leaves.",
+                              "I love creating art.", "I'm allergic to animals with fur."), NOW)
+    assert keys(items) == ["user.preference.creating_art", "user.allergy.animals_with_fur"]
+
+
 def test_a_daily_habit_holds_the_slot_that_quitting_it_supersedes() -> None:
     habit, = rule_extract(user("我每天都喝三杯咖啡。"), NOW)
     quit_, = rule_extract(user("医生让我戒咖啡了，我现在不喝咖啡了。"), NOW)

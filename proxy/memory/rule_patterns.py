@@ -40,7 +40,10 @@ _GLOSSARY = {
 _CANON = {alias: canon for canon, aliases in _GLOSSARY.items() for alias in aliases.split("|")}
 _FILLER = re.compile(r"(?:\s+(?:any ?more|now|too|as well|a lot|so much|very much|lately|recently"
                      r"|these days|for now|for a while|(?:last|this|next) (?:week|month|year)))+$", re.I)
-_REFERENTS = re.compile(r"^(?:to|it|that|this|these|those|you|him|her|them|what|how|when)\b|\byour?\b"
+# A liked thing that points at something in the moment ("the color", "all the leaves", "my studio")
+# is a remark about it, not a standing taste.
+_REFERENTS = re.compile(r"^(?:to|it|that|this|these|those|you|him|her|them|what|how|when|the|all|my|our|his"
+                        r"|their)\b|\byour?\b"
                         r"|\b(?:option|idea|answer|suggestion|version|approach|one|way)s?\b")
 _ZH_END = "[^，。！？,.!?；;\\s]"
 _ZH_PARTICLES = "了的啊呀哦呢吧"
@@ -48,7 +51,7 @@ _ZH_PARTICLES = "了的啊呀哦呢吧"
 
 def slug(phrase: str) -> str:
     """The slot name of a thing: glossary-canonical ("辣" and "spicy food" → spicy_food), else words."""
-    text = re.sub(r"^(?:the|a|an|my|some|any|吃|喝)\s*", "", phrase.strip().lower())
+    text = re.sub(r"^(?:(?:the|a|an|my|some|any)\s+|吃\s*|喝\s*)", "", phrase.strip().lower())
     if text in _CANON:
         return _CANON[text]
     words = re.findall(r"[a-z0-9]+|[\u4e00-\u9fff]+", text)
