@@ -89,12 +89,18 @@ class Harness:
             received_at=at,
         )
 
-    async def send(self, user: str, messages: list[dict[str, Any]], at: float, reply: str | None) -> None:
-        """One request of the replayed client: prepare, then record with ``reply`` as the response."""
+    async def send(
+        self, user: str, messages: list[dict[str, Any]], at: float, reply: str | None
+    ) -> tuple[int, int]:
+        """One request of the replayed client: prepare, then record with ``reply`` as the response.
+
+        Returns the tokens the client sent and the tokens forwarded.
+        """
         call = self.call(self.tenant, user, messages, at)
         prepared = await self.pipeline.prepare(call)
         body = json.dumps(completion(reply, MODEL)).encode() if reply else b""
         await self.pipeline.record(call, prepared, Reply(status=200, body=body))
+        return prepared.tokens_in, prepared.tokens_forwarded
 
     def close(self) -> None:
         self.memory.close()
