@@ -20,6 +20,7 @@ from ..metrics import Metrics
 from ..store.sessions import EMPTY, PrefixState, SessionStore, SummaryRow, new_summary_id
 from ..tokens import TokenCounter
 from . import assembly, planner
+from .backoff import Backoff
 from .compressor import Compressor
 
 log = logging.getLogger("paperclip.context")
@@ -64,12 +65,16 @@ class View:
 
 
 class WatermarkWindow:
-    def __init__(self, sessions: SessionStore, metrics: Metrics) -> None:
+    def __init__(self, sessions: SessionStore, metrics: Metrics, backoff: Backoff | None = None) -> None:
         self.sessions = sessions
         self.metrics = metrics
         self.owner = "ctx-" + uuid.uuid4().hex
         self.chains = ChainMemo()  # clients resend their history: hash each message once
-        self.failing: dict[tuple[str, str], str] = {}  # (tenant, session) → last failure
+        self.backoff = backoff or Backoff()  # by (tenant, session)
+
+    def failing(self, tenant: str, session: str) -> str | None:
+        """Why the session's compression is failing (X-Paperclip-Degraded), or None."""
+        return self.backoff.reason((tenant, session))
 
     async def view(
         self,
@@ -100,6 +105,8 @@ class WatermarkWindow:
         on_summary: Callable[[int, int], Awaitable[None]] | None = None,
     ) -> View:
         """Compress until the window is within budget (bounded); returns the updated view."""
+        if not self.backoff.allows((tenant, session)):
+            return view  # the model failed this session repeatedly: wait before asking again
         lock = f"compress:{tenant}:{session}"
         # One owner per pass, not per engine: the lease must also exclude this
         # process's other requests of the session, which share the engine.
@@ -144,10 +151,10 @@ class WatermarkWindow:
             text = None
         if text is None:
             self.metrics.compressions.labels("summary", "failed").inc()
-            self.failing[key] = "compression_failed"
+            self.backoff.failed(key, "compression_failed")
             return None
         self.metrics.compressions.labels("summary", "ok").inc()
-        self.failing.pop(key, None)
+        self.backoff.succeeded(key)
         new = [SummaryRow(new_summary_id(), 0, text, counter.text(text), start, end)]
         chain = [*view.state.summaries, *new]
         chain, merged = await self._merge(chain, view.budgets, compressor, counter)
