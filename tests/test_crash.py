@@ -210,7 +210,6 @@ def test_sigkill_during_forget_then_restart_forget_completes(
     assert not exported.get("fragments") and not exported.get("items"), exported
 
 
-@pytest.mark.xfail(strict=True, reason="defect 7: the dead process's compression lease holds for 120 s (phase 2)")
 def test_sigkill_during_compression_then_restart_compresses_at_once(
     serve: Any, upstream: FakeUpstream, tmp_path: Path
 ) -> None:

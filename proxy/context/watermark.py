@@ -17,6 +17,7 @@ from typing import Any
 from ..config import TenantSettings
 from ..hashing import ChainMemo
 from ..metrics import Metrics
+from ..store import lease
 from ..store.sessions import EMPTY, PrefixState, SessionStore, SummaryRow, new_summary_id
 from ..tokens import TokenCounter
 from . import assembly, planner
@@ -29,7 +30,6 @@ log = logging.getLogger("paperclip.context")
 # caught up at recent_window/2 tokens a step needs ~50); the rest waits for
 # the next request. Bounded, so a misbehaving model can never spin forever.
 MAX_STEPS = 64
-LEASE_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -111,9 +111,14 @@ class WatermarkWindow:
         # One owner per pass, not per engine: the lease must also exclude this
         # process's other requests of the session, which share the engine.
         owner = f"{self.owner}:{uuid.uuid4().hex}"
-        if not await self.sessions.acquire(lock, owner, LEASE_S):
-            return view  # another request of this session is compressing right now
-        try:
+
+        async def take(ttl_s: float) -> bool:
+            return await self.sessions.acquire(lock, owner, ttl_s)
+
+        # Renewed while the pass runs: a process killed mid-pass holds the session for seconds.
+        async with lease.held(lock, take, lambda: self.sessions.release(lock, owner)) as mine:
+            if not mine:
+                return view  # another request (or process) is compressing this session right now
             # Re-read: a compression that finished a moment ago may have moved the prefix.
             state = await self.sessions.longest_prefix(tenant, session, view.chain)
             view = _with_state(view, state)
@@ -127,8 +132,6 @@ class WatermarkWindow:
                 view = updated
                 if on_summary is not None:
                     await on_summary(*step)
-        finally:
-            await self.sessions.release(lock, owner)
         return view
 
     async def _step(

@@ -54,9 +54,6 @@ Turn = tuple[int, str, str]  # (conversation position, role, text)
 # A session that arrives with a long history is caught up with the model for
 # its latest messages only; older ones go through the rules (cheap, no tokens).
 MODEL_CATCH_UP = 40
-# How long a claim on a session's turns outlives its process if that dies mid-extraction
-# (renewed while the extraction runs: store/lease.py).
-CLAIM_LEASE_S = 10.0
 # Fragments nearest a superseded item that are looked at for the turns it was said in.
 SOURCE_NEIGHBOURS = 12
 
@@ -114,7 +111,8 @@ class Extractor:
             else:
                 await self.cursors.release(tenant, session, owner)
 
-        async with lease.held(f"extract:{tenant}:{session}", claim, end, CLAIM_LEASE_S) as mine:
+        # Renewed while the extraction runs; a process killed mid-way holds the turns for seconds.
+        async with lease.held(f"extract:{tenant}:{session}", claim, end) as mine:
             if not mine:
                 return 0
             fresh = [t for t in turns if t[0] >= done]

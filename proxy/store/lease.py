@@ -19,13 +19,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 log = logging.getLogger("paperclip.lease")
 
+# How long a lease outlives a process killed mid-work. A third of it between
+# renewals leaves room for a busy database to answer a renewal late.
+TTL_S = 10.0
+
 Take = Callable[[float], Awaitable[bool]]
 """Take (or renew) the lease for this many seconds; False when another holds it."""
 Release = Callable[[], Awaitable[None]]
 
 
 @contextlib.asynccontextmanager
-async def held(name: str, take: Take, release: Release, ttl_s: float) -> AsyncIterator[bool]:
+async def held(name: str, take: Take, release: Release, ttl_s: float = TTL_S) -> AsyncIterator[bool]:
     """Yields whether the lease was taken; while it is held, it is renewed every ``ttl_s / 3``."""
     if not await take(ttl_s):
         yield False
