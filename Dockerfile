@@ -8,6 +8,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     TRANSFORMERS_OFFLINE=1 \
     PAPERCLIP_CONFIG=/etc/paperclip/proxy.yaml \
     PAPERCLIP_DATA_DIR=/data \
+    PAPERCLIP_LOG_FORMAT=json \
     XDG_CACHE_HOME=/data/cache
 
 WORKDIR /app

@@ -8,6 +8,7 @@ Usage (from the repo root, in its virtualenv)::
     python bench/overhead.py --memory --embedding hash   # ... with the fast fake embedder
     python bench/overhead.py --requests 500 --seconds 4   # a quick run
     python bench/overhead.py --outbound-proxy     # https upstream; + Paperclip through a CONNECT proxy
+    python bench/overhead.py --accounting         # ... and Paperclip without its log line and usage
 
 Three processes on loopback, so that none shares a GIL with another: the
 fixed-answer upstream (``bench/upstream.py``), the proxy (``python -m proxy
@@ -19,6 +20,11 @@ proxy (``litellm[proxy]``, installed on first use into its own virtualenv,
 ``--litellm-venv``, default ``~/.cache/paperclip-bench/venv-litellm``) runs in
 front of the same upstream, with one ``model_list`` entry whose ``api_base``
 is the upstream.
+
+With ``--accounting``, a second Paperclip (``bench/quiet_proxy.py``: the same
+app with the per-request log line, usage ledger and tenant/model metrics
+switched off) runs beside the first, which then writes its JSON log line at
+``info``: "accounting" in the table is the first's p50 minus the second's.
 
 Measured, for every target in the same run:
 
@@ -160,7 +166,7 @@ def proxy_config(
     tmp: Path, upstream_url: str, port: int, memory: bool, embedding: str, name: str = "proxy", **upstream: Any
 ) -> Path:
     raw = {
-        "server": {"host": "127.0.0.1", "port": port},
+        "server": {"host": "127.0.0.1", "port": port, "log_format": "json"},
         "storage": {"url": f"sqlite:///{tmp / (name + '.db')}"},
         "embedding": {"model": embedding},
         "defaults": {
@@ -302,6 +308,7 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             "concurrency": args.concurrency,
             "memory": args.memory,
             "embedding": args.embedding if args.memory else None,
+            "accounting": args.accounting,
             "outbound_proxy": args.outbound_proxy,
         },
         "targets": {},
@@ -344,6 +351,9 @@ def goals(rows: dict[str, Any]) -> dict[str, Any]:
         f"throughput c=32 >= {GOALS['throughput_ratio']:.0%} of direct": p["throughput_ratio"] >= GOALS["throughput_ratio"],
         f"idle RSS <= {GOALS['idle_rss_mb']:.0f} MB": p["idle_rss_mb"] is not None and p["idle_rss_mb"] <= GOALS["idle_rss_mb"],
     }
+    if "quiet" in rows:
+        cost = p["latency_p50_ms"] - rows["quiet"]["latency_p50_ms"]
+        checks[f"log line + usage add <= 0.1 ms p50 (measured {cost:+.3f} ms)"] = cost <= 0.1
     if "litellm" in rows:
         checks["added p50 <= half LiteLLM's"] = p["added_p50_ms"] <= rows["litellm"]["added_p50_ms"] / 2
     return checks
@@ -392,6 +402,42 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def accounting_cost(calls: int = 20000) -> dict[str, float]:
+    """Per-request time of ``Accounting.finish`` in this process: median µs with the JSON log line
+    written (to /dev/null) and with it off, usage and metrics recorded in both (alternating calls)."""
+    import logging
+
+    sys.path.insert(0, str(REPO))
+    from proxy import config, requestlog
+    from proxy.accounting import Accounting, Finished
+    from proxy.metrics import Metrics
+    from proxy.tenancy import KeyRing
+
+    settings = config.from_dict({"tenants": {"bench": {"api_keys": [PROXY_KEY]}}, "server": {"log_format": "json"}}, env={})
+    accounting = Accounting(settings, Metrics())
+    tenant = KeyRing(settings).tenant_for(PROXY_KEY)
+    tail = json.dumps({"choices": [{"message": {"content": "hi " * 200}}],
+                       "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
+    handler = requestlog.configure(settings.server)
+    devnull = open(os.devnull, "w")  # noqa: SIM115 (closed below)
+    handler.setStream(devnull)
+    root = logging.getLogger("paperclip")
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for i in range(calls):
+        on = i % 2 == 0
+        root.setLevel(logging.INFO if on else logging.WARNING)
+        done = Finished("chat", "200", time.perf_counter(), tenant=tenant, user="u", session="s", trace="t",
+                        model=MODEL, tokens_in=100, tokens_forwarded=90, memories=2, added_s=0.001,
+                        upstream_s=0.01, tail=tail)
+        started = time.perf_counter()
+        accounting.finish(done)
+        times[on].append(time.perf_counter() - started)
+    root.handlers.clear()
+    devnull.close()
+    return {"with_log_us": statistics.median(times[True]) * 1e6,
+            "usage_and_metrics_us": statistics.median(times[False]) * 1e6}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000, help="requests per target at c=1, for each of non-stream and stream")
@@ -402,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", action="store_true", help="turn Paperclip's memory and context layers on")
     parser.add_argument("--embedding", default="bundled", help="embedding.model with --memory (bundled, hash, ...)")
     parser.add_argument("--peer", choices=["litellm"], action="append", default=[])
+    parser.add_argument("--accounting", action="store_true", help="also run Paperclip without its log line and usage")
     parser.add_argument(
         "--outbound-proxy", action="store_true", help="https upstream, and a Paperclip reaching it through a CONNECT proxy"
     )
@@ -426,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
         wait_until_up(upstream_url + "/models", up, "the upstream", 30, tmp / "upstream.log", args.verify)
 
         cfg = proxy_config(tmp, upstream_url, proxy_port, args.memory, args.embedding, **tls)
-        proxy = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--log-level", "warning"], tmp / "proxy.log")
+        level = "info" if args.accounting else "warning"
+        proxy = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg), "--log-level", level], tmp / "proxy.log")
         wait_until_up(f"http://127.0.0.1:{proxy_port}/healthz", proxy, "paperclip", 60, tmp / "proxy.log")
         targets = [
             Target("direct", upstream_url, {"authorization": f"Bearer {UPSTREAM_KEY}"}, up.pid),
@@ -438,6 +486,16 @@ def main(argv: list[str] | None = None) -> int:
         targets[1].ready_rss_mb = rss_mb(proxy.pid)
         if args.outbound_proxy:
             targets.append(via_proxy(stack, tmp, upstream_url, args, tls))
+
+        if args.accounting:
+            port = free_port()
+            qcfg = proxy_config(tmp, upstream_url, port, args.memory, args.embedding, name="quiet", **tls)
+            quiet = start(stack, [sys.executable, str(HERE / "quiet_proxy.py"), "--config", str(qcfg), "--port", str(port)], tmp / "quiet.log")
+            wait_until_up(f"http://127.0.0.1:{port}/healthz", quiet, "quiet paperclip", 60, tmp / "quiet.log")
+            wait_ready(f"http://127.0.0.1:{port}/readyz", 180)
+            t = Target("quiet", f"http://127.0.0.1:{port}/v1", {"authorization": f"Bearer {PROXY_KEY}"}, quiet.pid)
+            t.rss_mb = t.ready_rss_mb = rss_mb(quiet.pid)
+            targets.append(t)
 
         if "litellm" in args.peer:
             exe = litellm_venv(args.litellm_venv)
@@ -455,6 +513,10 @@ def main(argv: list[str] | None = None) -> int:
             assert t.pid is not None
             t.final_rss_mb = rss_mb(t.pid)
         result = summarise(targets, args)
+        if args.accounting:
+            result["accounting_in_process"] = cost = accounting_cost()
+            result["goals"][f"log line + usage <= 0.1 ms per request in process (measured {cost['with_log_us']:.1f} µs)"] = (
+                cost["with_log_us"] <= 100.0)
 
     print()
     print(table(result))

@@ -15,12 +15,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from .accounting import write_usage, writing_usage
 from .admin.routes import admin_routes
 from .background import Background
 from .chat import ChatEndpoint
 from .config import Settings
 from .errors import NotFound
 from .guard import Guard, http_error
+from .inspector.site import inspector_site
 from .maintenance import maintain
 from .memory.embedder import Embedder
 from .metrics import Metrics
@@ -65,7 +67,9 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         runtime.ready.update(config=True, database=False, embedding=False)
-        tasks: list[asyncio.Future[None]] = []
+        tasks: list[asyncio.Future[None]] = [
+            asyncio.ensure_future(writing_usage(runtime.accounting, runtime.store, metrics))
+        ]
         if pipeline is None and not memory_needed(settings):
             # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
             runtime.ready.update(database=True, embedding=True)
@@ -81,6 +85,7 @@ def create_app(
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await runtime.background.close()
+            await write_usage(runtime.accounting, runtime.store(), metrics)
             await runtime.upstreams.aclose()
             if runtime.memory is not None:
                 runtime.memory.close()
@@ -133,5 +138,6 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
         Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths
         *admin_routes(rt),
+        *inspector_site(rt),
         Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import httpx
 from starlette.types import Receive, Scope
 
+from .accounting import Finished
 from .endpoint import Endpoint, Forward
 from .errors import BadRequest, PayloadTooLarge
 from .jsonbody import INLINE_BYTES, parse_json
@@ -37,9 +38,9 @@ BYTES_PER_TOKEN = 4  # a typical English ratio, for the estimate only
 class ChatEndpoint(Endpoint):
     route = "chat"
 
-    async def forward(self, scope: Scope, receive: Receive) -> Forward:
+    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
         headers = header_map(scope["headers"])
-        tenant = self.rt.keys.tenant_for(client_key(headers))
+        tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
         limit = self.rt.settings.server.max_body_bytes
         raw = await read_body(receive, limit)
         if headers.get("content-encoding"):
@@ -64,6 +65,7 @@ class ChatEndpoint(Endpoint):
         )
         bypass = memory_off or large or not self._enabled(tenant)
         prepared = too_large(len(raw)) if large else await self._prepare(call, bypass=bypass)
+        _describe(done, call, prepared, self.rt.settings.server.log_content)
         forward = raw if prepared.messages is None else rebuild_body(body, prepared.messages)
         ex = Exchange(
             client=self.rt.upstreams.client(tenant.settings.upstream),
@@ -129,6 +131,15 @@ class ChatEndpoint(Endpoint):
         if prepared.degraded:
             out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
         return out
+
+
+def _describe(done: Finished, call: ChatCall, prepared: Prepared, content: bool) -> None:
+    done.user, done.session, done.trace, done.model = call.user, call.session, call.trace_id, call.model
+    done.tokens_in, done.tokens_forwarded = prepared.tokens_in, prepared.tokens_forwarded
+    done.memories, done.degraded = prepared.memories, prepared.degraded
+    if content:
+        last = next((m for m in reversed(call.messages) if m.get("role") == "user"), None)
+        done.content = str(last.get("content")) if last is not None else None
 
 
 def deployment_or_model(scope: Scope, body: dict[str, Any]) -> str | None:

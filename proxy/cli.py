@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__, banner, config
+from . import __version__, banner, config, requestlog
 from .admin import cli as memories_cli
 from .errors import ConfigError
 from .eval import cli as eval_cli
@@ -64,6 +64,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    requestlog.configure(settings.server, args.log_level)
     log = logging.getLogger("paperclip")
     for level, line in banner.lines(settings):
         log.log(level, line)

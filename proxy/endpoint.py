@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from starlette.types import Receive, Scope, Send
 
+from .accounting import Finished
 from .errors import ClientGone, PaperclipError
 from .relay import Exchange, Outcome, run, send_error
 from .runtime import Runtime
@@ -32,25 +33,31 @@ class Endpoint(abc.ABC):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        status = "error"
+        done = Finished(self.route, "error", started)
         try:
-            forward = await self.forward(scope, receive)
-            self.rt.metrics.added_latency.labels(self.route).observe(time.perf_counter() - started)
+            forward = await self.forward(scope, receive, done)
+            done.added_s = time.perf_counter() - started
+            self.rt.metrics.added_latency.labels(self.route).observe(done.added_s)
             outcome = await run(forward.exchange, receive, send)
-            status = status_label(outcome)
+            done.upstream_s = time.perf_counter() - started - done.added_s
+            if not outcome.content_encoding:
+                done.tail = outcome.tail  # where the upstream reports its usage
+            done.status = status_label(outcome)
             if forward.after is not None:
                 forward.after(outcome)
         except ClientGone:
-            status = "client_gone"
+            done.status = "client_gone"
         except PaperclipError as exc:
-            status = str(exc.status)
+            done.status = str(exc.status)
             await send_error(send, exc)
         finally:
-            self.rt.metrics.requests.labels(self.route, status).inc()
+            self.rt.metrics.requests.labels(self.route, done.status).inc()
+            self.rt.accounting.finish(done)  # the log line, usage and labelled metrics; never raises
 
     @abc.abstractmethod
-    async def forward(self, scope: Scope, receive: Receive) -> Forward:
-        """Read the request (raising a ``PaperclipError`` for a bad one) and build the exchange."""
+    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
+        """Read the request (raising a ``PaperclipError`` for a bad one) and build the exchange;
+        note in ``done`` what the request's log line and usage need."""
 
 
 def status_label(outcome: Outcome) -> str:

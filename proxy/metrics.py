@@ -47,5 +47,16 @@ class Metrics:
             "paperclip_background_errors", "Failures of after-response work", ["stage"], registry=r
         )
 
+        # Labelled by tenant and model, both bounded (proxy/accounting.py).
+        self.tenant_requests = Counter(
+            "paperclip_tenant_requests", "Intercepted requests per tenant and model",
+            ["tenant", "model"], registry=r,
+        )
+        self.tenant_tokens = Counter(
+            "paperclip_tenant_tokens",
+            "Tokens per tenant and model: client (sent), forwarded, billed_prompt, billed_completion",
+            ["tenant", "model", "kind"], registry=r,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -12,6 +12,7 @@ import anyio
 import httpx
 from starlette.types import Receive, Scope
 
+from .accounting import Finished
 from .endpoint import Endpoint, Forward
 from .errors import ClientGone
 from .relay import Exchange
@@ -22,9 +23,10 @@ from .upstream import header_map, join_url, request_headers
 class PassthroughEndpoint(Endpoint):
     route = "passthrough"
 
-    async def forward(self, scope: Scope, receive: Receive) -> Forward:
+    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
         headers = header_map(scope["headers"])
-        tenant = self.rt.keys.tenant_for(client_key(headers))
+        done.extra["path"] = scope["path"]
+        tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
         body_done = anyio.Event()
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         out_headers = request_headers(pairs, tenant)

@@ -26,6 +26,7 @@ from starlette.types import Message, Receive, Send
 
 from .errors import ClientGone, PaperclipError, PayloadTooLarge
 from .upstream import response_headers, translate
+from .usage_ledger import TAIL_BYTES
 
 _DONE = b"data: [DONE]"
 _LINGER_S = 0.25
@@ -41,6 +42,7 @@ class Outcome:
     error: PaperclipError | None = None
     body: bytearray = field(default_factory=bytearray)  # empty when longer than the capture limit
     content_encoding: str | None = None
+    tail: bytes = b""  # the last TAIL_BYTES of the body, where the upstream reports its usage
     complete: bool = False  # the whole response reached the client
 
     @property
@@ -132,6 +134,7 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
     stopped_at_done = False
     try:
         async for chunk in chunks:
+            outcome.tail = (outcome.tail + chunk)[-TAIL_BYTES:]
             if capturing:
                 capturing = _capture(outcome.body, chunk, ex.capture_limit)
             if lines:

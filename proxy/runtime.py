@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .accounting import Accounting
 from .background import Background
 from .config import Settings
 from .metrics import Metrics
@@ -35,6 +36,10 @@ class Runtime:
     ready: dict[str, bool] = field(default_factory=dict)
     problem: str | None = None  # why the memory layer is off, for /readyz (readiness.py)
     database_identity: Any = None  # the database file opened at start (readiness.FileIdentity)
+    accounting: Accounting = field(init=False)  # each request's log line, usage and labelled metrics
+
+    def __post_init__(self) -> None:
+        self.accounting = Accounting(self.settings, self.metrics)
 
     def store(self) -> Store | None:
         return self.memory.store if self.memory is not None else None

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .config import Settings, TenantSettings
-from .errors import Unauthorized
+from .errors import BadRequest, ClientError, NotFound, Unauthorized
 from .hashing import canonical
 
 CONTROL_PREFIX = "x-paperclip-"
 ANONYMOUS = "anonymous"
+PASSTHROUGH_SCOPE = re.compile(r"key-[0-9a-f]{24}")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,11 @@ class KeyRing:
         # Digests of the configured keys, computed once (not per request and key).
         self._api = [(_stored_digest(k), t) for t in settings.tenants for k in t.api_keys]
         self._admin = [(_stored_digest(k), t) for t in settings.tenants for k in t.admin_keys]
-        self._near = NearMisses(k for t in settings.tenants for k in t.api_keys + t.admin_keys)
+        self._operator = [_stored_digest(k) for k in settings.server.admin_keys]
+        self._named = {t.name: t for t in settings.tenants}
+        self._near = NearMisses(
+            [*settings.server.admin_keys, *(k for t in settings.tenants for k in t.api_keys + t.admin_keys)]
+        )
 
     def _find(self, key: str, admin: bool) -> TenantSettings | None:
         presented = _digest(key)
@@ -70,24 +76,79 @@ class KeyRing:
             if tenant is not None:
                 return Tenant(tenant.name, tenant, tenant.upstream.api_key, passthrough=False)
             if self.settings.passthrough_keys and not self._known_to_us(key):
-                scope = "key-" + hashlib.sha256(key.encode()).hexdigest()[:24]
-                return Tenant(scope, self.settings.defaults, key, passthrough=True)
+                return Tenant(passthrough_scope(key), self.settings.defaults, key, passthrough=True)
         raise Unauthorized(
             "Incorrect API key provided to the Paperclip proxy."
             if key
             else "Missing API key: send it as 'Authorization: Bearer <key>'."
         )
 
-    def _known_to_us(self, key: str) -> bool:
-        """A key of this proxy, or nearly one (a typo): never forwarded upstream (near misses below)."""
-        return self._find(key, admin=True) is not None or self._near(key)
+    def is_operator(self, key: str) -> bool:
+        presented = _digest(key)
+        return any([hmac.compare_digest(presented, want) for want in self._operator])
 
-    def admin_tenant_for(self, key: str | None) -> Tenant:
-        if key:
-            tenant = self._find(key, admin=True)
-            if tenant is not None:
-                return Tenant(tenant.name, tenant, None, passthrough=False)
-        raise Unauthorized("Incorrect or missing admin key.")
+    def _known_to_us(self, key: str) -> bool:
+        """A key of this proxy (operator, admin), or nearly one (a typo): never forwarded upstream."""
+        return self.is_operator(key) or self._find(key, admin=True) is not None or self._near(key)
+
+    def admin_grant(self, key: str | None, named: str | None, method: str) -> Grant:
+        """Who may call the admin API, on which tenant's data (SPEC §6).
+
+        An operator key names any tenant with ``named`` (``?tenant=``), a
+        passthrough scope (``key-...``) included; a tenant's admin key sees its
+        tenant only; in passthrough mode a client key may read and delete its
+        own scope's data, nothing else.
+        """
+        if not key:
+            raise Unauthorized("Missing admin key: send it as 'Authorization: Bearer <key>'.")
+        if self.is_operator(key):
+            return Grant(self._operator_tenant(named), operator=True, by="operator")
+        found = self._find(key, admin=True)
+        if found is not None:
+            if named not in (None, found.name):
+                raise Forbidden(f"This admin key is not allowed to see tenant {named!r}.")
+            return Grant(Tenant(found.name, found, None, passthrough=False), operator=False,
+                         by=f"admin:{found.name}")
+        if not self.settings.passthrough_keys or self._find(key, admin=False) is not None:
+            raise Unauthorized("Incorrect admin key: use a tenant's admin key or an operator key.")
+        scope = passthrough_scope(key)
+        if named not in (None, scope) or method not in ("GET", "HEAD", "DELETE"):
+            raise Forbidden("A client key may only read and delete its own scope's data.")
+        return Grant(Tenant(scope, self.settings.defaults, None, passthrough=True), operator=False,
+                     by="client")
+
+    def _operator_tenant(self, named: str | None) -> Tenant:
+        if named is None:
+            if len(self._named) != 1:
+                raise BadRequest("Name the tenant to act on with '?tenant=<name>'.", param="tenant")
+            named = next(iter(self._named))
+        if named in self._named:
+            return Tenant(named, self._named[named], None, passthrough=False)
+        if self.settings.passthrough_keys and PASSTHROUGH_SCOPE.fullmatch(named):
+            return Tenant(named, self.settings.defaults, None, passthrough=True)
+        raise NotFound(f"No tenant {named!r}.", param="tenant")
+
+    def tenant_names(self) -> list[str]:
+        return sorted(self._named)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """An admin call's right: the tenant it acts on, and who is acting (for history)."""
+
+    tenant: Tenant
+    operator: bool
+    by: str
+
+
+class Forbidden(ClientError):
+    status = 403
+    code = "permission_denied"
+
+
+def passthrough_scope(key: str) -> str:
+    """The tenant id of a passthrough client key: its data scope, named in admin calls as ``?tenant=``."""
+    return "key-" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 # ---------------------------------------------------------------- keys nearly known
@@ -99,7 +160,7 @@ class KeyRing:
 # knows, are refused (401) instead, because sending them would leak a secret of
 # this proxy to the provider:
 #
-# - any tenant's admin key (it is never a client key either);
+# - an operator key or any tenant's admin key (never a client key either);
 # - a near miss of a configured plain key (client or admin): an edit distance
 #   of at most ``NEAR_EDITS``, or the same length give or take ``NEAR_EDITS``
 #   and the same first ``max(8, len // 2)`` characters — a typo, a truncated

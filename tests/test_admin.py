@@ -66,7 +66,9 @@ def test_admin_key_also_accepted_as_api_key_header(proxy: Proxy) -> None:
     with proxy.http(None) as http:
         r = http.get(MEMORIES.format(user="alice"), headers={"api-key": ADMIN_KEY})
     assert r.status_code == 200
-    assert r.json() == {"object": "list", "user": "alice", "data": []}
+    assert r.json() == {
+        "object": "list", "user": "alice", "data": [], "has_more": False, "first_id": None, "last_id": None
+    }
 
 
 def test_not_ready_is_503(make_proxy: Callable[..., Proxy]) -> None:

@@ -137,3 +137,15 @@ def test_questions_are_recorded_like_a_clients_unless_told_not_to(dataset: Path,
     assert sent["recorded"][0] == sent["bare"][0]  # the first question sees the same history
     # Later ones carry the earlier questions and their replies, as a client's history does.
     assert sent["recorded"][1] > sent["bare"][1] and sent["recorded"][2] > sent["recorded"][1]
+
+
+def test_report_writes_a_page_with_its_plots(dataset: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "report"
+    args = ["eval", "locomo", str(dataset), "--embedder", "hash", "--no-progress", "--report", str(folder)]
+    assert main(args) == 0
+    page = (folder / "index.html").read_text()
+    for figure in ("tokens.png", "presence.png", "scores.png"):
+        assert f'src="{figure}"' in page
+        assert (folder / figure).read_bytes().startswith(b"\x89PNG")
+    assert "<td>fusion</td>" in page and "<td>bm25</td>" in page and "<td>vector</td>" in page
+    assert "greyhound" not in page  # scores only, never the data set's text

@@ -18,6 +18,7 @@ from ..errors import BadRequest
 from ..memory.bm25 import BM25Index, tokenize
 from ..memory.extraction import TYPES, MemoryItem, MemoryType, derive_key
 from ..memory.fusion import Floor, fuse
+from ..memory.item_search import ItemIndex
 from ..memory.lifecycle import expiry_epoch, expiry_moment
 from ..memory.redaction import redact
 from ..memory.remember import remember
@@ -32,8 +33,10 @@ Settle = Callable[[], Awaitable[None]]
 # sqlite-vec answers at most this many neighbours per query.
 MAX_KNN = 4096
 SEARCH_LIMIT = 20
+SEARCH_POOL = 500
 MAX_CONTENT_CHARS = 4000
 NEW_MEMORY_FIELDS = frozenset({"content", "type", "key", "importance", "expires_at"})
+EDIT_FIELDS = frozenset({"content", "type", "importance", "expires_at"})
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class Found:
 
 
 class MemoryAdmin:
-    """``forget_scopes`` drop a user's in-memory indexes; ``settle`` lets pending work land first."""
+    """``forget_scopes`` drop a user's in-memory indexes; ``settle`` lets pending work land first;
+    ``scopes`` is the chat path's in-memory index of active items, searched when given."""
 
     def __init__(
         self,
@@ -62,11 +66,13 @@ class MemoryAdmin:
         embed: Embed,
         forget_scopes: Sequence[ForgetScope] = (),
         settle: Settle | None = None,
+        scopes: ItemIndex | None = None,
     ) -> None:
         self.store = store
         self.embed = embed
         self.forget_scopes = forget_scopes
         self.settle = settle
+        self.scopes = scopes
 
     async def items(self, tenant: str, user: str, *, include_inactive: bool = False) -> list[ItemRow]:
         return await self.store.items.all(tenant, user, include_inactive=include_inactive)
@@ -83,25 +89,40 @@ class MemoryAdmin:
     ) -> list[Found]:
         """Hybrid search over the user's items: cosine + BM25, plus any item containing ``query``.
 
-        Every item of the user gets its cosine (the k-NN covers them all), so the
-        relevance floor judges each one; a literal substring match always counts.
+        Active items are searched in the chat path's own in-memory scope (when
+        ``scopes`` is given): a matrix product and a cached BM25 index, a few
+        ms for 10k items. With inactive items, every item gets its cosine from
+        the k-NN. Only the ``SEARCH_POOL`` best cosines are fused (a page never
+        needs more); a literal substring match always counts.
         """
-        rows = {r.id: r for r in await self.items(tenant, user, include_inactive=include_inactive)}
-        if not rows or not query.strip():
+        if not query.strip():
             return []
         qvec = (await self.embed([query]))[0]
-        k = min(MAX_KNN, await self._item_count(tenant, user))
-        vector = {i: s for i, s in await self.store.items.knn(tenant, user, qvec, k) if i in rows}
-        literal = {i for i, r in rows.items() if _contains(r, query)}
-        bm25 = {**dict.fromkeys(literal, 0.0), **_bm25(rows.values(), query)}
+        if self.scopes is not None and not include_inactive:
+            scope = await self.scopes.scope(tenant, user)
+            rows = {r.id: r for r in scope.rows}
+            cosines = scope.matrix @ np.asarray(qvec, dtype=np.float32) if rows else np.zeros(0)
+            best = np.argsort(-cosines)[:SEARCH_POOL].tolist()
+            vector = {scope.rows[i].id: float(cosines[i]) for i in best}
+            keyword = scope.bm25.scores(tokenize(query), limit=SEARCH_POOL)
+        else:
+            rows = {r.id: r for r in await self.items(tenant, user, include_inactive=include_inactive)}
+            k = min(MAX_KNN, await self._item_count(tenant, user))
+            vector = {i: s for i, s in await self.store.items.knn(tenant, user, qvec, k) if i in rows}
+            keyword = _bm25(rows.values(), query)
+        needle = query.strip().casefold()
+        literal = {i for i, r in rows.items() if needle in r.content.casefold() or needle in r.key.casefold()}
+        bm25 = {**dict.fromkeys(literal, 0.0), **keyword}
         floor = Floor()
         fused = fuse(vector, bm25, weights[0], weights[1])
-        found = [
-            Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw)
-            for s in (fused.scored(i) for i in range(len(fused)))
-            if s.id in literal or floor.passes(s.vector.raw, s.bm25.raw)
-        ]
-        return found[:limit]
+        found: list[Found] = []
+        for i in range(len(fused)):  # in fused order: stop at a page
+            s = fused.scored(i)
+            if s.id in rows and (s.id in literal or floor.passes(s.vector.raw, s.bm25.raw)):
+                found.append(Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw))
+                if len(found) == limit:
+                    break
+        return found
 
     async def _item_count(self, tenant: str, user: str) -> int:
         count, _ = await self.store.items.version(tenant, user)
@@ -115,6 +136,22 @@ class MemoryAdmin:
         done = await remember(self.store.items, self.embed, tenant, user, None, item, dedup_cosine=dedup_cosine)
         row = (await self.store.items.get(tenant, user, [done.item_id]))[done.item_id]
         return Added(done.action, row, done.superseded)
+
+    async def edit(self, tenant: str, user: str, item_id: int, body: Any, *, pii: str, by: str) -> ItemRow | None:
+        """Apply a ``PATCH`` (``edit_fields`` validates it); new content is re-embedded. None: no such item."""
+        changes = edit_fields(body, pii)
+        vector = None
+        if "content" in changes:
+            changes["terms"] = " ".join(tokenize(changes["content"]))
+            vector = (await self.embed([changes["content"]]))[0]
+        if not await self.store.edits.edit(tenant, user, item_id, changes, vector, by):
+            return None
+        return (await self.store.items.get(tenant, user, [item_id]))[item_id]
+
+    async def history(self, tenant: str, user: str, item_id: int) -> list[dict[str, Any]] | None:
+        if not await self.store.items.get(tenant, user, [item_id]):
+            return None
+        return await self.store.edits.history(tenant, user, item_id)
 
     async def delete(self, tenant: str, user: str, item_id: int) -> bool:
         deleted = await self.store.items.delete(tenant, user, item_id)
@@ -162,12 +199,8 @@ def new_memory(body: Any, pii: str) -> MemoryItem:
     unknown = sorted(set(body) - NEW_MEMORY_FIELDS)
     if unknown:
         raise BadRequest(f"Unknown field {unknown[0]!r}.", param=unknown[0])
-    content = _mask(" ".join(_text(body, "content", required=True).split()), pii)
-    if not content or len(content) > MAX_CONTENT_CHARS:
-        raise BadRequest(f"'content' must hold 1 to {MAX_CONTENT_CHARS} characters.", param="content")
-    kind = _text(body, "type") or "entity"
-    if kind not in TYPES:
-        raise BadRequest(f"'type' must be one of {', '.join(sorted(TYPES))}.", param="type")
+    content = _content(body, pii)
+    kind = _type(_text(body, "type") or "entity")
     return MemoryItem(
         type=cast(MemoryType, kind),
         content=content,
@@ -177,6 +210,39 @@ def new_memory(body: Any, pii: str) -> MemoryItem:
         source="user-stated",
         expires_at=_expires(body.get("expires_at")),
     )
+
+
+def edit_fields(body: Any, pii: str) -> dict[str, Any]:
+    """Validate the body of ``PATCH .../memories/{id}``: the fields to change, at least one."""
+    if not isinstance(body, dict) or not body:
+        raise BadRequest("The request body must be a JSON object with fields to change.")
+    unknown = sorted(set(body) - EDIT_FIELDS)
+    if unknown:
+        raise BadRequest(f"Field {unknown[0]!r} cannot be edited.", param=unknown[0])
+    changes: dict[str, Any] = {}
+    if "content" in body:
+        changes["content"] = _content(body, pii)
+    if "type" in body:
+        changes["type"] = _type(_text(body, "type", required=True))
+    if "importance" in body:
+        changes["importance"] = _importance(body["importance"])
+    if "expires_at" in body:
+        changes["expires_at"] = _expires(body["expires_at"])
+        changes["expires"] = expiry_epoch(changes["expires_at"])  # the column expiry compares
+    return changes
+
+
+def _content(body: Mapping[str, Any], pii: str) -> str:
+    content = _mask(" ".join(_text(body, "content", required=True).split()), pii)
+    if not content or len(content) > MAX_CONTENT_CHARS:
+        raise BadRequest(f"'content' must hold 1 to {MAX_CONTENT_CHARS} characters.", param="content")
+    return content
+
+
+def _type(kind: str) -> str:
+    if kind not in TYPES:
+        raise BadRequest(f"'type' must be one of {', '.join(sorted(TYPES))}.", param="type")
+    return kind
 
 
 def _text(body: Mapping[str, Any], name: str, *, required: bool = False) -> str:
@@ -217,8 +283,3 @@ def _bm25(rows: Iterable[ItemRow], query: str) -> dict[int, float]:
     for row in rows:
         index.add(row.id, tokenize(row.content))
     return index.scores(tokenize(query))
-
-
-def _contains(row: ItemRow, query: str) -> bool:
-    needle = query.strip().casefold()
-    return needle in row.content.casefold() or needle in row.key.casefold()

@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--md", default=None, help="write the tables as Markdown here")
     parser.add_argument("--no-record-questions", dest="record_questions", action="store_false",
                         help="prepare each question without recording it (a memory that never sees a question)")
+    parser.add_argument("--report", default=None, metavar="DIR", help="write an HTML report with plots here")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -102,4 +103,8 @@ def locomo_command(args: argparse.Namespace) -> int:
         report.write_json(args.out, meta, stats, summary, answers)
     if args.md:
         Path(args.md).write_text(report.markdown(meta, stats, summary), encoding="utf-8")
+    if args.report:
+        from .page import write_report
+
+        print(f"report: {write_report(args.report, meta, stats, summary)}")
     return 0

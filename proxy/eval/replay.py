@@ -38,6 +38,7 @@ from typing import Any, Literal
 from .. import config
 from ..background import Background
 from ..memory.query import text_of
+from ..memory.recall import Recall
 from ..memory.redaction import redact
 from ..metrics import Metrics
 from ..pipeline.call import ChatCall, Reply
@@ -109,6 +110,12 @@ class Stats:
     compression_calls: int = 0
     replay_s: float = 0.0
     questions_s: float = 0.0
+    # For the HTML report: each replayed request's (tokens the client sent, tokens
+    # forwarded), per conversation; the final scores of the default variant's
+    # candidates, injected or not.
+    timeline: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    injected_scores: list[float] = field(default_factory=list)
+    other_scores: list[float] = field(default_factory=list)
 
 
 Tick = Callable[[int], None]
@@ -148,12 +155,18 @@ class Harness:
             received_at=at,
         )
 
-    async def send(self, user: str, messages: list[dict[str, Any]], at: float, reply: str | None) -> None:
-        """One request of the replayed client: prepare, then record with ``reply`` as the response."""
+    async def send(
+        self, user: str, messages: list[dict[str, Any]], at: float, reply: str | None
+    ) -> tuple[int, int]:
+        """One request of the replayed client: prepare, then record with ``reply`` as the response.
+
+        Returns the tokens the client sent and the tokens forwarded.
+        """
         call = self.call(self.tenant, user, messages, at)
         prepared = await self.pipeline.prepare(call)
         body = json.dumps(completion(reply, MODEL)).encode() if reply else b""
         await self.pipeline.record(call, prepared, Reply(status=200, body=body))
+        return prepared.tokens_in, prepared.tokens_forwarded
 
     def close(self) -> None:
         self.memory.close()
@@ -224,11 +237,12 @@ def unindexed(turns: Sequence[Turn]) -> int:
 
 async def replay(h: Harness, conv: Conversation, mode: Mode, stats: Stats, tick: Tick) -> None:
     times = session_times(conv)
+    timeline = stats.timeline.setdefault(conv.id, [])
     if mode == "sessions":
         for session, at in zip(conv.sessions, times, strict=True):
             messages = [as_message(t) for t in session.turns]
             for end, reply in requests_of(session.turns, every_user_turn=False):
-                await h.send(conv.id, messages[:end], at, reply)
+                timeline.append(await h.send(conv.id, messages[:end], at, reply))
                 stats.requests += 1
             stats.unindexed_turns += unindexed(session.turns)
             tick(1)
@@ -236,7 +250,7 @@ async def replay(h: Harness, conv: Conversation, mode: Mode, stats: Stats, tick:
     flat = [(t, at) for s, at in zip(conv.sessions, times, strict=True) for t in s.turns]
     messages = [as_message(t) for t, _ in flat]
     for end, reply in requests_of([t for t, _ in flat], every_user_turn=True):
-        await h.send(conv.id, messages[:end], flat[end - 1][1] + end, reply)
+        timeline.append(await h.send(conv.id, messages[:end], flat[end - 1][1] + end, reply))
         stats.requests += 1
         tick(1)
     stats.unindexed_turns += unindexed([t for t, _ in flat])
@@ -251,7 +265,9 @@ def replay_steps(conv: Conversation, mode: Mode) -> int:
 # --- asking the questions --------------------------------------------------------------
 
 
-async def ask(h: Harness, conv: Conversation, options: Options, tick: Tick) -> list[Answer]:
+async def ask(
+    h: Harness, conv: Conversation, options: Options, tick: Tick, stats: Stats | None = None
+) -> list[Answer]:
     turns = conv.turns()
     mode = options.mode
     history = [] if mode == "sessions" else [as_message(t) for s in conv.sessions for t in s.turns]
@@ -266,6 +282,8 @@ async def ask(h: Harness, conv: Conversation, options: Options, tick: Tick) -> l
             prepared = await h.pipeline.prepare(call)
             sent = prepared.messages if prepared.messages is not None else call.messages
             out.append(measure(conv.id, index, q, v.name, prepared, sent, turns, lookup))
+            if stats is not None and v is options.variants[0]:
+                _scores(prepared.plan.recall if prepared.plan else None, stats)
             tick(1)
         if options.record_questions:
             reply = q.answer or None
@@ -275,6 +293,14 @@ async def ask(h: Harness, conv: Conversation, options: Options, tick: Tick) -> l
             if mode == "one-chat":
                 history = [*messages, *([{"role": "assistant", "content": reply}] if reply else [])]
     return out
+
+
+def _scores(recall: Recall | None, stats: Stats) -> None:
+    if recall is None:
+        return
+    injected = {i for c in recall.cards for i in c.id.split(",")}  # a card of adjacent turns: "f1,f2"
+    for hit in recall.hits:
+        (stats.injected_scores if hit.id in injected else stats.other_scores).append(hit.score)
 
 
 def _fragment_lookup(turns: Any, pii: str) -> dict[str, set[str]]:
@@ -342,7 +368,7 @@ async def run(
                 await h.runtime.background.drain()
                 stats.replay_s += time.perf_counter() - started
                 started = time.perf_counter()
-                answers += await ask(h, conv, options, tick)
+                answers += await ask(h, conv, options, tick, stats)
                 stats.questions_s += time.perf_counter() - started
                 stats.questions += len(conv.questions)
         finally:

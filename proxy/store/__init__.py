@@ -11,11 +11,14 @@ from dataclasses import dataclass
 
 from . import migrations
 from .db import Connection, Database
+from .edits import ItemEdits
 from .extraction_cursors import ExtractionCursorStore
 from .fragments import FragmentStore
 from .item_rows import ItemStore
+from .listings import ListingStore
 from .sessions import SessionStore
 from .traces import TraceStore
+from .usage import UsageStore
 from .users import UserStore
 
 
@@ -28,6 +31,9 @@ class Store:
     traces: TraceStore
     users: UserStore
     cursors: ExtractionCursorStore
+    edits: ItemEdits
+    listings: ListingStore
+    usage: UsageStore
 
     def close(self) -> None:
         self.db.close()
@@ -49,5 +55,5 @@ def open_store(path: str, dim: int | None) -> Store:
     db.run_sync(setup)
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
-        ExtractionCursorStore(db),
+        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db),
     )

@@ -206,6 +206,76 @@ def m008_hashed_generation_keys(conn: Connection) -> None:
         )
 
 
+def m009_item_history(conn: Connection) -> None:
+    _script(conn,
+        """
+        CREATE TABLE item_events (
+            id INTEGER PRIMARY KEY,
+            item INTEGER NOT NULL,
+            tenant TEXT NOT NULL,
+            user TEXT NOT NULL,
+            event TEXT NOT NULL,
+            at REAL NOT NULL,
+            by TEXT,
+            detail TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX item_events_item ON item_events (item, id)
+        """
+    )
+    # Triggers, so every writer of items (extraction, the admin API, imports)
+    # leaves the same history without knowing of it. Each is one statement
+    # (``_script`` splits on ";").
+    for trigger in _ITEM_TRIGGERS:
+        conn.execute(trigger)
+
+
+_ITEM_TRIGGERS = (
+    """CREATE TRIGGER item_created AFTER INSERT ON items BEGIN
+        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
+        VALUES (new.id, new.tenant, new.user, 'created', new.created, new.source,
+                json_object('content', new.content, 'type', new.type, 'importance', new.importance));
+    END""",
+    """CREATE TRIGGER item_merged AFTER UPDATE OF seen_count ON items
+    WHEN new.seen_count > old.seen_count BEGIN
+        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
+        VALUES (new.id, new.tenant, new.user, 'merged', new.updated, NULL,
+                json_object('seen_count', new.seen_count));
+    END""",
+    """CREATE TRIGGER item_status AFTER UPDATE OF status ON items
+    WHEN new.status != old.status BEGIN
+        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
+        VALUES (new.id, new.tenant, new.user, new.status, new.updated, NULL,
+                json_object('superseded_by', new.superseded_by));
+    END""",
+    """CREATE TRIGGER item_deleted AFTER DELETE ON items BEGIN
+        DELETE FROM item_events WHERE item = old.id;
+    END""",
+)
+
+
+def m010_usage_and_listings(conn: Connection) -> None:
+    _script(conn,
+        """
+        -- Per tenant, model and UTC day: what clients sent, what was forwarded, what the upstream billed.
+        CREATE TABLE usage (
+            tenant TEXT NOT NULL,
+            model TEXT NOT NULL,
+            day TEXT NOT NULL,
+            requests INTEGER NOT NULL DEFAULT 0,
+            tokens_client INTEGER NOT NULL DEFAULT 0,
+            tokens_forwarded INTEGER NOT NULL DEFAULT 0,
+            billed_requests INTEGER NOT NULL DEFAULT 0,
+            prompt_tokens INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            cached_tokens INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (tenant, day, model)
+        );
+        CREATE INDEX traces_recent ON traces (tenant, created, id);
+        CREATE INDEX fragments_user_session ON fragments (tenant, user, session)
+        """
+    )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -222,6 +292,8 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("006_extraction_claims", m006_extraction_claims),
     ("007_small_vector_chunks", m007_small_vector_chunks),
     ("008_hashed_generation_keys", m008_hashed_generation_keys),
+    ("009_item_history", m009_item_history),
+    ("010_usage_and_listings", m010_usage_and_listings),
 ]
 
 

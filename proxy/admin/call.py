@@ -1,0 +1,57 @@
+"""One authenticated admin call, and the memory layer's admin view it acts through.
+
+Shared by the admin API's handlers and the inspector's pages: both act with
+a ``Grant`` on the data ``memory_admin`` reaches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from ..errors import MemoryNotReady
+from ..runtime import Runtime
+from ..tenancy import Grant, Tenant
+from .memories import MemoryAdmin
+
+# A forget first lets the recording of the user's finished requests land, so
+# none of it is written after the delete; bounded, as traffic never stops.
+SETTLE_S = 10.0
+
+
+@dataclass(frozen=True)
+class AdminCall:
+    """One authenticated admin call: its request, who may do what, and the running app."""
+
+    request: Request
+    grant: Grant | None  # None: an operator asking about every tenant, or a public path
+    runtime: Runtime
+
+    @property
+    def tenant(self) -> Tenant:
+        assert self.grant is not None, "only wide paths are called without a tenant"
+        return self.grant.tenant
+
+    @property
+    def admin(self) -> MemoryAdmin:
+        return memory_admin(self.runtime)
+
+
+def memory_admin(runtime: Runtime) -> MemoryAdmin:
+    memory = runtime.memory
+    if memory is None:
+        raise MemoryNotReady("The memory layer is not ready yet; try again shortly.")
+    if runtime.problem is not None:  # its database is gone or read-only (readiness.py)
+        raise MemoryNotReady(f"The memory layer is off: {runtime.problem}.")
+    return MemoryAdmin(
+        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items
+    )
+
+
+async def _settle(runtime: Runtime) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(SETTLE_S):
+            await runtime.background.drain()

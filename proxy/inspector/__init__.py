@@ -1,0 +1,1 @@
+"""The memory inspector at ``/paperclip/ui``: server-rendered pages over the admin API's data."""

@@ -1,0 +1,91 @@
+"""Editing a memory item by hand, and every item's history (created, merged, superseded, edited).
+
+History rows are written by triggers on ``items`` (migration m005) for
+whatever writes an item; an edit adds its own row, with who made it and the
+fields before and after, in the same transaction as the change.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .db import Connection, Database
+from .fragments import scope_of
+
+EDITABLE = ("content", "terms", "type", "importance", "expires_at", "expires")
+
+
+class ItemEdits:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def edit(
+        self, tenant: str, user: str, item_id: int, changes: Mapping[str, Any],
+        vector: np.ndarray | None, by: str,
+    ) -> bool:
+        """Apply ``changes`` (columns of ``EDITABLE``) and the new vector; False if no such item."""
+        unknown = set(changes) - set(EDITABLE)
+        if unknown:
+            raise ValueError(f"not editable: {sorted(unknown)}")
+        return await self.db.write(lambda c: _edit(c, tenant, user, item_id, changes, vector, by))
+
+    async def credit(self, tenant: str, user: str, item_id: int, by: str) -> None:
+        """Name who created an item (the trigger only knows its ``source``)."""
+        await self.db.write(
+            lambda c: c.execute(
+                "UPDATE item_events SET by = ? WHERE item = ? AND tenant = ? AND user = ?"
+                " AND event = 'created'",
+                (by, item_id, tenant, user),
+            )
+        )
+
+    async def history(self, tenant: str, user: str, item_id: int) -> list[dict[str, Any]]:
+        rows = await self.db.read(
+            lambda c: c.execute(
+                "SELECT id, event, at, by, detail FROM item_events"
+                " WHERE item = ? AND tenant = ? AND user = ? ORDER BY id",
+                (item_id, tenant, user),
+            ).fetchall()
+        )
+        return [
+            {"id": int(r["id"]), "event": r["event"], "at": r["at"], "by": r["by"],
+             "detail": json.loads(r["detail"])}
+            for r in rows
+        ]
+
+
+def _edit(
+    c: Connection, tenant: str, user: str, item_id: int, changes: Mapping[str, Any],
+    vector: np.ndarray | None, by: str,
+) -> bool:
+    shown = [k for k in changes if k not in ("terms", "expires")]
+    before = c.execute(
+        f"SELECT {', '.join(['id', *shown])} FROM items WHERE tenant = ? AND user = ? AND id = ?",
+        (tenant, user, item_id),
+    ).fetchone()
+    if before is None:
+        return False
+    now = time.time()
+    sets = ", ".join(f"{k} = ?" for k in changes)
+    c.execute(
+        f"UPDATE items SET {sets}, updated = ? WHERE tenant = ? AND user = ? AND id = ?",
+        (*changes.values(), now, tenant, user, item_id),
+    )
+    if vector is not None:
+        # vec0 rows are replaced, not updated in place.
+        c.execute("DELETE FROM vec_items WHERE rowid = ?", (item_id,))
+        c.execute(
+            "INSERT INTO vec_items (rowid, embedding, scope) VALUES (?, ?, ?)",
+            (item_id, np.asarray(vector, dtype=np.float32).tobytes(), scope_of(tenant, user)),
+        )
+    detail = {k: {"from": before[k], "to": changes[k]} for k in shown if before[k] != changes[k]}
+    c.execute(
+        "INSERT INTO item_events (item, tenant, user, event, at, by, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (item_id, tenant, user, "edited", now, by, json.dumps(detail, ensure_ascii=False)),
+    )
+    return True

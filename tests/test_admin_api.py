@@ -1,0 +1,180 @@
+"""The admin API's lists, edits, history, 405s and its three kinds of keys (SPEC §6)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.tenancy import passthrough_scope
+from tests.admin_helpers import admin, ask, teach
+from tests.conftest import ADMIN_KEY, PROXY_KEY, UPSTREAM_KEY, Proxy, base_config
+from tests.fake_upstream import FakeUpstream
+from tests.test_admin import GLOBEX_ADMIN, MEMORIES, add, assert_envelope, two_tenants
+
+OPERATOR = "op-test-operator"
+
+
+def operated(upstream_url: str, tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    raw = two_tenants(upstream_url, tmp_path)
+    raw["server"] = {"admin_keys": [OPERATOR]}
+    raw.update(extra)
+    return raw
+
+
+def pages(proxy: Proxy, path: str, key: str = ADMIN_KEY, limit: int = 2, **params: str) -> list[Any]:
+    """Walk a list with ``after`` until ``has_more`` is false; checks each page's envelope."""
+    seen: list[Any] = []
+    after: str | None = None
+    with admin(proxy, key) as http:
+        while True:
+            query = {**params, "limit": str(limit), **({"after": after} if after else {})}
+            body = http.get(path, params=query).json()
+            assert body["object"] == "list" and len(body["data"]) <= limit
+            ids = [str(row["id"]) for row in body["data"]]
+            assert (body["first_id"], body["last_id"]) == ((ids[0], ids[-1]) if ids else (None, None))
+            seen += body["data"]
+            if not body["has_more"]:
+                return seen
+            after = body["last_id"]
+
+
+# ---------------------------------------------------------------- lists
+
+
+def test_memories_are_paginated_and_filtered(proxy: Proxy) -> None:
+    ids = [add(proxy, "alice", content=f"Alice fact number {n}: she owns {n} bicycles.", key=f"user.fact.{n}",
+               type="preference" if n % 2 else "entity")["item"]["id"] for n in range(5)]
+    assert [m["id"] for m in pages(proxy, MEMORIES.format(user="alice"))] == ids
+    assert [m["id"] for m in pages(proxy, MEMORIES.format(user="alice"), type="preference")] == ids[1::2]
+    with admin(proxy) as http:
+        one = http.get(MEMORIES.format(user="alice"), params={"limit": "1"}).json()
+        assert len(one["data"]) == 1 and one["has_more"] is True
+        assert_envelope(http.get(MEMORIES.format(user="alice"), params={"limit": "101"}), 400)
+        assert_envelope(http.get(MEMORIES.format(user="alice"), params={"status": "lost"}), 400)
+        assert_envelope(http.get(MEMORIES.format(user="alice"), params={"type": "opinion"}), 400)
+
+
+def test_users_sessions_and_traces(proxy: Proxy) -> None:
+    sessions = [teach(proxy, user) for user in ("bob", "carol", "dave")]
+    trace = ask(proxy, "bob")["x-paperclip-trace"]
+    users = pages(proxy, "/paperclip/v1/users")
+    assert [u["id"] for u in users] == ["bob", "carol", "dave"]
+    bob = users[0]
+    assert bob["requests"] == 2 and bob["fragments"] > 0 and bob["sessions"] == 2 and bob["last_seen"]
+    mine = pages(proxy, "/paperclip/v1/users/bob/sessions", limit=1)
+    assert {s["id"] for s in mine} >= {sessions[0]} and len(mine) == 2
+    recent = pages(proxy, "/paperclip/v1/traces")
+    assert recent[0]["id"] == trace and len(recent) == 4
+    assert [t["user"] for t in pages(proxy, "/paperclip/v1/traces", user="carol")] == ["carol"]
+    assert [t["id"] for t in pages(proxy, "/paperclip/v1/traces", session=sessions[2])] != []
+    assert pages(proxy, "/paperclip/v1/traces", degraded="true") == []
+    with admin(proxy) as http:
+        assert_envelope(http.get("/paperclip/v1/traces", params={"degraded": "maybe"}), 400)
+
+
+# ---------------------------------------------------------------- edit and history
+
+
+def test_patch_reembeds_and_history_says_who(proxy: Proxy) -> None:
+    item = add(proxy, "alice", content="Alice drinks green tea every morning.")["item"]
+    path = f"{MEMORIES.format(user='alice')}/{item['id']}"
+    with admin(proxy) as http:
+        r = http.patch(path, json={"content": "Alice drinks black coffee every morning.", "importance": 0.9,
+                                   "type": "preference", "expires_at": "2030-01-01"})
+        assert r.status_code == 200, r.text
+        edited = r.json()
+        assert (edited["content"], edited["importance"], edited["type"]) == (
+            "Alice drinks black coffee every morning.", 0.9, "preference")
+        found = http.get(MEMORIES.format(user="alice"), params={"q": "coffee"}).json()["data"]
+        assert found and found[0]["id"] == item["id"] and found[0]["vector"] is not None
+        assert http.get(MEMORIES.format(user="alice"), params={"q": "green tea"}).json()["data"] == []
+        history = http.get(f"{path}/history").json()["data"]
+        for bad in ({}, {"key": "x"}, {"importance": 3}, {"content": ""}, {"type": "mood"}):
+            assert_envelope(http.patch(path, json=bad), 400)
+        assert_envelope(http.patch(f"{MEMORIES.format(user='bob')}/{item['id']}", json={"importance": 1}), 404)
+        assert_envelope(http.get(f"{MEMORIES.format(user='bob')}/{item['id']}/history"), 404)
+    assert [(e["event"], e["by"]) for e in history] == [("created", "admin:acme"), ("edited", "admin:acme")]
+    assert history[1]["detail"]["content"] == {
+        "from": "Alice drinks green tea every morning.", "to": "Alice drinks black coffee every morning."}
+
+
+def test_history_shows_merge_and_supersede(proxy: Proxy) -> None:
+    first = add(proxy, "alice", content="Alice lives in Lyon.", key="user.location.current")["item"]
+    add(proxy, "alice", content="alice lives in lyon", key="user.location.current")
+    moved = add(proxy, "alice", content="Alice lives in Porto now.", key="user.location.current")["item"]
+    with admin(proxy) as http:
+        events = http.get(f"{MEMORIES.format(user='alice')}/{first['id']}/history").json()["data"]
+    assert [e["event"] for e in events] == ["created", "merged", "superseded"]
+    assert events[2]["detail"] == {"superseded_by": moved["id"]}
+
+
+def test_wrong_method_on_a_known_path_is_405(proxy: Proxy) -> None:
+    with admin(proxy) as http:
+        for method, path in [("PUT", MEMORIES.format(user="a")), ("POST", "/paperclip/v1/traces"),
+                             ("PATCH", "/paperclip/v1/users/a"), ("POST", "/paperclip/v1/openapi.json")]:
+            r = http.request(method, path)
+            assert_envelope(r, 405)
+            assert r.headers["allow"]
+        assert_envelope(http.get("/paperclip/v1/nothing-here"), 404)
+
+
+# ---------------------------------------------------------------- keys
+
+
+def test_operator_key_names_any_tenant(make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path) -> None:
+    proxy = make_proxy(operated(upstream_url, tmp_path))
+    add(proxy, "alice", content="Alice of acme likes green tea.")
+    add(proxy, "alice", GLOBEX_ADMIN, content="Alice of globex likes black coffee.")
+    with admin(proxy, OPERATOR) as http:
+        assert_envelope(http.get(MEMORIES.format(user="alice")), 400)  # two tenants: which?
+        assert_envelope(http.get(MEMORIES.format(user="alice"), params={"tenant": "initech"}), 404)
+        globex = http.get(MEMORIES.format(user="alice"), params={"tenant": "globex"}).json()["data"]
+        tenants = [t["id"] for t in http.get("/paperclip/v1/tenants").json()["data"]]
+    assert [m["content"] for m in globex] == ["Alice of globex likes black coffee."]
+    assert tenants == ["acme", "globex"]
+    with admin(proxy, GLOBEX_ADMIN) as http:
+        r = http.get(MEMORIES.format(user="alice"), params={"tenant": "acme"})
+        assert_envelope(r, 403)
+        assert [t["id"] for t in http.get("/paperclip/v1/tenants").json()["data"]] == ["globex"]
+
+
+def test_passthrough_client_reads_and_deletes_its_own_scope(
+    make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    raw = base_config(upstream_url, tmp_path / "pt.db", passthrough_keys=True, tenants={},
+                      server={"admin_keys": [OPERATOR]})
+    proxy = make_proxy(raw)
+    mine, theirs = "sk-client-one", "sk-client-two"
+    teach(proxy, "erin", key=mine)
+    teach(proxy, "erin", fact="Erin's other account keeps bees in Leeds, remember it.", key=theirs)
+    with proxy.http(mine) as http:
+        export = http.get("/paperclip/v1/users/erin/export").json()
+        assert export["tenant"] == passthrough_scope(mine)
+        assert "Zorblax" in str(export["fragments"]) and "bees" not in str(export["fragments"])
+        assert_envelope(http.post(MEMORIES.format(user="erin"), json={"content": "x"}), 403)
+        assert_envelope(http.get("/paperclip/v1/users", params={"tenant": passthrough_scope(theirs)}), 403)
+        assert http.delete("/paperclip/v1/users/erin").status_code == 200
+        assert http.get("/paperclip/v1/users/erin/export").json()["fragments"] == []
+    with admin(proxy, OPERATOR) as http:
+        scope = passthrough_scope(theirs)
+        assert scope in [t["id"] for t in http.get("/paperclip/v1/tenants").json()["data"]]
+        users = http.get("/paperclip/v1/users", params={"tenant": scope}).json()["data"]
+    assert [u["id"] for u in users] == ["erin"]
+
+
+@pytest.mark.parametrize("key", [OPERATOR, ADMIN_KEY])
+def test_admin_keys_are_never_forwarded_upstream(
+    make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path, upstream: FakeUpstream, key: str
+) -> None:
+    raw = base_config(upstream_url, tmp_path / "k.db", passthrough_keys=True, server={"admin_keys": [OPERATOR]})
+    proxy = make_proxy(raw)
+    with proxy.http(key) as http:
+        assert_envelope(http.post("/v1/chat/completions", json={"model": "m", "messages": []}), 401)
+        assert_envelope(http.get("/v1/models"), 401)
+    assert upstream.requests == []
+    with proxy.http(PROXY_KEY) as http:
+        assert http.get("/v1/models").status_code == 200
+    assert upstream.requests[-1].headers["authorization"] == f"Bearer {UPSTREAM_KEY}"

@@ -1,0 +1,105 @@
+"""The upstream's own ``usage``, recorded per tenant, model and day; metrics by tenant and model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.accounting import write_usage
+from proxy.usage_ledger import Billed, billed
+from tests.admin_helpers import admin
+from tests.conftest import Proxy
+from tests.fake_upstream import FakeUpstream, chunk, sse, stream_response
+
+counts = st.integers(0, 10**9)
+
+
+@given(counts, counts, counts, st.binary(max_size=200), st.sampled_from([True, False]))
+def test_billed_finds_the_last_usage(prompt: int, completion: int, cached: int, noise: bytes, stream: bool) -> None:
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+             "prompt_tokens_details": {"cached_tokens": cached}}
+    if stream:
+        tail = noise + b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\ndata: [DONE]\n\n"
+    else:
+        tail = noise + json.dumps({"choices": [{"usage": "not this"}], "usage": usage}, indent=1).encode()
+    assert billed(tail) == Billed(prompt, completion, cached)
+
+
+@pytest.mark.parametrize("tail", [
+    b"", b'{"usage": null}', b'data: {"usage": {"prompt_tokens": "ten"}}', b'"usage": {"prompt_tokens": 3',
+    b'{"choices": []}', b'"usage": {"prompt_tokens": -1, "completion_tokens": 2}',
+])
+def test_billed_none_without_a_usable_usage(tail: bytes) -> None:
+    assert billed(tail) is None
+
+
+def usage_stream(request: Request, body: dict[str, Any]) -> Response:
+    events = [chunk({"role": "assistant", "content": "Hi"}), chunk({}, finish="stop")]
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": body["model"],
+                       "choices": [], "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}})
+    return stream_response(sse(events))
+
+
+async def streaming(request: Request, body: dict[str, Any]) -> Response:
+    return usage_stream(request, body)
+
+
+def rows(proxy: Proxy, **params: str) -> list[dict[str, Any]]:
+    with admin(proxy) as http:
+        r = http.get("/paperclip/v1/usage", params=params)
+    assert r.status_code == 200, r.text
+    return list(r.json()["data"])
+
+
+def test_usage_per_tenant_model_and_day(proxy: Proxy, upstream: FakeUpstream) -> None:
+    client = proxy.client()
+    messages: Any = [{"role": "user", "content": "Hello there, how are you today?"}]
+    client.chat.completions.create(model="gpt-4o-mini", messages=messages)  # usage 10 + 5
+    upstream.chat = streaming
+    try:
+        list(client.chat.completions.create(model="gpt-4o", messages=messages, stream=True,
+                                            stream_options={"include_usage": True}))
+        list(client.chat.completions.create(model="gpt-4o", messages=messages, stream=True))  # no usage
+    finally:
+        upstream.chat = None  # the fake upstream outlives this test; later ones expect its default
+    proxy.drain()
+    got = {r["model"]: r for r in rows(proxy)}
+    assert set(got) == {"gpt-4o", "gpt-4o-mini"}
+    mini, four = got["gpt-4o-mini"], got["gpt-4o"]
+    assert (mini["requests"], mini["billed_requests"], mini["prompt_tokens"], mini["completion_tokens"]) == (1, 1, 10, 5)
+    assert (four["requests"], four["billed_requests"], four["prompt_tokens"], four["completion_tokens"]) == (2, 1, 42, 7)
+    assert mini["tokens_client"] > 0 and mini["tokens_saved"] == mini["tokens_client"] - mini["tokens_forwarded"]
+    assert mini["tenant"] == "acme" and mini["day"] == mini["id"].split("/")[0]
+    # Written to the store, then counted once, not twice.
+    rt = proxy.runtime
+    proxy.server.call(write_usage(rt.accounting, rt.store(), rt.metrics))
+    assert rt.accounting.ledger.unwritten() == []
+    assert {r["model"]: r["requests"] for r in rows(proxy)} == {"gpt-4o": 2, "gpt-4o-mini": 1}
+    assert rows(proxy, since="2000-01-01", until="2000-12-31") == []
+    with proxy.http() as http:
+        metrics = http.get("/metrics").text
+    assert 'paperclip_tenant_tokens_total{kind="billed_prompt",model="gpt-4o",tenant="acme"} 42.0' in metrics
+    assert 'paperclip_tenant_requests_total{model="gpt-4o-mini",tenant="acme"} 1.0' in metrics
+
+
+def test_model_labels_are_bounded(proxy: Proxy) -> None:
+    from proxy.accounting import MAX_MODELS
+
+    client = proxy.client()
+    for n in range(MAX_MODELS + 3):
+        client.chat.completions.create(model=f"model-{n}", messages=[{"role": "user", "content": "hi"}],
+                                       extra_headers={"X-Paperclip-Memory": "off"})
+    proxy.drain()  # each request is accounted once its response has gone out
+    with proxy.http() as http:
+        metrics = http.get("/metrics").text
+    labels = {line.split('model="')[1].split('"')[0] for line in metrics.splitlines()
+              if line.startswith("paperclip_tenant_requests_total{")}
+    assert len(labels) == MAX_MODELS + 1 and "other" in labels
+    assert len(rows(proxy)) == MAX_MODELS + 3  # the usage table keeps every model
