@@ -28,9 +28,10 @@ switched off) runs beside the first, which then writes its JSON log line at
 
 Measured, for every target in the same run:
 
-- non-stream latency at concurrency 1: ``--requests`` requests per target,
-  alternating request by request between targets (the order rotates), after
-  a warm-up; p50 and p99 of the full request time (body read);
+- non-stream latency at concurrency 1: ``--requests`` requests per target
+  and endpoint (``/chat/completions`` and ``/responses``, the Responses API),
+  alternating request by request between targets and endpoints (the order
+  rotates), after a warm-up; p50 and p99 of the full request time (body read);
 - streaming time to first byte at concurrency 1: the same, up to the first
   body chunk of a ``stream: true`` chat request (the rest is read too);
 - requests/s at concurrency ``--concurrency`` (32): ``--seconds`` per target,
@@ -91,12 +92,15 @@ PROXY_KEY = "pk-bench"
 LITELLM_KEY = "sk-litellm-bench-" + secrets.token_hex(24)
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello in one short sentence."}]}
 STREAM_BODY = {**BODY, "stream": True}
+RESPONSES_BODY = {"model": MODEL, "input": [{"role": "user", "content": "Say hello in one short sentence."}]}
+ENDPOINTS = {"chat": ("/chat/completions", BODY), "responses": ("/responses", RESPONSES_BODY)}
 GOALS = {
     "added_p50_ms": 1.5,
     "added_p99_ms": 5.0,
     "added_ttfb_p50_ms": 2.0,
     "throughput_ratio": 0.60,
     "idle_rss_mb": 150.0,
+    "responses_vs_chat_added": 1.10,  # the Responses API's added p50 within 10% of chat's
 }
 
 
@@ -107,6 +111,7 @@ class Target:
     headers: dict[str, str]
     pid: int | None = None
     latency: list[float] = field(default_factory=list)
+    responses_latency: list[float] = field(default_factory=list)
     ttfb: list[float] = field(default_factory=list)
     done: int = 0
     failed: int = 0
@@ -217,9 +222,10 @@ def pct(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-async def one_request(client: httpx.AsyncClient, t: Target) -> float:
+async def one_request(client: httpx.AsyncClient, t: Target, endpoint: str = "chat") -> float:
+    path, body = ENDPOINTS[endpoint]
     started = time.perf_counter()
-    r = await client.post(t.base_url + "/chat/completions", json=BODY, headers=t.headers)
+    r = await client.post(t.base_url + path, json=body, headers=t.headers)
     elapsed = time.perf_counter() - started
     if r.status_code != 200:
         raise RuntimeError(f"{t.name}: HTTP {r.status_code}: {r.text[:300]}")
@@ -240,13 +246,19 @@ async def one_stream(client: httpx.AsyncClient, t: Target) -> float:
 
 
 async def sequential(client: httpx.AsyncClient, targets: list[Target], n: int, stream: bool, warmup: int) -> None:
-    call = one_stream if stream else one_request
     for i in range(warmup + n):
         k = i % len(targets)
         for t in targets[k:] + targets[:k]:  # the order rotates: none is always first
-            elapsed = await call(client, t)
-            if i >= warmup:
-                (t.ttfb if stream else t.latency).append(elapsed)
+            if stream:
+                elapsed = await one_stream(client, t)
+                if i >= warmup:
+                    t.ttfb.append(elapsed)
+                continue
+            kinds = ["chat", "responses"] if i % 2 else ["responses", "chat"]
+            for kind in kinds:
+                elapsed = await one_request(client, t, kind)
+                if i >= warmup:
+                    (t.latency if kind == "chat" else t.responses_latency).append(elapsed)
 
 
 async def block(clients: list[httpx.AsyncClient], t: Target, seconds: float) -> None:
@@ -318,6 +330,8 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             "latency_p50_ms": pct(t.latency, 0.50) * 1e3,
             "latency_p99_ms": pct(t.latency, 0.99) * 1e3,
             "latency_mean_ms": statistics.fmean(t.latency) * 1e3,
+            "responses_p50_ms": pct(t.responses_latency, 0.50) * 1e3,
+            "responses_p99_ms": pct(t.responses_latency, 0.99) * 1e3,
             "ttfb_p50_ms": pct(t.ttfb, 0.50) * 1e3,
             "ttfb_p99_ms": pct(t.ttfb, 0.99) * 1e3,
             "rps": t.done / t.busy_s if t.busy_s else 0.0,
@@ -332,6 +346,8 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             row["added_p99_ms"] = row["latency_p99_ms"] - d["latency_p99_ms"]
             row["added_ttfb_p50_ms"] = row["ttfb_p50_ms"] - d["ttfb_p50_ms"]
             row["added_ttfb_p99_ms"] = row["ttfb_p99_ms"] - d["ttfb_p99_ms"]
+            row["added_responses_p50_ms"] = row["responses_p50_ms"] - d["responses_p50_ms"]
+            row["added_responses_p99_ms"] = row["responses_p99_ms"] - d["responses_p99_ms"]
             row["throughput_ratio"] = row["rps"] / d["rps"] if d["rps"] else 0.0
         if t.name == "via-proxy":  # what the tunnel adds to Paperclip itself
             p = out["targets"]["paperclip"]
@@ -350,6 +366,8 @@ def goals(rows: dict[str, Any]) -> dict[str, Any]:
         f"added TTFB p50 <= {GOALS['added_ttfb_p50_ms']} ms": p["added_ttfb_p50_ms"] <= GOALS["added_ttfb_p50_ms"],
         f"throughput c=32 >= {GOALS['throughput_ratio']:.0%} of direct": p["throughput_ratio"] >= GOALS["throughput_ratio"],
         f"idle RSS <= {GOALS['idle_rss_mb']:.0f} MB": p["idle_rss_mb"] is not None and p["idle_rss_mb"] <= GOALS["idle_rss_mb"],
+        f"added p50 on /responses <= {GOALS['responses_vs_chat_added']:.2f} x chat's":
+            p["added_responses_p50_ms"] <= GOALS["responses_vs_chat_added"] * p["added_p50_ms"],
     }
     if "quiet" in rows:
         cost = p["latency_p50_ms"] - rows["quiet"]["latency_p50_ms"]
@@ -377,6 +395,8 @@ def table(result: dict[str, Any]) -> str:
 
     line("non-stream latency p50 (ms)", "latency_p50_ms", "added_p50_ms")
     line("non-stream latency p99 (ms)", "latency_p99_ms", "added_p99_ms")
+    line("/responses latency p50 (ms)", "responses_p50_ms", "added_responses_p50_ms")
+    line("/responses latency p99 (ms)", "responses_p99_ms", "added_responses_p99_ms")
     line("stream TTFB p50 (ms)", "ttfb_p50_ms", "added_ttfb_p50_ms")
     line("stream TTFB p99 (ms)", "ttfb_p99_ms", "added_ttfb_p99_ms")
     line(f"requests/s at c={s['concurrency']}", "rps", None, "{:.0f}")

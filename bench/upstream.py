@@ -6,7 +6,8 @@ A bare ASGI app (no framework) under uvicorn with uvloop and httptools, so the
 upstream costs as little as possible and the same for every client measured
 against it. ``POST .../chat/completions`` answers a fixed completion, or with
 ``"stream": true`` a fixed stream of six SSE events, each written as its own
-chunk; ``GET .../models`` lists one model; anything else is a 404.
+chunk; ``POST .../responses`` a fixed Responses API response; ``GET
+.../models`` lists one model; anything else is a 404.
 """
 
 from __future__ import annotations
@@ -58,6 +59,27 @@ STREAM = [
     b"data: [DONE]\n\n",
 ]
 
+RESPONSE = json.dumps(
+    {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": "completed",
+        "error": None,
+        "model": MODEL,
+        "output": [
+            {
+                "id": "msg_bench",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Hello! How can I help you today?", "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 9, "output_tokens": 9, "total_tokens": 18},
+    }
+).encode()
+
 MODELS = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "created": 1, "owned_by": "bench"}]}).encode()
 
 _JSON = [(b"content-type", b"application/json"), (b"x-request-id", b"req_bench")]
@@ -88,6 +110,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         await _answer(send, 200, COMPLETION)
+    elif path.endswith("/responses"):
+        await _answer(send, 200, RESPONSE)
     elif path.endswith("/models"):
         await _answer(send, 200, MODELS)
     else:

@@ -30,6 +30,7 @@ from .passthrough import PassthroughEndpoint
 from .pipeline.plain import StartingPipeline
 from .pipeline.protocol import Pipeline
 from .readiness import check_database
+from .responses import ResponsesEndpoint
 from .runtime import Runtime
 from .startup import serve_memory
 from .tenancy import KeyRing
@@ -108,6 +109,7 @@ def memory_needed(settings: Settings) -> bool:
 def routes(rt: Runtime) -> list[BaseRoute]:
     chat = ChatEndpoint(rt)
     passthrough = PassthroughEndpoint(rt)
+    responses = ResponsesEndpoint(rt)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -134,6 +136,8 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
         Route("/openai/deployments/{deployment}/chat/completions", chat, methods=["POST"]),  # Azure OpenAI
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
         Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths

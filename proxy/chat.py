@@ -7,7 +7,8 @@ import json
 import logging
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
@@ -35,8 +36,20 @@ MEMORY_MAX_BODY_BYTES = 2 * 1024 * 1024
 BYTES_PER_TOKEN = 4  # a typical English ratio, for the estimate only
 
 
+@dataclass(frozen=True)
+class Shaped:
+    """A request body read as the pipeline's call, and how to write the pipeline's messages back into it."""
+
+    call: ChatCall
+    readable: bool  # False: not a body we understand; the upstream judges it, we only relay
+    rebuild: Callable[[list[dict[str, Any]]], bytes]
+
+
 class ChatEndpoint(Endpoint):
+    """The intercepted path; subclasses read another shape of body (``shape``) and share the rest."""
+
     route = "chat"
+    stop_at_done = True  # a chat stream ends at its [DONE], even if the upstream holds the socket open
 
     async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
         headers = header_map(scope["headers"])
@@ -46,33 +59,22 @@ class ChatEndpoint(Endpoint):
         if headers.get("content-encoding"):
             raw = await off_loop(len(raw), decode_request_body, raw, headers.get("content-encoding"), limit)
         body = await parse_body(raw)
-        messages = body.get("messages")
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            # Not ours to judge: the upstream validates and answers with its own error.
-            memory_off, messages = True, []
-        user = resolve_user(headers, body)
         large = len(raw) > MEMORY_MAX_BODY_BYTES
-        call = ChatCall(
-            tenant=tenant,
-            user=user,
-            session=await off_loop(len(raw), resolve_session, headers, tenant.id, user, messages),
-            trace_id="t-" + uuid.uuid4().hex,
-            body=body,
-            messages=messages,
-            model=deployment_or_model(scope, body),
-            headers=headers,
-        )
         bypass = memory_off or large or not self._enabled(tenant)
+        shaped = await self.shape(scope, headers, tenant, body, size=len(raw), bypass=bypass)
+        # An unreadable body is not ours to judge: the upstream validates it and answers.
+        bypass = bypass or not shaped.readable
+        call = shaped.call
         prepared = too_large(len(raw)) if large else await self._prepare(call, bypass=bypass)
         _describe(done, call, prepared, self.rt.settings.server.log_content)
-        forward = raw if prepared.messages is None else rebuild_body(body, prepared.messages)
+        forward = raw if prepared.messages is None else shaped.rebuild(prepared.messages)
         ex = Exchange(
             client=self.rt.upstreams.client(tenant.settings.upstream),
             request=self._request(scope, tenant, forward),
             extra_headers=self._headers(call, prepared),
             capture_limit=0 if bypass else CAPTURE_LIMIT,
-            stop_at_done=True,
+            stop_at_done=self.stop_at_done,
         )
         ex.body_done.set()
         if bypass:
@@ -84,6 +86,18 @@ class ChatEndpoint(Endpoint):
             self.rt.background.spawn("record", self.rt.pipeline.record(call, prepared, reply_of(outcome)))
 
         return Forward(ex, record)
+
+    async def shape(
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool
+    ) -> Shaped:
+        """The chat completions body: its ``messages`` are the pipeline's."""
+        found = body.get("messages")
+        readable = isinstance(found, list) and all(isinstance(m, dict) for m in found)
+        messages: list[dict[str, Any]] = found if readable and isinstance(found, list) else []
+        user = resolve_user(headers, body)
+        session = await off_loop(size, resolve_session, headers, tenant.id, user, messages)
+        call = new_call(tenant, user, session, body, messages, headers, deployment_or_model(scope, body))
+        return Shaped(call, readable, lambda out: rebuild_body(body, out))
 
     def _enabled(self, tenant: Tenant) -> bool:
         st = tenant.settings
@@ -131,6 +145,22 @@ class ChatEndpoint(Endpoint):
         if prepared.degraded:
             out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
         return out
+
+
+def new_call(
+    tenant: Tenant,
+    user: str,
+    session: str,
+    body: dict[str, Any],
+    messages: list[dict[str, Any]],
+    headers: Mapping[str, str],
+    model: str | None,
+    **shape: Any,
+) -> ChatCall:
+    return ChatCall(
+        tenant=tenant, user=user, session=session, trace_id="t-" + uuid.uuid4().hex, body=body,
+        messages=messages, model=model, headers=headers, **shape,
+    )
 
 
 def _describe(done: Finished, call: ChatCall, prepared: Prepared, content: bool) -> None:

@@ -42,7 +42,9 @@ def upstream(upstream_server: tuple[FakeUpstream, ServerThread]) -> FakeUpstream
 
 
 @pytest.fixture
-def upstream_url(upstream_server: tuple[FakeUpstream, ServerThread]) -> str:
+def upstream_url(upstream_server: tuple[FakeUpstream, ServerThread], upstream: FakeUpstream) -> str:
+    # Through ``upstream``: every test that talks to the shared fake starts it from its
+    # defaults, whatever an earlier test set (its chat handler, its routes).
     return upstream_server[1].url + "/v1"
 
 

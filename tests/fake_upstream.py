@@ -118,6 +118,9 @@ class FakeUpstream:
             self.routes.clear()
             self.compression_calls = 0
 
+    def responses_requests(self) -> list[Seen]:
+        return [r for r in self.requests if r.path.endswith("/responses")]
+
     def chat_requests(self) -> list[Seen]:
         return [
             r for r in self.requests if r.path.endswith("/chat/completions") and not is_compression(r)
@@ -144,6 +147,10 @@ class FakeUpstream:
                 return await handler(request, parsed)
             if request.url.path.startswith("/openai/") and not azure_authorized(request):
                 return error_json(401, "Access denied due to invalid subscription key.", "invalid_request_error", "401")
+            if request.url.path.endswith("/responses"):
+                from tests.fake_responses import default_responses  # it builds on this module
+
+                return await default_responses(request, parsed)
             if request.url.path.endswith("/chat/completions"):
                 if is_compression(seen):
                     with self.lock:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from proxy.cli import main
 from proxy.eval import scenarios
 from proxy.eval.scenarios import Scenario, cards_outside_profile, memory_block, score
@@ -41,7 +43,8 @@ def test_scoring_reads_only_the_memory_block() -> None:
     assert cards_outside_profile(block, [profile]) == 1
 
 
-def test_the_runner_replays_a_chat_and_asks_in_a_fresh_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_the_runner_replays_a_chat_and_asks_in_a_fresh_one(tmp_path: Path, api: str) -> None:
     data = {
         "unrelated": {"en": ["Why is the sky blue?"]},
         "scenarios": [
@@ -54,7 +57,8 @@ def test_the_runner_replays_a_chat_and_asks_in_a_fresh_one(tmp_path: Path) -> No
     }
     path, out = tmp_path / "s.json", tmp_path / "out.json"
     path.write_text(json.dumps(data))
-    assert main(["eval", "scenarios", str(path), "--embedder", "hash", "--no-progress", "--out", str(out)]) == 0
+    argv = ["eval", "scenarios", str(path), "--embedder", "hash", "--no-progress", "--out", str(out), "--api", api]
+    assert main(argv) == 0
     result = json.loads(out.read_text())
     rows = {r["id"]: r for r in result["results"]}
     assert rows["cat"]["recalled"] == 1 and rows["cat"]["cards"] >= 1 and not rows["cat"]["superseded_injected"]

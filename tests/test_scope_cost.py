@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from proxy.store import migrations
+from proxy.store import migrations, vector_tables
 from proxy.store.db import Database
 from tests.conftest import Proxy
 
@@ -45,7 +45,7 @@ def test_old_vector_tables_are_rebuilt_in_small_chunks_with_their_vectors(tmp_pa
     vectors = np.random.default_rng(1).random((5, 384), dtype=np.float32)
 
     def old_layout(c: Any) -> None:
-        for table in migrations.VECTOR_TABLES:
+        for table in vector_tables.VECTOR_TABLES:
             c.execute(
                 f"CREATE VIRTUAL TABLE {table} USING vec0(embedding float[384] distance_metric=cosine,"
                 " scope text partition key)"
@@ -56,9 +56,9 @@ def test_old_vector_tables_are_rebuilt_in_small_chunks_with_their_vectors(tmp_pa
     try:
         db.run_sync(old_layout)
         db.run_sync(migrations.apply)
-        db.run_sync(lambda c: migrations.ensure_vectors(c, 384))
+        db.run_sync(lambda c: vector_tables.ensure_vectors(c, 384))
         sql = db.run_sync(lambda c: c.execute("SELECT sql FROM sqlite_master WHERE name = 'vec_items'").fetchone()[0])
-        assert f"chunk_size={migrations.VECTOR_CHUNK}" in sql
+        assert f"chunk_size={vector_tables.VECTOR_CHUNK}" in sql
         rows = db.run_sync(lambda c: c.execute("SELECT rowid, embedding, scope FROM vec_items ORDER BY rowid").fetchall())
         assert [(r[0], r[2]) for r in rows] == [(i + 1, f"s{i % 2}") for i in range(5)]
         assert all(np.array_equal(np.frombuffer(r[1], dtype=np.float32), v) for r, v in zip(rows, vectors, strict=True))

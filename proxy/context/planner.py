@@ -46,6 +46,8 @@ from typing import Any
 LEADING_ROLES = frozenset({"system", "developer"})
 # Legacy `function` messages answer a legacy `function_call` like `tool` messages answer `tool_calls`.
 RESULT_ROLES = frozenset({"tool", "function"})
+# A Responses API reasoning item belongs to the output item after it: never cut between them.
+BOUND_TO_NEXT_ROLES = frozenset({"reasoning"})
 
 @dataclass(frozen=True)
 class Budgets:
@@ -59,7 +61,7 @@ class MsgInfo:
 
     tokens: int
     role: str
-    has_tool_calls: bool  # an assistant message whose tool_calls (or function_call) is non-empty
+    has_tool_calls: bool  # an assistant message whose tool_calls (or function_call) is non-empty, or reasoning
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ def split_leading(messages: Sequence[Mapping[str, Any]]) -> int:
 def msg_info(message: Mapping[str, Any], tokens: int) -> MsgInfo:
     role = str(message.get("role", ""))
     calls = role == "assistant" and bool(message.get("tool_calls") or message.get("function_call"))
+    calls = calls or role in BOUND_TO_NEXT_ROLES
     return MsgInfo(tokens=tokens, role=role, has_tool_calls=calls)
 
 

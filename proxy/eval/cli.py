@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="prepare each question without recording it (a memory that never sees a question)")
     parser.add_argument("--report", default=None, metavar="DIR", help="write an HTML report with plots here")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--api", choices=("chat", "responses"), default="chat",
+                        help="scenarios: send the turns as chat completions or through the Responses API")
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -50,7 +52,7 @@ def scenarios_command(args: argparse.Namespace) -> int:
     suite = scenarios.load(args.path)
     bar = tqdm(total=len(suite.scenarios), file=sys.stderr, disable=args.no_progress, unit="case", desc="scenarios")
     with bar:
-        results = asyncio.run(scenarios.run(suite, args.embedder, bar.update))
+        results = asyncio.run(scenarios.run(suite, args.embedder, bar.update, args.api))
     text = scenarios.markdown(results)
     print(text)
     if args.out:

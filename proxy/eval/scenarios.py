@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -41,6 +41,8 @@ REPLY = "Sure, happy to help with that."
 KEY = "sk-scenarios"
 ADMIN_KEY = "ak-scenarios"
 _CARD = re.compile(r"^\[[^\]\n]+\]", re.M)
+Api = Literal["chat", "responses"]
+PATHS: dict[str, str] = {"chat": "/chat/completions", "responses": "/responses"}
 
 
 @dataclass(frozen=True)
@@ -106,10 +108,24 @@ class ScriptedUpstream:
         body = json.loads(request.content)
         if body.get("model") == COMPRESSOR:
             return httpx.Response(200, json=completion(fake_summary(body["messages"]), COMPRESSOR))
-        self.chats.append(body["messages"])
+        responses = request.url.path.endswith("/responses")
+        self.chats.append(_input_messages(body) if responses else body["messages"])
         # The proxy relays the upstream's body as a stream: give it one to read.
-        reply = json.dumps(completion(REPLY, body.get("model", MODEL))).encode()
+        reply = json.dumps((_response if responses else completion)(REPLY, body.get("model", MODEL))).encode()
         return httpx.Response(200, headers={"content-type": "application/json"}, stream=_Body(reply))
+
+
+def _input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses API body's instructions and input items, read like chat messages for scoring."""
+    items = body.get("input")
+    found = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+    instructions = body.get("instructions")
+    return [{"role": "system", "content": instructions}, *found] if instructions else found
+
+
+def _response(text: str, model: str) -> dict[str, Any]:
+    message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    return {"id": "resp_eval", "object": "response", "status": "completed", "model": model, "output": [message]}
 
 
 class _Body(httpx.AsyncByteStream):
@@ -175,9 +191,10 @@ def settings_for(db: Path, embedder: str) -> config.Settings:
 class Client:
     """A client of the app (the request an SDK sends) and the upstream the app forwards to."""
 
-    def __init__(self, app: Any, upstream: ScriptedUpstream) -> None:
+    def __init__(self, app: Any, upstream: ScriptedUpstream, api: Api = "chat") -> None:
         self.app = app
         self.upstream = upstream
+        self.api = api
         # In process: no socket to open on a shared machine, and no SDK needed to run the eval.
         self.http = httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app),
@@ -187,8 +204,9 @@ class Client:
 
     async def send(self, user: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One request; returns what the app forwarded upstream, after the turn is recorded."""
-        body = {"model": MODEL, "messages": messages}
-        response = await self.http.post("/chat/completions", json=body, headers={"X-Paperclip-User": user})
+        # Through the Responses API the same turns are input items: a client that sends its history.
+        body = {"model": MODEL, "messages" if self.api == "chat" else "input": messages}
+        response = await self.http.post(PATHS[self.api], json=body, headers={"X-Paperclip-User": user})
         response.raise_for_status()
         await self.app.state.runtime.background.drain()
         return self.upstream.chats[-1]
@@ -222,13 +240,15 @@ async def _ready(app: Any) -> None:
     raise RuntimeError(f"the memory layer did not start in {READY_TIMEOUT_S:.0f} s")
 
 
-async def run(suite: Suite, embedder: str = "bundled", tick: Callable[[int], None] = lambda n: None) -> list[Result]:
+async def run(
+    suite: Suite, embedder: str = "bundled", tick: Callable[[int], None] = lambda n: None, api: Api = "chat"
+) -> list[Result]:
     upstream = ScriptedUpstream()
     with tempfile.TemporaryDirectory(prefix="paperclip-scenarios-") as folder:
         app = create_app(settings_for(Path(folder) / "scenarios.db", embedder), transport=upstream.transport())
         async with app.router.lifespan_context(app):
             await _ready(app)
-            client = Client(app, upstream)
+            client = Client(app, upstream, api)
             async with client.http:
                 results = await _replay(suite, client, tick)
     return results

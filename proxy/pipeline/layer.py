@@ -52,5 +52,6 @@ def assemble(
         prompts=prompts,
         complete_for=complete_for,
         extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics, store.fragments),
+        responses=store.responses,
     )
     return MemoryLayer(store, embedder, fragments, items, pipeline)

@@ -24,9 +24,10 @@ from ..memory.query import indexable
 from ..memory.recall import RecallRequest, candidate, recall_for
 from ..memory.redaction import redact, redact_message
 from ..prompts import Prompts
+from ..store.response_sessions import ResponseSessionStore
 from ..store.traces import TraceStore
 from ..tokens import Counters, TokenCounter
-from .call import ChatCall, Reply, reply_text
+from .call import ChatCall, Reply, reply_answer
 from .protocol import CompleteFor, Plan, Prepared
 
 log = logging.getLogger("paperclip.pipeline")
@@ -44,6 +45,7 @@ class MemoryPipeline:
         complete_for: CompleteFor,
         floor: Floor | None = None,
         extractor: Extractor | None = None,
+        responses: ResponseSessionStore | None = None,
     ) -> None:
         self.context = context
         self.index = index
@@ -53,6 +55,7 @@ class MemoryPipeline:
         self.complete_for = complete_for
         self.floor = floor or Floor()
         self.extractor = extractor
+        self.responses = responses
         self.counter = Counters()
         # Inline compressions that outlived their deadline, by trace: record() awaits
         # them, so they are tracked after-response work, never left running unowned.
@@ -65,10 +68,11 @@ class MemoryPipeline:
         counter = self.counter(call.model)
         tokens_in = counter.total(call.messages)
         view = await self.context.view(call.tenant.id, call.session, call.messages, counter, st)
-        if not st.context.enabled:
+        compressing = st.context.enabled and call.provider_state is None
+        if not compressing:
             view = view.without_summaries()
         degraded = None
-        if st.context.enabled and view.over_watermark():
+        if compressing and view.over_watermark():
             if st.context.compression_mode == "inline":
                 view, degraded = await self._inline(call, view, counter)
             else:
@@ -114,36 +118,45 @@ class MemoryPipeline:
             return
         st = call.tenant.settings
         await self._save_trace(call, prepared, plan)
+        answer = reply_answer(call, reply)
+        if answer is None:
+            return  # a failed Responses API call: nothing of it is recorded
+        if answer.id is not None and self.responses is not None:
+            upto = call.offset + len(plan.view.conv) + 1
+            await self.responses.save(call.tenant.id, call.user, answer.id, call.session, upto)
         if st.memory.enabled:
-            await self._index(call, plan.view, reply)
-            await self._extract(call, plan.view, force=False)
+            await self._index(call, _turns(call, plan.view, answer.text))
+            await self._extract(call, plan.view, force=False, answer=answer.text)
             if plan.recall is not None and plan.recall.touched and self.items is not None:
                 # Recall never writes: the injected items' access is recorded here, after the response.
                 await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
-        if st.context.enabled and st.context.compression_mode == "background" and plan.view.over_watermark():
+        compressing = st.context.enabled and call.provider_state is None
+        if compressing and st.context.compression_mode == "background" and plan.view.over_watermark():
             await self._compress(call, plan.view, plan.counter)
         overrun = self._overrun.pop(call.trace_id, None)
         if overrun is not None:
             await overrun
 
-    async def _index(self, call: ChatCall, view: View, reply: Reply) -> None:
-        positions = indexable(view.conv)
-        text = reply_text(reply)
-        if text:
-            positions.append((len(view.conv), "assistant", text))
+    async def _index(self, call: ChatCall, turns: list[tuple[int, str, str]]) -> None:
         pii = call.tenant.settings.memory.pii
         await self.index.index(
-            call.tenant.id, call.user, call.session, positions, pii, created=call.received_at
+            call.tenant.id, call.user, call.session, turns, pii, created=call.received_at
         )
 
-    async def _extract(self, call: ChatCall, view: View, *, force: bool) -> None:
-        """Mine the session's messages not mined yet: on cadence, or at once (on compression)."""
+    async def _extract(self, call: ChatCall, view: View, *, force: bool, answer: str | None = None) -> None:
+        """Mine the session's messages not mined yet: on cadence, or at once (on compression).
+
+        A client that lets the provider hold the conversation never resends a
+        turn, so its turns (and the answer) are mined after each request.
+        """
         if self.extractor is None or not call.tenant.settings.memory.enabled:
             return
         mem = call.tenant.settings.memory
+        held = call.provider_state is not None
+        turns = _turns(call, view, answer if held else None)
         await self.extractor.catch_up(
-            call.tenant.id, call.user, call.session, indexable(view.conv), len(view.conv), self.complete(call),
-            every=1 if force else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
+            call.tenant.id, call.user, call.session, turns, call.offset + len(view.conv) + held, self.complete(call),
+            every=1 if force or held else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
         )
 
     async def _compress(self, call: ChatCall, view: View, counter: TokenCounter) -> View:
@@ -189,7 +202,17 @@ class MemoryPipeline:
             "injected": [c.id for c in recall.cards] if recall else [],
             "memory_block": recall.block if recall else None,
         }
+        if call.provider_state is not None:
+            data["compression"] = f"off: the provider holds the conversation ({call.provider_state})"
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
+
+
+def _turns(call: ChatCall, view: View, answer: str | None) -> list[tuple[int, str, str]]:
+    """The call's indexable turns at their session positions, the answer last when there is one."""
+    turns = [(call.offset + p, role, text) for p, role, text in indexable(view.conv)]
+    if answer:
+        turns.append((call.offset + len(view.conv), "assistant", answer))
+    return turns
 
 
 def _recall_request(call: ChatCall, view: View) -> RecallRequest:

@@ -1,7 +1,8 @@
 """Storage behind one interface: ``Store`` groups the per-concept stores over one database.
 
 A server database can replace SQLite by providing the same per-concept
-stores (sessions, fragments, items, traces, users, extraction cursors); nothing outside
+stores (sessions, fragments, items, traces, users, extraction cursors,
+response sessions); nothing outside
 ``proxy/store`` issues SQL.
 """
 
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import migrations
+from . import migrations, vector_tables
 from .db import Connection, Database
 from .edits import ItemEdits
 from .extraction_cursors import ExtractionCursorStore
 from .fragments import FragmentStore
 from .item_rows import ItemStore
 from .listings import ListingStore
+from .response_sessions import ResponseSessionStore
 from .sessions import SessionStore
 from .traces import TraceStore
 from .usage import UsageStore
@@ -34,6 +36,7 @@ class Store:
     edits: ItemEdits
     listings: ListingStore
     usage: UsageStore
+    responses: ResponseSessionStore
 
     def close(self) -> None:
         self.db.close()
@@ -50,10 +53,10 @@ def open_store(path: str, dim: int | None) -> Store:
     def setup(conn: Connection) -> None:
         migrations.apply(conn)
         if dim is not None:
-            migrations.ensure_vectors(conn, dim)
+            vector_tables.ensure_vectors(conn, dim)
 
     db.run_sync(setup)
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
-        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db),
+        ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db), ResponseSessionStore(db),
     )

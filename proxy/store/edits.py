@@ -1,6 +1,6 @@
 """Editing a memory item by hand, and every item's history (created, merged, superseded, edited).
 
-History rows are written by triggers on ``items`` (migration m005) for
+History rows are written by triggers on ``items`` (``ITEM_TRIGGERS``, made by migration 009) for
 whatever writes an item; an edit adds its own row, with who made it and the
 fields before and after, in the same transaction as the change.
 """
@@ -16,6 +16,32 @@ import numpy as np
 
 from .db import Connection, Database
 from .fragments import scope_of
+
+# Triggers, so every writer of items (extraction, the admin API, imports) leaves the
+# same history without knowing of it; each is one statement.
+ITEM_TRIGGERS = (
+    """CREATE TRIGGER item_created AFTER INSERT ON items BEGIN
+        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
+        VALUES (new.id, new.tenant, new.user, 'created', new.created, new.source,
+                json_object('content', new.content, 'type', new.type, 'importance', new.importance));
+    END""",
+    """CREATE TRIGGER item_merged AFTER UPDATE OF seen_count ON items
+    WHEN new.seen_count > old.seen_count BEGIN
+        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
+        VALUES (new.id, new.tenant, new.user, 'merged', new.updated, NULL,
+                json_object('seen_count', new.seen_count));
+    END""",
+    """CREATE TRIGGER item_status AFTER UPDATE OF status ON items
+    WHEN new.status != old.status BEGIN
+        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
+        VALUES (new.id, new.tenant, new.user, new.status, new.updated, NULL,
+                json_object('superseded_by', new.superseded_by));
+    END""",
+    """CREATE TRIGGER item_deleted AFTER DELETE ON items BEGIN
+        DELETE FROM item_events WHERE item = old.id;
+    END""",
+)
+
 
 EDITABLE = ("content", "terms", "type", "importance", "expires_at", "expires")
 

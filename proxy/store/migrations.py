@@ -4,7 +4,7 @@ Append new migrations at the end; never edit one that has shipped.
 tests/test_migrations.py applies all of them to a blank database.
 
 Every row carries ``tenant``: isolation is enforced by every query filtering
-on it, and vectors are partitioned by ``scope`` (tenant + user), so one
+on it, and vectors (vector_tables.py) are partitioned by ``scope`` (tenant + user), so one
 user's search never scans another's vectors; each partition grows by chunks of
 ``VECTOR_CHUNK`` vectors, so a new user costs kilobytes.
 """
@@ -12,17 +12,12 @@ user's search never scans another's vectors; each partition grows by chunks of
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections.abc import Callable
 
 from .db import Connection
-
-VECTOR_TABLES = ("vec_fragments", "vec_items")
-# Vectors a vec0 chunk holds. Each scope (tenant + user) has chunks of its own, allocated
-# whole: 8 x 384 floats make a new scope cost ~13 KB a table, not ~1.5 MB. Searches
-# in SQLite scan a scope's chunks; requests search the in-memory index instead.
-VECTOR_CHUNK = 8
+from .edits import ITEM_TRIGGERS
+from .vector_tables import m007_small_vector_chunks
 
 
 def m001_sessions(conn: Connection) -> None:
@@ -175,26 +170,6 @@ def m006_extraction_claims(conn: Connection) -> None:
     )
 
 
-def m007_small_vector_chunks(conn: Connection) -> None:
-    """Rebuild the vector tables with ``VECTOR_CHUNK`` rows a chunk instead of vec0's 1,024.
-
-    vec0 allocates a whole chunk for each partition (scope) on its first
-    vector: 1,024 x 384 floats, ~1.5 MB a new user. Vectors are copied over as
-    they are; the space the old chunks held is reused (or freed by VACUUM).
-    """
-    for table in VECTOR_TABLES:
-        row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-        if row is None or f"chunk_size={VECTOR_CHUNK}" in row[0]:
-            continue
-        dim = re.search(r"float\[(\d+)\]", row[0])
-        assert dim is not None, row[0]
-        conn.execute(f"CREATE TEMP TABLE moving AS SELECT rowid AS id, embedding, scope FROM {table}")
-        conn.execute(f"DROP TABLE {table}")
-        _create_vectors(conn, table, int(dim.group(1)))
-        conn.execute(f"INSERT INTO {table} (rowid, embedding, scope) SELECT id, embedding, scope FROM moving")
-        conn.execute("DROP TABLE moving")
-
-
 def m008_hashed_generation_keys(conn: Connection) -> None:
     """Key ``scope_generations`` by a digest of the scope, not the plain (tenant, user)."""
     rows = conn.execute("SELECT scope, generation FROM scope_generations").fetchall()
@@ -222,35 +197,8 @@ def m009_item_history(conn: Connection) -> None:
         CREATE INDEX item_events_item ON item_events (item, id)
         """
     )
-    # Triggers, so every writer of items (extraction, the admin API, imports)
-    # leaves the same history without knowing of it. Each is one statement
-    # (``_script`` splits on ";").
-    for trigger in _ITEM_TRIGGERS:
+    for trigger in ITEM_TRIGGERS:  # edits.py: why triggers, and what each records
         conn.execute(trigger)
-
-
-_ITEM_TRIGGERS = (
-    """CREATE TRIGGER item_created AFTER INSERT ON items BEGIN
-        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
-        VALUES (new.id, new.tenant, new.user, 'created', new.created, new.source,
-                json_object('content', new.content, 'type', new.type, 'importance', new.importance));
-    END""",
-    """CREATE TRIGGER item_merged AFTER UPDATE OF seen_count ON items
-    WHEN new.seen_count > old.seen_count BEGIN
-        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
-        VALUES (new.id, new.tenant, new.user, 'merged', new.updated, NULL,
-                json_object('seen_count', new.seen_count));
-    END""",
-    """CREATE TRIGGER item_status AFTER UPDATE OF status ON items
-    WHEN new.status != old.status BEGIN
-        INSERT INTO item_events (item, tenant, user, event, at, by, detail)
-        VALUES (new.id, new.tenant, new.user, new.status, new.updated, NULL,
-                json_object('superseded_by', new.superseded_by));
-    END""",
-    """CREATE TRIGGER item_deleted AFTER DELETE ON items BEGIN
-        DELETE FROM item_events WHERE item = old.id;
-    END""",
-)
 
 
 def m010_usage_and_listings(conn: Connection) -> None:
@@ -276,6 +224,24 @@ def m010_usage_and_listings(conn: Connection) -> None:
     )
 
 
+def m011_response_sessions(conn: Connection) -> None:
+    # A Responses API response id → the session that produced it (store/response_sessions.py).
+    _script(conn,
+        """
+        CREATE TABLE response_sessions (
+            tenant TEXT NOT NULL,
+            response_id TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT NOT NULL,
+            upto INTEGER NOT NULL,
+            created REAL NOT NULL,
+            PRIMARY KEY (tenant, response_id)
+        );
+        CREATE INDEX response_sessions_user ON response_sessions (tenant, user)
+        """
+    )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -294,6 +260,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("008_hashed_generation_keys", m008_hashed_generation_keys),
     ("009_item_history", m009_item_history),
     ("010_usage_and_listings", m010_usage_and_listings),
+    ("011_response_sessions", m011_response_sessions),
 ]
 
 
@@ -309,22 +276,3 @@ def apply(conn: Connection) -> list[str]:
         conn.execute("INSERT INTO _migrations (name, applied) VALUES (?, ?)", (name, time.time()))
         applied.append(name)
     return applied
-
-
-def ensure_vectors(conn: Connection, dim: int) -> None:
-    """The vec0 tables depend on the embedding model's dimension, so they are made at start."""
-    for table in VECTOR_TABLES:
-        row = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-        if row is not None and f"float[{dim}]" not in row[0]:
-            # The model changed: old vectors are meaningless in the new space.
-            conn.execute(f"DROP TABLE {table}")
-            row = None
-        if row is None:
-            _create_vectors(conn, table, dim)
-
-
-def _create_vectors(conn: Connection, table: str, dim: int) -> None:
-    conn.execute(
-        f"CREATE VIRTUAL TABLE {table} USING vec0(embedding float[{dim}] distance_metric=cosine,"
-        f" scope text partition key, chunk_size={VECTOR_CHUNK})"
-    )

@@ -33,7 +33,7 @@ _ITEM_COLUMNS = (
 _FRAGMENT_COLUMNS = "id, session, hash, role, text, position, tokens, created, status"
 _SUMMARY_COLUMNS = "id, session, level, text, tokens, start, end, created"
 _PREFIX_COLUMNS = "session, chain_hash, upto, summary_ids, created"
-_OWNED = ("fragments", "items", "summaries", "prefixes", "traces")
+_OWNED = ("fragments", "items", "summaries", "prefixes", "traces", "response_sessions")
 
 
 class UserStore:

@@ -1,0 +1,43 @@
+"""Which session produced each Responses API response, so a ``previous_response_id`` chain stays one session.
+
+A client that lets the provider hold the conversation sends only its new
+items and the id of the last response. The id maps to the session and to how
+many of the session's conversation messages came before the next request
+(``upto``), so the chain's turns keep their positions and their session.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .db import Database
+
+
+@dataclass(frozen=True)
+class ResponseSession:
+    session: str
+    upto: int  # the session's conversation messages up to and including this response
+
+
+class ResponseSessionStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def save(self, tenant: str, user: str, response_id: str, session: str, upto: int) -> None:
+        await self.db.write(
+            lambda c: c.execute(
+                "INSERT OR REPLACE INTO response_sessions (tenant, response_id, user, session, upto, created)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (tenant, response_id, user, session, upto, time.time()),
+            )
+        )
+
+    async def find(self, tenant: str, response_id: str) -> ResponseSession | None:
+        row = await self.db.read(
+            lambda c: c.execute(
+                "SELECT session, upto FROM response_sessions WHERE tenant = ? AND response_id = ?",
+                (tenant, response_id),
+            ).fetchone()
+        )
+        return None if row is None else ResponseSession(str(row[0]), int(row[1]))

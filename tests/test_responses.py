@@ -1,0 +1,217 @@
+"""``POST /v1/responses`` through the real SDK: memory in, recording out, across both APIs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.pipeline.call import ChatCall
+from proxy.pipeline.plain import CountingPipeline
+from proxy.pipeline.protocol import Prepared
+from tests.admin_helpers import admin
+from tests.conftest import Proxy
+from tests.fake_upstream import FakeUpstream, error_json
+from tests.test_errors_auth import RecordingPipeline
+
+FACT = "My cat Biscuit is allergic to peanuts, remember that."
+QUESTION = "Which food is my cat Biscuit allergic to?"
+
+
+def export(proxy: Proxy, user: str) -> dict[str, Any]:
+    with admin(proxy) as http:
+        return http.get(f"/paperclip/v1/users/{user}/export").json()  # type: ignore[no-any-return]
+
+
+def trace_of(proxy: Proxy, trace: str) -> dict[str, Any]:
+    with admin(proxy) as http:
+        return http.get(f"/paperclip/v1/traces/{trace}").json()  # type: ignore[no-any-return]
+
+
+def forwarded(upstream: FakeUpstream) -> dict[str, Any]:
+    return upstream.responses_requests()[-1].json()  # type: ignore[no-any-return]
+
+
+def test_a_fact_told_through_chat_is_recalled_through_responses(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy()
+    with proxy.client() as client:
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": FACT}], user="mia")
+        proxy.drain()
+        raw = client.responses.with_raw_response.create(model="gpt-4o-mini", input=QUESTION, user="mia")
+        proxy.drain()
+        assert raw.parse().output_text == "Hello from upstream"
+        assert int(raw.headers["x-paperclip-memories"]) >= 1
+        for header in ("session", "trace", "tokens-in", "tokens-forwarded"):
+            assert raw.headers["x-paperclip-" + header]
+        sent = forwarded(upstream)["input"]
+        assert isinstance(sent, str) and sent.startswith("<paperclip-memory>") and sent.endswith(QUESTION)
+        assert "peanuts" in sent
+
+
+def test_a_fact_told_through_a_responses_stream_is_recalled_through_chat(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy()
+    with proxy.client() as client:
+        with client.responses.stream(
+            model="gpt-4o-mini", input=[{"role": "user", "content": [{"type": "input_text", "text": FACT}]}],
+            safety_identifier="mia",
+        ) as stream:
+            kinds = [event.type for event in stream]
+            final = stream.get_final_response()
+        proxy.drain()
+        assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        assert final.output_text == "Hello from upstream"
+        # Recorded: the user's input item and the streamed answer, both as fragments of mia.
+        texts = json.dumps(export(proxy, "mia"))
+        assert "Biscuit is allergic to peanuts" in texts and "Hello from upstream" in texts
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": QUESTION}], extra_headers={"x-paperclip-user": "mia"}
+        )
+        assert int(raw.headers["x-paperclip-memories"]) >= 1
+        assert "peanuts" in str(upstream.chat_requests()[-1].json()["messages"][-1]["content"])
+
+
+def test_the_stream_is_relayed_event_for_event(plain_proxy: Proxy, direct: Any, upstream: FakeUpstream) -> None:
+    def events(target: Any) -> list[str]:
+        with target.client() as client, client.responses.stream(model="gpt-4o-mini", input="hi") as stream:
+            return [e.type for e in stream]
+
+    assert events(plain_proxy) == events(direct)
+    with plain_proxy.http() as http:
+        raw = http.post("/responses", json={"model": "gpt-4o-mini", "input": "hi", "stream": True})
+    assert raw.headers["cache-control"] == "no-cache" and raw.headers["x-paperclip-session"]
+    assert upstream.responses_requests()[-1].path == "/v1/responses"  # the bare path too
+
+
+def test_nothing_added_sends_the_original_bytes(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = make_proxy()
+    body = b'{"model":"gpt-4o-mini", "input":[{"role":"user","content":"hi"}],"metadata":null,"x_new":{"a":1}}'
+    with proxy.http() as http:
+        r = http.post("/v1/responses", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200 and r.headers["x-paperclip-memories"] == "0"
+    assert upstream.responses_requests()[-1].body == body
+
+
+def test_previous_response_id_keeps_the_session_and_is_not_compressed(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(defaults={"context": {"recent_window_tokens": 50}})
+    with proxy.client() as client:
+        first = client.responses.with_raw_response.create(model="gpt-4o-mini", input=FACT, user="mia")
+        proxy.drain()
+        second = client.responses.with_raw_response.create(
+            model="gpt-4o-mini", input="And what else? " * 40, previous_response_id=first.parse().id, user="mia"
+        )
+        proxy.drain()
+        session = first.headers["x-paperclip-session"]
+        assert second.headers["x-paperclip-session"] == session
+        assert forwarded(upstream)["previous_response_id"] == first.parse().id
+        trace = trace_of(proxy, second.headers["x-paperclip-trace"])
+        assert "previous_response_id" in trace["compression"]
+        assert trace["summaries"] == []
+        # Both turns of the chain are in one session, in order (the second, same answer is one fragment).
+        fragments = [f for f in export(proxy, "mia")["fragments"] if f["session"] == session]
+        assert [f["position"] for f in sorted(fragments, key=lambda f: f["position"])] == [0, 1, 2]
+
+
+def test_tool_calls_with_their_outputs(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = make_proxy()
+    with proxy.client() as client:
+        tools: Any = [{"type": "function", "name": "weather", "parameters": {"type": "object", "properties": {}}}]
+        history: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+        first = client.responses.create(model="gpt-4o-mini", input=history, tools=tools)
+        call = first.output[0]
+        assert call.type == "function_call"
+        history += [call.model_dump(exclude_none=True),
+                    {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}]
+        second = client.responses.create(model="gpt-4o-mini", input=history, tools=tools)
+        assert second.output_text == "Hello from upstream"
+        sent = forwarded(upstream)["input"]
+        assert [i.get("type") for i in sent[-2:]] == ["function_call", "function_call_output"]
+
+
+def test_whole_histories_are_compressed_keeping_calls_with_outputs(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(defaults={"context": {"recent_window_tokens": 200, "compression_mode": "background"}})
+    with proxy.client() as client:
+        history: list[Any] = []
+        for i in range(12):
+            history.append({"role": "user", "content": f"Tell me about station {i} on the northern railway line."})
+            history.append({"type": "function_call", "call_id": f"c{i}", "name": "lookup", "arguments": f'{{"n":{i}}}'})
+            history.append({"type": "function_call_output", "call_id": f"c{i}", "output": f"station {i}: open"})
+            history.append({"type": "message", "role": "assistant",
+                            "content": [{"type": "output_text", "text": f"Station {i} is open daily."}]})
+        history.append({"role": "user", "content": "Which stations are open?"})
+        for _ in range(2):
+            raw = client.responses.with_raw_response.create(model="gpt-4o-mini", input=history)
+            proxy.drain()
+        assert int(raw.headers["x-paperclip-tokens-forwarded"]) < int(raw.headers["x-paperclip-tokens-in"])
+        sent = forwarded(upstream)["input"]
+        assert sent[0]["role"] == "developer" and "Summary of the earlier conversation" in sent[0]["content"]
+        calls = [i["call_id"] for i in sent[1:] if i.get("type") == "function_call"]
+        outputs = [i["call_id"] for i in sent[1:] if i.get("type") == "function_call_output"]
+        assert calls == outputs and sent[-1]["content"].endswith(history[-1]["content"])
+
+
+def test_a_failed_response_records_nothing(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    async def failing(request: Request, body: dict[str, Any]) -> Response:
+        return error_json(500, "The server had an error", "server_error")
+
+    proxy = make_proxy()
+    upstream.routes["/v1/responses"] = failing
+    with proxy.http() as http:
+        r = http.post("/v1/responses", json={"model": "gpt-4o-mini", "input": FACT, "user": "zoe"})
+    proxy.drain()
+    assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
+    assert export(proxy, "zoe")["fragments"] == []
+
+
+class FailingPipeline(CountingPipeline):
+    async def prepare(self, call: ChatCall) -> Prepared:
+        raise RuntimeError("the memory layer is down")
+
+
+def test_a_failing_memory_layer_forwards_the_original_bytes_degraded(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(pipeline=FailingPipeline())
+    body = b'{"model":"gpt-4o-mini","input":"hi","instructions":null}'
+    with proxy.http() as http:
+        r = http.post("/v1/responses", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 200 and r.headers["x-paperclip-degraded"] == "RuntimeError"
+    assert upstream.responses_requests()[-1].body == body
+
+
+def test_users_and_sessions_resolve_as_for_chat(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    pipeline = RecordingPipeline()
+    proxy = make_proxy(pipeline=pipeline)
+    with proxy.client() as client:
+        for fields, expected in [({"user": "u1"}, "u1"), ({"safety_identifier": "u2"}, "u2"),
+                                 ({"metadata": {"user_id": "u3"}}, "u3"), ({}, "anonymous")]:
+            raw = client.responses.with_raw_response.create(model="gpt-4o-mini", input="Plan my trip", **fields)
+            assert pipeline.prepared[-1].user == expected and pipeline.prepared[-1].api == "responses"
+            assert raw.headers["x-paperclip-session"].startswith("s-")
+        raw = client.responses.with_raw_response.create(
+            model="gpt-4o-mini", input="Plan my trip", extra_headers={"x-paperclip-session": "mine"}
+        )
+        assert raw.headers["x-paperclip-session"] == "mine"
+        client.responses.create(model="gpt-4o-mini", input="More", conversation="conv_1")
+        assert pipeline.prepared[-1].provider_state == "conversation"
+
+
+def test_system_head_puts_the_memory_in_instructions(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = make_proxy(defaults={"memory": {"position": "system_head"}})
+    with proxy.client() as client:
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": FACT}], user="mia")
+        proxy.drain()
+        client.responses.create(model="gpt-4o-mini", input=QUESTION, instructions="Be brief.", user="mia")
+    sent = forwarded(upstream)
+    assert sent["input"] == QUESTION
+    assert sent["instructions"].startswith("Be brief.\n\n") and "<paperclip-memory>" in sent["instructions"]
