@@ -135,6 +135,11 @@ def test_several_allergens_are_several_slots() -> None:
     assert rule_extract(user("I have a severe allergy.", "I'm allergic to everything!"), NOW) == []
 
 
+def test_a_clause_after_the_allergen_is_not_an_allergen() -> None:
+    items = rule_extract(user("My cat Zorblax is allergic to peanuts, please remember that."), NOW)
+    assert [i.content for i in items] == ["The user's cat Zorblax is allergic to peanuts."]
+
+
 def test_questions_are_not_statements_but_reminders_still_count() -> None:
     assert rule_extract(user("Should it arrive before Friday?", "我的猫对花生过敏吗？"), NOW) == []
     (item,) = rule_extract(user("Can you remind me to call mom tomorrow?"), NOW)

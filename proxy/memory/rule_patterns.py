@@ -88,11 +88,24 @@ _VAGUE = frozenset({"severe", "mild", "bad", "serious", "slight", "food", "some"
                     "anything", "everything", "nothing", "many things", "a lot of things"})
 
 
+# A comma also starts a new clause ("…allergic to peanuts, please remember that"): the
+# list of allergens ends at the first part that opens with one of these.
+_CLAUSE_OPENERS = frozenset({"please", "so", "but", "because", "since", "which", "that", "remember",
+                             "thanks", "thank", "can", "could", "would", "will", "if", "when", "then",
+                             "i", "i'm", "you", "it", "this", "he", "she", "they", "we", "just"})
+
+
 def _allergy(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     who = (m.groupdict().get("who") or "").strip()
     # "peanuts, tree nuts and shellfish" are three allergies, each its own slot.
     things = re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+|[、和及]", _clause(m.group("what")))
-    return [hit for what in things if (hit := _one_allergy(m, who, what.strip()))]
+    hits = []
+    for what in (t.strip() for t in things):
+        if what.split(" ", 1)[0].lower() in _CLAUSE_OPENERS:
+            break
+        if hit := _one_allergy(m, who, what):
+            hits.append(hit)
+    return hits
 
 
 def _one_allergy(m: re.Match[str], who: str, what: str) -> RuleHit | None:
