@@ -33,7 +33,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from proxy.eval import locomo
-from proxy.eval.replay import Harness, Options, Stats, _fragment_lookup, open_harness, replay
+from proxy.eval.harness import Harness, Options, open_harness
+from proxy.eval.replay import Stats, _fragment_lookup, replay
 from proxy.memory.fusion import Floor
 from proxy.memory.recall import GATE_DEPTH, Recall
 

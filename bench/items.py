@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proxy.eval import locomo  # noqa: E402
-from proxy.eval.replay import VARIANTS, Options, Stats, open_harness, replay, run  # noqa: E402
+from proxy.eval.harness import VARIANTS, Options, open_harness  # noqa: E402
+from proxy.eval.replay import Stats, replay, run  # noqa: E402
 from proxy.eval.report import summarise  # noqa: E402
 
 NO_EXTRACTION = {"extract_every_messages": 10**9}

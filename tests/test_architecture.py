@@ -18,8 +18,6 @@ import ast
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent / "proxy"
 MAX_LINES = 300
 FOUNDATIONS = frozenset(
@@ -151,17 +149,8 @@ def test_there_is_no_import_circle_between_modules() -> None:
     assert circles(import_graph()) == []
 
 
-# Being shrunk by their owners as this is written; the lead removes the mark when the last lands.
-STILL_LONG = ("proxy/eval/replay.py",)
-
-
-@pytest.mark.xfail(strict=True, reason=f"modules over {MAX_LINES} lines: {', '.join(STILL_LONG)}")
 def test_no_module_passes_300_lines() -> None:
     assert long_modules() == []
-
-
-def test_no_module_but_those_being_shrunk_passes_300_lines() -> None:
-    assert [m for m in long_modules() if m.split(" ")[0] not in STILL_LONG] == []
 
 
 # --- the checkers themselves catch what they are for ------------------------------------------

@@ -23,6 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from proxy import tokens
+from proxy.context.backoff import MAX_DELAY_S, Backoff
+from proxy.context.compressor import ATTEMPTS
 from proxy.hashing import ChainMemo, canonical, chain_of, memo_key
 from proxy.tokens import IMAGE_DEFAULT_TOKENS, IMAGE_LOW_TOKENS, TokenCounter
 from tests.conftest import ADMIN_KEY, Proxy, both_stores
@@ -287,6 +289,25 @@ def junk_model() -> Handler:
     return junk
 
 
+class Clock:
+    """The backoff's clock, moved by the test instead of by waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def backoff_clock(proxy: Proxy) -> Clock:
+    """Give the proxy's compression backoff a clock the test moves."""
+    clock = Clock()
+    memory = proxy.runtime.memory
+    assert memory is not None
+    memory.pipeline.context.backoff = Backoff(clock)
+    return clock
+
+
 FAILURES: dict[str, Callable[[], Handler]] = {
     "http_500": lambda: server_error,
     "timeout": lambda: too_slow,
@@ -302,6 +323,7 @@ def test_a_failing_compression_model_never_fails_a_request(
     upstream.chat = echo_reply
     upstream.compression = FAILURES[failure]()
     proxy = make_proxy(**settings(timeout_s=0.2, compression_mode=mode))
+    clock = backoff_clock(proxy)
     with proxy.client() as client:
         chat = Chat(proxy, upstream, f"failing-{failure}-{mode}", client)
         turns = [chat.ask(sentence(i)) for i in range(14)]
@@ -317,13 +339,41 @@ def test_a_failing_compression_model_never_fails_a_request(
         assert all(t.degraded for t in after), [t.degraded for t in turns]
         assert session_state(proxy, chat.session)["summaries"] == []
 
-        # The model recovers: the next request is compressed again, no longer degraded.
+        # The model recovers: once the backoff has run out, the next request is compressed again.
         upstream.compression = None
+        clock.now += MAX_DELAY_S
         chat.ask(sentence(100))
         recovered = chat.ask(sentence(101))
     assert recovered.degraded is None
     assert recovered.forwarded < recovered.tokens_in
     assert SUMMARY_MARK in as_json(forwarded_messages(upstream.chat_requests()[-1]))
+
+
+def test_a_model_that_keeps_failing_is_asked_less_and_less(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    upstream.chat = echo_reply
+    upstream.compression = server_error
+    proxy = make_proxy(**settings())
+    clock = backoff_clock(proxy)
+    with proxy.client() as client:
+        chat = Chat(proxy, upstream, "keeps-failing", client)
+        turns = [chat.ask(sentence(i)) for i in range(40)]
+        # One failure is retried at the next request; the second in a row backs off 2 s,
+        # during which no request asks the model, however many come.
+        assert upstream.compression_calls == 2 * ATTEMPTS
+        clock.now += 1.9
+        turns.append(chat.ask(sentence(40)))
+        assert upstream.compression_calls == 2 * ATTEMPTS
+        clock.now += 0.1
+        turns += [chat.ask(sentence(41 + i)) for i in range(5)]
+        assert upstream.compression_calls == 3 * ATTEMPTS  # and now 4 s
+        clock.now += 4
+        turns += [chat.ask(sentence(46 + i)) for i in range(5)]
+        assert upstream.compression_calls == 4 * ATTEMPTS
+    crossing = next(n for n, t in enumerate(turns) if t.compressions > 0)
+    # Every request after the first failure says the session is not being compressed.
+    assert all(t.degraded == "compression_failed" for t in turns[crossing + 1 :])
 
 
 # --- inline mode ----------------------------------------------------------------------------

@@ -135,6 +135,11 @@ def test_several_allergens_are_several_slots() -> None:
     assert rule_extract(user("I have a severe allergy.", "I'm allergic to everything!"), NOW) == []
 
 
+def test_a_clause_after_the_allergen_is_not_an_allergen() -> None:
+    items = rule_extract(user("My cat Zorblax is allergic to peanuts, please remember that."), NOW)
+    assert [i.content for i in items] == ["The user's cat Zorblax is allergic to peanuts."]
+
+
 def test_questions_are_not_statements_but_reminders_still_count() -> None:
     assert rule_extract(user("Should it arrive before Friday?", "我的猫对花生过敏吗？"), NOW) == []
     (item,) = rule_extract(user("Can you remind me to call mom tomorrow?"), NOW)
@@ -166,6 +171,45 @@ def test_other_deadlines() -> None:
         ("task", "user.deadline.renew_passport"),
     ]
     assert "Nov 30" in items[0].content
+
+
+def test_names_of_pets_and_family_are_identity_slots() -> None:
+    items = rule_extract(user("My dog is called Pepper, she is a border collie.", "My son's name is Leo.",
+                              "我的狗叫豆豆，是一只柯基。", "我家猫咪叫什么好呢？", "My dog is called so cute"), NOW)
+    assert [(i.key, i.content) for i in items] == [
+        ("user.dog.name", "The user's dog is called Pepper."), ("user.son.name", "The user's son is called Leo."),
+        ("user.dog.name", "用户的狗叫豆豆。"),
+    ]
+
+
+def test_the_native_language_is_an_identity_slot() -> None:
+    items = rule_extract(user("I'm a native Spanish speaker, English is my second language.",
+                              "My first language is German.", "我的母语是粤语。", "I speak some French."), NOW)
+    assert [(i.key, i.content) for i in items] == [
+        ("user.language", "The user's native language is Spanish."),
+        ("user.language", "The user's native language is German."),
+        ("user.language", "用户的母语是粤语。"),
+    ]
+
+
+def test_something_due_by_a_date_is_a_deadline_but_due_to_is_not() -> None:
+    (item,) = rule_extract(user("My visa application is due by June 30.",
+                                "The game was cancelled due to rain by Monday night."), NOW)
+    assert item.key == "user.deadline.visa_application"
+
+
+def test_a_remark_about_something_at_hand_is_not_a_standing_taste() -> None:
+    items = rule_extract(user("I love the color and texture!", "I love all the yellow leaves.",
+                              "I love creating art.", "I'm allergic to animals with fur."), NOW)
+    assert keys(items) == ["user.preference.creating_art", "user.allergy.animals_with_fur"]
+
+
+def test_a_daily_habit_holds_the_slot_that_quitting_it_supersedes() -> None:
+    habit, = rule_extract(user("我每天都喝三杯咖啡。"), NOW)
+    quit_, = rule_extract(user("医生让我戒咖啡了，我现在不喝咖啡了。"), NOW)
+    assert habit.key == quit_.key == "user.preference.coffee" and habit.content == "用户每天都喝三杯咖啡。"
+    (en,) = rule_extract(user("I drink three cups of coffee a day.", "I have a meeting every day."), NOW)
+    assert (en.key, en.content) == ("user.preference.coffee", "The user drinks three cups of coffee a day.")
 
 
 def test_like_then_dislike_share_a_key_in_order() -> None:

@@ -72,6 +72,17 @@ def test_the_floor_reads_raw_scores() -> None:
     assert Floor(min_cosine=0.0).passes(0.01, None)
 
 
+def test_a_mostly_chinese_query_passes_on_keywords_alone() -> None:
+    floor = Floor()
+    for query in ("天空为什么是蓝色的？", "Python 里怎么反转一个列表？"):
+        zh = floor.for_query(query)
+        assert not zh.passes(0.9, None) and not zh.passes(0.9, 0.0)  # a cosine alone is no evidence
+        assert zh.passes(0.05, 1.2) and zh.passes(None, 1.2)  # a shared term is
+    assert floor.for_query("Which Python book did I like?") is floor
+    assert floor.for_query("Python 3.12 和 numpy") is floor  # more Latin letters than CJK characters
+    assert Floor(cjk_cosine=True).for_query("天空为什么是蓝色的？").passes(0.9, None)
+
+
 def test_boosts_scale_the_scores_they_list() -> None:
     vector = {"old": 0.80, "new": 0.78, "low": 0.5}
     boost = {"old": recency_factor(365.0, 30.0), "new": recency_factor(1.0, 30.0)}

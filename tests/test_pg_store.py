@@ -16,10 +16,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from proxy.context.lease import held
 from proxy.store import open_store, pg_schema
 from proxy.store.coordination import PgLeases, bump_generation, generation, lock_scope
 from proxy.store.fragments import NewFragment
+from proxy.store.lease import held
 from proxy.store.pg_fragments import PgFragmentStore
 from proxy.store.postgres import PgDatabase, nearest
 
@@ -174,9 +174,14 @@ async def test_nearest_is_exact_for_a_user_crowded_out_of_the_hnsw_list(pg_url: 
 
 
 async def test_a_held_lease_is_renewed_while_its_work_runs_then_released(leases: Leases) -> None:
-    async with held(leases, "compress:acme:s1", "worker", 0.6) as mine:
+    def take(owner: str) -> Any:
+        return lambda ttl_s: leases.acquire("compress:acme:s1", owner, ttl_s)
+
+    async with held("compress:acme:s1", take("worker"), lambda: leases.release("compress:acme:s1", "worker"),
+                    0.6) as mine:
         assert mine
-        async with held(leases, "compress:acme:s1", "other", 0.6) as theirs:
+        async with held("compress:acme:s1", take("other"), lambda: leases.release("compress:acme:s1", "other"),
+                        0.6) as theirs:
             assert not theirs
         for _ in range(4):  # 1.6 s: well past the 0.6 s lease, kept by renewals
             await asyncio.sleep(0.4)

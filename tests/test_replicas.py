@@ -26,7 +26,7 @@ import yaml
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from proxy.context.watermark import LEASE_S
+from proxy.store.lease import TTL_S as LEASE_S
 from tests.conftest import ADMIN_KEY, PROXY_KEY, base_config
 from tests.fake_upstream import FakeUpstream, completion, fake_summary
 from tests.pg import PgServer

@@ -253,3 +253,15 @@ def test_with_the_bundled_model(make_proxy: Callable[..., Proxy], upstream: Fake
     assert fact in block_of(forwarded(upstream))
     unrelated = [{"role": "user", "content": "What is the capital of France?"}]
     assert send(proxy, unrelated)["x-paperclip-memories"] == "0"
+
+
+def test_with_the_bundled_model_in_chinese(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    """The English model's cosines between Chinese sentences are no evidence: a shared term is."""
+    proxy = make_proxy(embedding={"model": "bundled"}, defaults={"memory": {"profile": False}})
+    fact = "我下个月要去柏林跑马拉松。"
+    send(proxy, long_history(fact, chinese, pairs=20))
+    unrelated = [{"role": "user", "content": "天空为什么是蓝色的？"}]
+    assert send(proxy, unrelated)["x-paperclip-memories"] == "0"
+    assert forwarded(upstream) == unrelated
+    send(proxy, [{"role": "user", "content": "马拉松之前我该怎么训练？"}])
+    assert fact in block_of(forwarded(upstream))

@@ -113,7 +113,7 @@ class MemoryAdmin:
         needle = query.strip().casefold()
         literal = {i for i, r in rows.items() if needle in r.content.casefold() or needle in r.key.casefold()}
         bm25 = {**dict.fromkeys(literal, 0.0), **keyword}
-        floor = Floor()
+        floor = Floor().for_query(query)
         fused = fuse(vector, bm25, weights[0], weights[1])
         found: list[Found] = []
         for i in range(len(fused)):  # in fused order: stop at a page

@@ -17,10 +17,12 @@ from typing import Any
 from ..config import TenantSettings
 from ..hashing import ChainMemo
 from ..metrics import Metrics
+from ..store import lease
 from ..store.interface import Sessions
 from ..store.sessions import EMPTY, PrefixState, SummaryRow, new_summary_id
 from ..tokens import TokenCounter
-from . import assembly, lease, planner
+from . import assembly, planner
+from .backoff import Backoff
 from .compressor import Compressor
 
 log = logging.getLogger("paperclip.context")
@@ -29,9 +31,6 @@ log = logging.getLogger("paperclip.context")
 # caught up at recent_window/2 tokens a step needs ~50); the rest waits for
 # the next request. Bounded, so a misbehaving model can never spin forever.
 MAX_STEPS = 64
-# Renewed while the pass runs (lease.py): a replica that dies mid-compression
-# holds the session for at most this long before another takes it over.
-LEASE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -67,12 +66,16 @@ class View:
 
 
 class WatermarkWindow:
-    def __init__(self, sessions: Sessions, metrics: Metrics) -> None:
+    def __init__(self, sessions: Sessions, metrics: Metrics, backoff: Backoff | None = None) -> None:
         self.sessions = sessions
         self.metrics = metrics
         self.owner = "ctx-" + uuid.uuid4().hex
         self.chains = ChainMemo()  # clients resend their history: hash each message once
-        self.failing: dict[tuple[str, str], str] = {}  # (tenant, session) → last failure
+        self.backoff = backoff or Backoff()  # by (tenant, session)
+
+    def failing(self, tenant: str, session: str) -> str | None:
+        """Why the session's compression is failing (X-Paperclip-Degraded), or None."""
+        return self.backoff.reason((tenant, session))
 
     async def view(
         self,
@@ -103,13 +106,20 @@ class WatermarkWindow:
         on_summary: Callable[[int, int], Awaitable[None]] | None = None,
     ) -> View:
         """Compress until the window is within budget (bounded); returns the updated view."""
+        if not self.backoff.allows((tenant, session)):
+            return view  # the model failed this session repeatedly: wait before asking again
         lock = f"compress:{tenant}:{session}"
         # One owner per pass, not per engine: the lease must also exclude this
         # process's other requests of the session, which share the engine.
         owner = f"{self.owner}:{uuid.uuid4().hex}"
-        async with lease.held(self.sessions, lock, owner, LEASE_S) as mine:
+
+        async def take(ttl_s: float) -> bool:
+            return await self.sessions.acquire(lock, owner, ttl_s)
+
+        # Renewed while the pass runs: a process killed mid-pass holds the session for seconds.
+        async with lease.held(lock, take, lambda: self.sessions.release(lock, owner)) as mine:
             if not mine:
-                return view  # another request (or replica) is compressing this session right now
+                return view  # another request (or process) is compressing this session right now
             # Re-read: a compression that finished a moment ago may have moved the prefix.
             state = await self.sessions.longest_prefix(tenant, session, view.chain)
             view = _with_state(view, state)
@@ -145,10 +155,10 @@ class WatermarkWindow:
             text = None
         if text is None:
             self.metrics.compressions.labels("summary", "failed").inc()
-            self.failing[key] = "compression_failed"
+            self.backoff.failed(key, "compression_failed")
             return None
         self.metrics.compressions.labels("summary", "ok").inc()
-        self.failing.pop(key, None)
+        self.backoff.succeeded(key)
         new = [SummaryRow(new_summary_id(), 0, text, counter.text(text), start, end)]
         chain = [*view.state.summaries, *new]
         chain, merged = await self._merge(chain, view.budgets, compressor, counter)

@@ -69,7 +69,8 @@ def locomo_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from . import locomo, report
-    from .replay import Options, run, total_steps
+    from .harness import Options
+    from .replay import run, total_steps
 
     conversations = locomo.load(args.path)[: args.limit_convs]
     memory: dict[str, Any] = {}

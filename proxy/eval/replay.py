@@ -25,62 +25,26 @@ never sees a question.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import json
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from .. import config
-from ..background import Background
 from ..memory.query import text_of
 from ..memory.recall import Recall
 from ..memory.redaction import redact
-from ..metrics import Metrics
-from ..pipeline.call import ChatCall, Reply
-from ..pipeline.layer import MemoryLayer
-from ..pipeline.memory import MemoryPipeline
-from ..pipeline.plain import StartingPipeline
 from ..pipeline.protocol import Prepared
-from ..runtime import Runtime
-from ..startup import start_memory
-from ..tenancy import KeyRing, Tenant, resolve_session
-from ..upstream import Upstreams
-from .fake import FakeCompressionModel, completion
+from .harness import Harness, Mode, Options, open_harness
 from .locomo import Conversation, Question, Turn, normalise
 from .scoring import ndcg_at, presence, recall_at
 
-Mode = Literal["sessions", "one-chat"]
-MODEL = "gpt-4o-mini"
-TENANT = "eval"
 RECALL_KS = (5, 10, 20)
 NDCG_K = 10
 # Sessions without a date are placed a day apart from this one.
 _UNDATED = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    vector_weight: float | None  # None: the configured weights
-    bm25_weight: float | None
-
-
-VARIANTS = (Variant("fusion", None, None), Variant("bm25", 0.0, 1.0), Variant("vector", 1.0, 0.0))
-
-
-@dataclass(frozen=True)
-class Options:
-    mode: Mode = "sessions"
-    embedder: str = "bundled"
-    memory: dict[str, Any] = field(default_factory=dict)  # overrides of defaults.memory
-    recent_window_tokens: int = 4000
-    variants: tuple[Variant, ...] = VARIANTS
-    record_questions: bool = True
 
 
 @dataclass(frozen=True)
@@ -119,88 +83,6 @@ class Stats:
 
 
 Tick = Callable[[int], None]
-
-
-class Harness:
-    """The pipeline, its tenant variants and the fake model, over one temporary database."""
-
-    def __init__(self, memory: MemoryLayer, runtime: Runtime, fake: FakeCompressionModel) -> None:
-        self.memory = memory
-        self.pipeline: MemoryPipeline = memory.pipeline
-        self.runtime = runtime
-        self.fake = fake
-        base = runtime.settings.defaults
-        self.tenant = Tenant(TENANT, base, "sk-eval", passthrough=False)
-
-    def variant(self, v: Variant) -> Tenant:
-        if v.vector_weight is None or v.bm25_weight is None:
-            return self.tenant
-        mem = dataclasses.replace(
-            self.tenant.settings.memory, vector_weight=v.vector_weight, bm25_weight=v.bm25_weight
-        )
-        return dataclasses.replace(
-            self.tenant, settings=dataclasses.replace(self.tenant.settings, memory=mem)
-        )
-
-    def call(self, tenant: Tenant, user: str, messages: list[dict[str, Any]], at: float) -> ChatCall:
-        return ChatCall(
-            tenant=tenant,
-            user=user,
-            session=resolve_session({}, tenant.id, user, messages),
-            trace_id=f"t-eval-{time.monotonic_ns()}",
-            body={"model": MODEL, "messages": messages},
-            messages=messages,
-            model=MODEL,
-            headers={},
-            received_at=at,
-        )
-
-    async def send(
-        self, user: str, messages: list[dict[str, Any]], at: float, reply: str | None
-    ) -> tuple[int, int]:
-        """One request of the replayed client: prepare, then record with ``reply`` as the response.
-
-        Returns the tokens the client sent and the tokens forwarded.
-        """
-        call = self.call(self.tenant, user, messages, at)
-        prepared = await self.pipeline.prepare(call)
-        body = json.dumps(completion(reply, MODEL)).encode() if reply else b""
-        await self.pipeline.record(call, prepared, Reply(status=200, body=body))
-        return prepared.tokens_in, prepared.tokens_forwarded
-
-    def close(self) -> None:
-        self.memory.close()
-
-
-async def open_harness(options: Options, folder: Path) -> Harness:
-    fake = FakeCompressionModel()
-    settings = config.from_dict(_raw_settings(options, folder / "eval.db"), env={})
-    runtime = Runtime(
-        settings=settings,
-        keys=KeyRing(settings),
-        upstreams=Upstreams(fake.transport()),
-        metrics=Metrics(),
-        background=Background(),
-        pipeline=StartingPipeline(),
-    )
-    await start_memory(runtime)
-    if runtime.memory is None:
-        raise RuntimeError("the memory layer did not start (see the log above)")
-    return Harness(runtime.memory, runtime, fake)
-
-
-def _raw_settings(options: Options, db: Path) -> dict[str, Any]:
-    return {
-        "storage": {"url": f"sqlite:///{db}"},
-        "embedding": {"model": options.embedder},
-        "defaults": {
-            # Never contacted: the fake model's transport answers every call.
-            "upstream": {"base_url": "http://paperclip-eval.invalid/v1", "api_key": "sk-eval"},
-            "context": {"recent_window_tokens": options.recent_window_tokens},
-            "compression": {"model": "fake-compressor"},
-            "memory": options.memory,
-        },
-    }
 
 
 # --- replaying the conversation ------------------------------------------------------

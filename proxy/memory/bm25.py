@@ -61,6 +61,7 @@ _TOKEN_RE = re.compile(
     rf"|(?P<word>[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*)"
 )
 # "1,234,567" is one amount, not three numbers.
+_CJK_RE = re.compile(f"[{_CJK}]")
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLURAL_EXCEPTIONS = ("ss", "us", "is", "ous")
 
@@ -88,6 +89,12 @@ def tokenize(text: str) -> list[str]:
             if term:
                 tokens.append(term)
     return tokens
+
+
+def mostly_cjk(text: str) -> bool:
+    """Whether CJK characters outnumber the other letters of ``text`` ("Python 里怎么反转列表" is)."""
+    cjk = len(_CJK_RE.findall(text))
+    return cjk > 0 and cjk > sum(1 for ch in text if ch.isalpha()) - cjk
 
 
 def _chinese_terms(run: str) -> Iterable[str]:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..metrics import Metrics
 from ..prompts import Prompts
+from ..store import lease
 from ..store.interface import ExtractionCursors, Fragments, Items
 from ..store.item_rows import ItemRow
 from .extraction import MemoryItem, parse_items, transcript_for_extraction
@@ -52,8 +53,6 @@ Turn = tuple[int, str, str]  # (conversation position, role, text)
 # A session that arrives with a long history is caught up with the model for
 # its latest messages only; older ones go through the rules (cheap, no tokens).
 MODEL_CATCH_UP = 40
-# How long a claim on a session's turns holds if its process dies mid-extraction.
-CLAIM_LEASE_S = 300.0
 # Fragments nearest a superseded item that are looked at for the turns it was said in.
 SOURCE_NEIGHBOURS = 12
 
@@ -99,17 +98,27 @@ class Extractor:
         if length - done <= 0 or length - done < every:
             return 0
         owner = "extract-" + uuid.uuid4().hex
-        if not await self.cursors.claim(tenant, session, done, owner, CLAIM_LEASE_S):
-            return 0
-        try:
+        extracted = False
+
+        async def claim(ttl_s: float) -> bool:
+            return await self.cursors.claim(tenant, session, done, owner, ttl_s)
+
+        async def end() -> None:
+            # The cursor moves only past mined turns; otherwise they go to the next claimant.
+            if extracted:
+                await self.cursors.finish(tenant, session, owner, length)
+            else:
+                await self.cursors.release(tenant, session, owner)
+
+        # Renewed while the extraction runs; a process killed mid-way holds the turns for seconds.
+        async with lease.held(f"extract:{tenant}:{session}", claim, end) as mine:
+            if not mine:
+                return 0
             fresh = [t for t in turns if t[0] >= done]
             added = await self.extract(
                 tenant, user, session, fresh, complete, pii=pii, dedup_cosine=dedup_cosine
             )
-        except BaseException:
-            await self.cursors.release(tenant, session, owner)
-            raise
-        await self.cursors.finish(tenant, session, owner, length)
+            extracted = True
         return added
 
     async def extract(

@@ -9,12 +9,15 @@ floor reads it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 import numpy as np
+
+from .bm25 import mostly_cjk
 
 K = TypeVar("K", bound=Hashable)
 
@@ -68,6 +71,17 @@ class Floor:
     # BM25 is > 0 only for terms in fewer than half the documents: a match on
     # a term that common (or in a corpus of one or two documents) is no evidence.
     min_bm25: float = 0.0
+    # Whether cosines between CJK texts are evidence. The bundled (English)
+    # MiniLM's are not: a Chinese question scores as close to another user's
+    # Chinese turns as to the turns that answer it (docs/retrieval.md), so a
+    # mostly-CJK query passes on a keyword match (jieba-segmented BM25) alone.
+    cjk_cosine: bool = False
+
+    def for_query(self, query: str) -> Floor:
+        """The floor for ``query``: keyword evidence only when its script is one whose cosines mean nothing."""
+        if self.cjk_cosine or not mostly_cjk(query):
+            return self
+        return dataclasses.replace(self, min_cosine=math.inf, keyword_min_cosine=-math.inf)
 
     def passes(self, cosine: float | None, bm25: float | None) -> bool:
         if cosine is not None and cosine >= self.min_cosine:

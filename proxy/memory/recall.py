@@ -135,7 +135,7 @@ async def recall_for(
         c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
         if c.item is None or c.item.id not in profile.item_ids
     ]
-    if not relevant(cands, fused, floor):
+    if not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
         return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
     ranking = rank(cands, periods, SCAN_LIMIT)

@@ -40,7 +40,10 @@ _GLOSSARY = {
 _CANON = {alias: canon for canon, aliases in _GLOSSARY.items() for alias in aliases.split("|")}
 _FILLER = re.compile(r"(?:\s+(?:any ?more|now|too|as well|a lot|so much|very much|lately|recently"
                      r"|these days|for now|for a while|(?:last|this|next) (?:week|month|year)))+$", re.I)
-_REFERENTS = re.compile(r"^(?:to|it|that|this|these|those|you|him|her|them|what|how|when)\b|\byour?\b"
+# A liked thing that points at something in the moment ("the color", "all the leaves", "my studio")
+# is a remark about it, not a standing taste.
+_REFERENTS = re.compile(r"^(?:to|it|that|this|these|those|you|him|her|them|what|how|when|the|all|my|our|his"
+                        r"|their)\b|\byour?\b"
                         r"|\b(?:option|idea|answer|suggestion|version|approach|one|way)s?\b")
 _ZH_END = "[^，。！？,.!?；;\\s]"
 _ZH_PARTICLES = "了的啊呀哦呢吧"
@@ -48,7 +51,7 @@ _ZH_PARTICLES = "了的啊呀哦呢吧"
 
 def slug(phrase: str) -> str:
     """The slot name of a thing: glossary-canonical ("辣" and "spicy food" → spicy_food), else words."""
-    text = re.sub(r"^(?:the|a|an|my|some|any|吃|喝)\s*", "", phrase.strip().lower())
+    text = re.sub(r"^(?:(?:the|a|an|my|some|any)\s+|吃\s*|喝\s*)", "", phrase.strip().lower())
     if text in _CANON:
         return _CANON[text]
     words = re.findall(r"[a-z0-9]+|[\u4e00-\u9fff]+", text)
@@ -85,11 +88,24 @@ _VAGUE = frozenset({"severe", "mild", "bad", "serious", "slight", "food", "some"
                     "anything", "everything", "nothing", "many things", "a lot of things"})
 
 
+# A comma also starts a new clause ("…allergic to peanuts, please remember that"): the
+# list of allergens ends at the first part that opens with one of these.
+_CLAUSE_OPENERS = frozenset({"please", "so", "but", "because", "since", "which", "that", "remember",
+                             "thanks", "thank", "can", "could", "would", "will", "if", "when", "then",
+                             "i", "i'm", "you", "it", "this", "he", "she", "they", "we", "just"})
+
+
 def _allergy(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     who = (m.groupdict().get("who") or "").strip()
     # "peanuts, tree nuts and shellfish" are three allergies, each its own slot.
     things = re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+|[、和及]", _clause(m.group("what")))
-    return [hit for what in things if (hit := _one_allergy(m, who, what.strip()))]
+    hits = []
+    for what in (t.strip() for t in things):
+        if what.split(" ", 1)[0].lower() in _CLAUSE_OPENERS:
+            break
+        if hit := _one_allergy(m, who, what):
+            hits.append(hit)
+    return hits
 
 
 def _one_allergy(m: re.Match[str], who: str, what: str) -> RuleHit | None:
@@ -141,6 +157,7 @@ def _topic(s: str) -> str:
     known = next((t for t, rx in _TOPICS.items() if re.search(rx, s, re.I)), None)
     found = re.search(r"\b(?:deadline for|must|has to|have to|need to|needs to|should)\s+([\w ]+?)"
                       r"(?:\s+(?:by|before|until|is|no later)\b|$)", s, re.I)
+    found = found or re.search(r"\b(?:my|our|the) ([\w ]+?) (?:is|are) due\b", s, re.I)
     words = [w for w in (found.group(1).lower().split() if found else []) if w not in _STOP]
     return known or "_".join(words[:2]) or "general"
 
@@ -244,7 +261,7 @@ RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(f"我{_ZH_ADV}(?:不再|再也不|不)(?:太)?(?:喜欢|吃|喝){_ZH_OBJ}"), _preference),
     (re.compile(f"不再?(?:吃|喝){_ZH_OBJ}了"), _preference),
     (re.compile(f"我{_ZH_ADV}(?:讨厌|喜欢|爱吃|爱喝|偏爱|爱){_ZH_OBJ}"), _preference),
-    (re.compile(r"\b(?:must|has to|have to|needs? (?:to|it|this|that|them|the)|should|got to|required)\b"
+    (re.compile(r"\b(?:must|has to|have to|needs? (?:to|it|this|that|them|the)|should|got to|required|due(?! to))\b"
                 r"[^.!?;]{0,60}?\b(?:by|before|no later than|until)\s+" + _DATE + r"\b", re.I), _deadline),
     (re.compile(r"\bdeadline\b[^.!?;]{0,40}?\b(?:is|was|moved to|:)\s*" + _DATE, re.I), _deadline),
     (re.compile(r"截止(?:日期|时间)(?:是|为|在|：|:)|(?:之前|以前)(?:必须|一定要|务必|得|要)"

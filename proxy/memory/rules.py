@@ -14,9 +14,10 @@ from datetime import datetime
 
 from .extraction import MemoryItem, Turn, strip_blocks
 from .health_patterns import HEALTH_RULES
+from .life_patterns import LIFE_RULES
 from .rule_patterns import RULES, RuleHit, expiry, remind
 
-_ALL_RULES = [*RULES, *HEALTH_RULES]
+_ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES]
 
 
 def _sentences(text: str) -> Iterator[str]:

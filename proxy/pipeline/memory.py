@@ -75,7 +75,7 @@ class MemoryPipeline:
             if st.context.compression_mode == "inline":
                 view, degraded = await self._inline(call, view, counter)
             else:
-                degraded = self.context.failing.get((call.tenant.id, call.session))
+                degraded = self.context.failing(call.tenant.id, call.session)
         recall = (
             await recall_for(self.index, _recall_request(call, view), counter, self.floor, self.items)
             if st.memory.enabled
@@ -107,7 +107,7 @@ class MemoryPipeline:
         except TimeoutError:
             self._overrun[call.trace_id] = work
             return view, "compression_timeout"  # the work goes on; the next request benefits
-        return view, self.context.failing.get((call.tenant.id, call.session))
+        return view, self.context.failing(call.tenant.id, call.session)
 
     # --- after the response -----------------------------------------------------
 

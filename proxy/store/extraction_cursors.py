@@ -30,7 +30,7 @@ class ExtractionCursorStore:
         return 0 if row is None else int(row[0])
 
     async def claim(self, tenant: str, session: str, done: int, owner: str, lease_s: float) -> bool:
-        """Lease the turns from ``done`` on for ``owner``; False when the cursor moved or another holds them."""
+        """Lease (or renew) the turns from ``done`` on for ``owner``; False when the cursor moved or another holds them."""
         now = time.time()
 
         def write(c: Connection) -> bool:
@@ -39,7 +39,8 @@ class ExtractionCursorStore:
                 " VALUES (?, ?, 0, ?, ?) ON CONFLICT (tenant, session) DO UPDATE"
                 " SET owner = excluded.owner, lease_expires = excluded.lease_expires"
                 " WHERE extraction_cursors.upto = ?"
-                " AND (extraction_cursors.owner IS NULL OR extraction_cursors.lease_expires < ?)",
+                " AND (extraction_cursors.owner IS NULL OR extraction_cursors.lease_expires < ?"
+                " OR extraction_cursors.owner = excluded.owner)",  # its holder renews it
                 (tenant, session, owner, now + lease_s, done, now),
             )
             row = c.execute(

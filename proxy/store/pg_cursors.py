@@ -21,7 +21,7 @@ class PgExtractionCursorStore:
         return 0 if row is None else int(row[0])
 
     async def claim(self, tenant: str, session: str, done: int, owner: str, lease_s: float) -> bool:
-        """Lease the turns from ``done`` on for ``owner``; False when the cursor moved or another holds them."""
+        """Lease (or renew) the turns from ``done`` on for ``owner``; False when the cursor moved or another holds them."""
         now = time.time()
         async with self.db.connection() as conn:
             cur = await conn.execute(
@@ -29,7 +29,8 @@ class PgExtractionCursorStore:
                 " VALUES (%s, %s, 0, %s, %s) ON CONFLICT (tenant, session) DO UPDATE"
                 " SET owner = excluded.owner, lease_expires = excluded.lease_expires"
                 " WHERE extraction_cursors.upto = %s"
-                " AND (extraction_cursors.owner IS NULL OR extraction_cursors.lease_expires < %s)"
+                " AND (extraction_cursors.owner IS NULL OR extraction_cursors.lease_expires < %s"
+                " OR extraction_cursors.owner = excluded.owner)"  # its holder renews it
                 " RETURNING upto, owner",
                 (tenant, session, owner, now + lease_s, done, now),
             )
