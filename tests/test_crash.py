@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,54 +24,19 @@ from starlette.responses import JSONResponse, Response
 from proxy.eval.fake import fake_summary
 from tests.conftest import ADMIN_KEY, PROXY_KEY, base_config
 from tests.fake_upstream import FakeUpstream, completion
-from tests.servers import free_port
+from tests.servers import ServeProcess
 
-REPO = Path(__file__).resolve().parent.parent
 SESSION = "crash-session"
 USER = "carol"
 
 
-class Serve:
-    """``python -m proxy serve`` on a free port, killed with SIGKILL or stopped at the end."""
-
-    def __init__(self, config: Path, log: Path) -> None:
-        self.config, self.log = config, log
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+class Serve(ServeProcess):
+    """A ``paperclip serve`` the crash tests kill, restart and talk to; ``start`` waits until ready."""
 
     def start(self) -> Serve:
-        cmd = [sys.executable, "-m", "proxy", "serve", "--config", str(self.config), "--port", str(self.port)]
-        with self.log.open("ab") as out:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "PYTHONPATH": str(REPO)})
-        deadline = time.monotonic() + 90
-        while True:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, self.log.read_text()[-3000:]
-            time.sleep(0.1)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().start()
+        self.wait_ready()
+        return self
 
     def chat(self, messages: list[dict[str, Any]]) -> httpx.Response:
         body = {"model": "gpt-4o-mini", "messages": messages, "user": USER}

@@ -11,9 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,61 +27,15 @@ from proxy.store.lease import TTL_S as LEASE_S
 from tests.conftest import ADMIN_KEY, PROXY_KEY, base_config
 from tests.fake_upstream import FakeUpstream, completion, fake_summary
 from tests.pg import PgServer
-from tests.servers import free_port
+from tests.servers import ServeProcess
 
-REPO = Path(__file__).resolve().parents[1]
 SUMMARIZE = "You are compressing the older part"
 FACT = "My cat Zorblax is allergic to peanuts, remember that."
 
 
-class Replica:
+class Replica(ServeProcess):
     def __init__(self, config: Path, log: Path) -> None:
-        self.config, self.log = config, log
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> Replica:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "proxy", "serve", "--config", str(self.config),
-                 "--port", str(self.port), "--log-level", "warning"],
-                cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-            )
-        return self
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def wait_ready(self, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert self.alive(), self.log.read_text()
-            assert time.monotonic() < deadline, f"replica not ready: {self.log.read_text()}"
-            time.sleep(0.1)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.alive():
-            assert self.proc is not None
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().__init__(config, log, "--log-level", "warning")
 
 
 class Trio:
