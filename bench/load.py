@@ -168,23 +168,42 @@ def plot(runs: list[Run], path: Path) -> None:
     print(f"RSS plot written to {path}")
 
 
-def hot_frames(raw: Path, top: int = 12) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-    """From py-spy's collapsed stacks: (self time by function, time by Paperclip function on the stack), in %."""
+def hot_frames(raw: Path, top: int = 12) -> tuple[list[tuple[str, float]], list[tuple[str, float]], list[tuple[str, float]]]:
+    """From py-spy's collapsed stacks (with thread ids): self time by function, time by Paperclip
+    function on the stack, and time by thread (the server's loop, the pipeline's loop, workers), in %."""
     total = 0
     leaf: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
+    threads: collections.Counter[str] = collections.Counter()
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         n = int(count)
         total += n
-        frames = stack.split(";")
+        frames = stack.split(";")[1:]  # the first is the thread's id
+        if not frames:
+            continue
         leaf[frames[-1]] += n
+        threads[thread_kind(frames)] += n
         for frame in {f for f in frames if "proxy/" in f and "cli.py" not in f and "__main__" not in f}:
             inclusive[frame] += n
     if not total:
-        return [], []
-    return ([(f, round(100 * n / total, 1)) for f, n in leaf.most_common(top)],
-            [(f, round(100 * n / total, 1)) for f, n in inclusive.most_common(top)])
+        return [], [], []
+
+    def shares(counter: collections.Counter[str], k: int) -> list[tuple[str, float]]:
+        return [(f, round(100 * n / total, 1)) for f, n in counter.most_common(k)]
+
+    return shares(leaf, top), shares(inclusive, top), shares(threads, 6)
+
+
+def thread_kind(frames: list[str]) -> str:
+    stack = ";".join(frames)
+    if "PipelineThread._serve" in stack:
+        return "pipeline loop (its own thread)"
+    if "concurrent/futures/thread.py" in stack or "threading.py" in stack:
+        return "worker threads (store, embedder, to_thread)"
+    if "asyncio/runners.py" in stack or "uvicorn" in stack:
+        return "server loop (sockets, relay)"
+    return "other"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, default=Path("bench/results/load_rss.png"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/load.json"))
     args = parser.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp_:
         tmp = Path(tmp_)
         up_port = free_port()
@@ -220,9 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for run in runs:
             spy = None
+            profile = args.out.with_suffix(".profile.txt")
             if args.profile and run.name == "memory on":
                 spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(run.pid), "--format", "raw", "--rate", "50", "--gil",
-                                        "--output", str(tmp / "profile.txt"), "--duration", str(int(args.seconds))],
+                                        "--threads", "--output", str(profile), "--duration", str(int(args.seconds))],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             asyncio.run(load(run, args.clients, args.seconds))
             rows.append(summary(run, runs[0]))
@@ -232,8 +253,11 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(lines[:20]))
             if spy is not None:
                 spy.wait(timeout=60)
-                own, within = hot_frames(tmp / "profile.txt")
-                print("where the memory-on proxy's CPU goes (% of py-spy samples of the thread holding the GIL)")
+                own, within, by_thread = hot_frames(profile)
+                print(f"where the memory-on proxy's CPU goes (% of py-spy samples of the thread holding the GIL; raw: {profile})")
+                print(" by thread:")
+                for kind, share in by_thread:
+                    print(f"  {share:5.1f}%  {kind}")
                 print(" self:")
                 for frame, share in own:
                     print(f"  {share:5.1f}%  {frame}")
@@ -241,7 +265,6 @@ def main(argv: list[str] | None = None) -> int:
                 for frame, share in within:
                     print(f"  {share:5.1f}%  {frame}")
         plot(runs, args.plot)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"clients": args.clients, "seconds": args.seconds,
                                         "embedding": args.embedding, "targets": rows}, indent=2) + "\n")
     return 0

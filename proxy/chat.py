@@ -20,6 +20,7 @@ from .errors import BadRequest, PayloadTooLarge
 from .jsonbody import INLINE_BYTES, parse_json
 from .pipeline.call import ChatCall, Reply
 from .pipeline.protocol import Pipeline, Prepared
+from .pipeline.thread import beside
 from .relay import Exchange, Outcome, read_body
 from .tenancy import Tenant, client_key, resolve_session, resolve_user
 from .upstream import header_map, join_url, request_headers
@@ -45,6 +46,16 @@ class Shaped:
     rebuild: Callable[[list[dict[str, Any]]], bytes]
 
 
+@dataclass(frozen=True)
+class Read:
+    """A request as read and prepared: the body to forward, and whether the memory layer stays out of it."""
+
+    call: ChatCall
+    prepared: Prepared
+    body: bytes
+    bypass: bool
+
+
 class ChatEndpoint(Endpoint):
     """The intercepted path; subclasses read another shape of body (``shape``) and share the rest."""
 
@@ -58,20 +69,13 @@ class ChatEndpoint(Endpoint):
         raw = await read_body(receive, limit)
         if headers.get("content-encoding"):
             raw = await off_loop(len(raw), decode_request_body, raw, headers.get("content-encoding"), limit)
-        body = await parse_body(raw)
-        memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
-        large = len(raw) > MEMORY_MAX_BODY_BYTES
-        bypass = memory_off or large or not self._enabled(tenant)
-        shaped = await self.shape(scope, headers, tenant, body, size=len(raw), bypass=bypass)
-        # An unreadable body is not ours to judge: the upstream validates it and answers.
-        bypass = bypass or not shaped.readable
-        call = shaped.call
-        prepared = too_large(len(raw)) if large else await self._prepare(call, bypass=bypass)
+        # Parsing, preparing and re-serialising are CPU work: done where the pipeline runs (its own thread).
+        read = await beside(self.rt.pipeline, self._read(scope, headers, tenant, raw))
+        call, prepared, bypass = read.call, read.prepared, read.bypass
         _describe(done, call, prepared, self.rt.settings.server.log_content)
-        forward = raw if prepared.messages is None else shaped.rebuild(prepared.messages)
         ex = Exchange(
             client=self.rt.upstreams.client(tenant.settings.upstream),
-            request=self._request(scope, tenant, forward),
+            request=self._request(scope, tenant, read.body),
             extra_headers=self._headers(call, prepared),
             capture_limit=0 if bypass else CAPTURE_LIMIT,
             stop_at_done=self.stop_at_done,
@@ -86,6 +90,19 @@ class ChatEndpoint(Endpoint):
             self.rt.background.spawn("record", self.rt.pipeline.record(call, prepared, reply_of(outcome)))
 
         return Forward(ex, record)
+
+    async def _read(self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, raw: bytes) -> Read:
+        body = await parse_body(raw)
+        memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
+        large = len(raw) > MEMORY_MAX_BODY_BYTES
+        bypass = memory_off or large or not self._enabled(tenant)
+        shaped = await self.shape(scope, headers, tenant, body, size=len(raw), bypass=bypass)
+        # An unreadable body is not ours to judge: the upstream validates it and answers.
+        bypass = bypass or not shaped.readable
+        call = shaped.call
+        prepared = too_large(len(raw)) if large else await self._prepare(call, bypass=bypass)
+        forward = raw if prepared.messages is None else shaped.rebuild(prepared.messages)
+        return Read(call, prepared, forward, bypass)
 
     async def shape(
         self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool

@@ -47,5 +47,5 @@ class Runtime:
     def join(self, memory: MemoryLayer) -> None:
         """The memory layer is loaded: requests use it from now on, and /readyz says 200."""
         self.memory = memory
-        self.pipeline = memory.pipeline
+        self.pipeline = memory.serve()
         self.ready.update(database=True, embedding=True)

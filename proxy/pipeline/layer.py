@@ -6,7 +6,9 @@ chat path all reach the store, the searches and the embedder through it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import sys
+from dataclasses import dataclass, field
 
 from ..context.watermark import WatermarkWindow
 from ..memory.embedder import Embedder
@@ -16,9 +18,11 @@ from ..memory.item_search import ItemIndex
 from ..metrics import Metrics
 from ..prompts import Prompts
 from ..store import Store
+from ..store.db import Database
 from ..tokens import TokenCounter
 from .memory import MemoryPipeline
-from .protocol import CompleteFor
+from .protocol import CompleteFor, Pipeline
+from .thread import PipelineThread, ThreadedPipeline, home_calls
 
 
 @dataclass(frozen=True)
@@ -28,18 +32,48 @@ class MemoryLayer:
     fragments: FragmentIndex
     items: ItemIndex
     pipeline: MemoryPipeline
+    # The pipeline's own thread, once ``serve`` started it: the in-memory search state is its.
+    threads: list[PipelineThread] = field(default_factory=list)
+
+    def serve(self) -> Pipeline:
+        """The pipeline the server runs: on a thread of its own over SQLite (``thread.py``).
+
+        A PostgreSQL pool belongs to the server's loop: over it the pipeline
+        runs there. Call from the server's loop (its HTTP clients live there).
+        """
+        if not isinstance(self.store.db, Database):
+            return self.pipeline
+        # Two busy threads now: the GIL goes to a waiting thread after 1 ms (not 5), so
+        # the server's loop waits at most that for the pipeline's (process-wide).
+        sys.setswitchinterval(0.001)
+        thread = PipelineThread()
+        self.threads.append(thread)
+        self.pipeline.complete_for = home_calls(self.pipeline.complete_for, asyncio.get_running_loop())
+        return ThreadedPipeline(self.pipeline, thread)
 
     def forget_scope(self, tenant: str, user: str) -> None:
         """Drop the user's in-memory search state (after their rows are deleted)."""
+        if self.threads:  # on the thread that searches it, never beside a search
+            self.threads[0].call_soon(self._forget_scope, tenant, user)
+        else:
+            self._forget_scope(tenant, user)
+
+    def _forget_scope(self, tenant: str, user: str) -> None:
         self.fragments.forget_scope(tenant, user)
         self.items.forget_scope(tenant, user)
 
     def close(self) -> None:
         """SQLite only (the eval's harness); ``aclose`` closes either store."""
+        self._stop_threads()
         self.store.close()
 
     async def aclose(self) -> None:
+        await asyncio.to_thread(self._stop_threads)
         await self.store.aclose()
+
+    def _stop_threads(self) -> None:
+        while self.threads:
+            self.threads.pop().close()
 
 
 def assemble(
