@@ -47,7 +47,7 @@ def memory_admin(runtime: Runtime) -> MemoryAdmin:
     if runtime.problem is not None:  # its database is gone or read-only (readiness.py)
         raise MemoryNotReady(f"The memory layer is off: {runtime.problem}.")
     return MemoryAdmin(
-        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items
+        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.searched_items
     )
 
 

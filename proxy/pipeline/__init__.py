@@ -10,6 +10,7 @@ HTTP: the compression model's call comes in through the constructor.
 - ``plain``: the pipelines without memory (counting, and starting)
 - ``memory``: the memory pipeline (context window, recall, recording)
 - ``layer``: the memory layer as one collaborator, either there or not
+- ``thread``: the memory pipeline served from a thread of its own, records bounded
 
 This file imports nothing: ``from proxy.pipeline.call import ChatCall`` must
 not pull in the memory pipeline.

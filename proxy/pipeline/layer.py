@@ -32,6 +32,9 @@ class MemoryLayer:
     fragments: FragmentIndex
     items: ItemIndex
     pipeline: MemoryPipeline
+    # The admin API's own item index, searched on the server's loop while the chat path's
+    # ``items`` lives on the pipeline's thread (items are few: a second copy is cheap).
+    admin_items: ItemIndex | None = None
     # The pipeline's own thread, once ``serve`` started it: the in-memory search state is its.
     threads: list[PipelineThread] = field(default_factory=list)
 
@@ -51,8 +54,15 @@ class MemoryLayer:
         self.pipeline.complete_for = home_calls(self.pipeline.complete_for, asyncio.get_running_loop())
         return ThreadedPipeline(self.pipeline, thread)
 
+    @property
+    def searched_items(self) -> ItemIndex:
+        """The item index the server's loop may search (the admin API)."""
+        return self.admin_items if self.threads and self.admin_items is not None else self.items
+
     def forget_scope(self, tenant: str, user: str) -> None:
         """Drop the user's in-memory search state (after their rows are deleted)."""
+        if self.admin_items is not None:
+            self.admin_items.forget_scope(tenant, user)
         if self.threads:  # on the thread that searches it, never beside a search
             self.threads[0].call_soon(self._forget_scope, tenant, user)
         else:
@@ -92,4 +102,4 @@ def assemble(
         extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics, store.fragments),
         responses=store.responses,
     )
-    return MemoryLayer(store, embedder, fragments, items, pipeline)
+    return MemoryLayer(store, embedder, fragments, items, pipeline, admin_items=ItemIndex(store.items))
