@@ -14,7 +14,7 @@ from proxy import config
 from proxy.memory.query import fragment_hash
 from proxy.pipeline.call import ChatCall, Reply
 from proxy.pipeline.protocol import Prepared
-from proxy.pipeline.thread import PipelineThread, RecordDropped, ThreadedPipeline, home_calls
+from proxy.pipeline.thread import MemoryBusy, PipelineThread, ThreadedPipeline, home_calls
 from proxy.tenancy import Tenant
 from tests.conftest import Proxy
 
@@ -91,19 +91,31 @@ async def test_at_most_n_records_run_at_once_the_rest_wait_and_all_complete(thre
     assert inner.recorded == 5 and inner.most == 2 and pipeline.backlog == 0
 
 
-async def test_a_full_record_queue_drops_the_next_record_and_says_so(thread: PipelineThread) -> None:
+async def test_a_full_record_queue_holds_new_requests_until_a_record_finishes(thread: PipelineThread) -> None:
     inner = Gate()
     pipeline = ThreadedPipeline(inner, thread, at_once=1, waiting=1)
     prepared = Prepared(None, 1, 1)
     held = [asyncio.ensure_future(pipeline.record(a_call(f"t-{i}"), prepared, Reply(200))) for i in range(2)]
-    await asyncio.sleep(0)
-    with pytest.raises(RecordDropped, match="t-late"):
-        await pipeline.record(a_call("t-late"), prepared, Reply(200))
+    await asyncio.to_thread(inner.wait_running, 1)
+    waiting = asyncio.ensure_future(pipeline.prepare(a_call("t-next")))
+    await asyncio.sleep(0.2)  # room for it to be prepared, were it let through
+    assert not waiting.done() and inner.threads.count(thread.ident) == 1  # only the running record
     inner.gate.set()
     await asyncio.gather(*held)
-    assert inner.recorded == 2
-    await pipeline.record(a_call("t-after"), prepared, Reply(200))  # room again
-    assert inner.recorded == 3
+    assert (await waiting).tokens_in == 1 and inner.recorded == 2
+
+
+async def test_a_request_that_finds_no_room_in_time_goes_out_without_memory(thread: PipelineThread) -> None:
+    inner = Gate()
+    pipeline = ThreadedPipeline(inner, thread, at_once=1, waiting=0, room_wait_s=0.05)
+    held = asyncio.ensure_future(pipeline.record(a_call(), Prepared(None, 1, 1), Reply(200)))
+    await asyncio.to_thread(inner.wait_running, 1)
+    with pytest.raises(MemoryBusy) as busy:
+        await pipeline.prepare(a_call("t-late"))
+    assert busy.value.reason == "memory_busy"
+    inner.gate.set()
+    await held
+    assert (await pipeline.prepare(a_call("t-after"))).tokens_in == 1  # room again
 
 
 async def test_the_compression_models_calls_go_home_to_the_loop_of_its_clients(thread: PipelineThread) -> None:

@@ -1,24 +1,27 @@
 """The memory pipeline on an event loop of its own thread, so the server's loop stays free for sockets.
 
-Preparing a request (token counting, hashing the history, recall's search,
-fusion and packing) and recording it (masking, tokenising, BM25 terms,
-extraction) are CPU work in many small steps between awaits of the store
+Reading a request (its JSON, its session), preparing it (token counting,
+hashing the history, recall's search, fusion and packing) and recording it
+(masking, tokenising, BM25 terms, extraction) are CPU work in many small steps between awaits of the store
 and the embedder. On the server's loop, fifty clients' steps queue up one
 behind the other, and ``/healthz`` waits behind all of them (385 ms at p99
 under 50 streams). Here each request crosses to the pipeline's loop once to
-prepare and once to record; the server's loop only reads, relays and
-writes. The other thread still takes Python's GIL, but the interpreter hands
-it back to a waiting thread every ``sys.getswitchinterval()`` (5 ms), so the
+be read and prepared (``beside``) and once to be recorded; the server's loop
+only receives, relays and writes. The other thread still takes Python's GIL,
+but the interpreter hands it to a waiting thread every
+``sys.getswitchinterval()`` (set to 1 ms when the layer is served), so the
 server's loop waits for the GIL, not behind a queue of other requests' work.
 
 Recording is bounded: at most ``RECORDS_AT_ONCE`` records run at once, the
 rest wait their turn in order (the client already has its answer: a waiting
-record costs it nothing). When ``RECORDS_WAITING`` records are already
-waiting, the memory layer has fallen minutes behind: a further record is not
-queued but dropped: logged, and counted as a failed record
-(``paperclip_background_errors{stage="record"}``). Little is lost:
-clients resend the conversation, so the dropped exchange's turns are indexed
-with the session's next request; only a session's last answer can go unseen.
+record costs it nothing). Under sustained load recording can fall behind
+the requests (each record indexes, extracts and compresses); when
+``RECORDS_WAITING`` records are waiting, a new request waits before it is
+prepared until one finishes: the memory layer slows new requests rather than
+holding an ever longer queue or losing what was said. A request that found
+no room within ``ROOM_WAIT_S`` goes out without memory (``X-Paperclip-Degraded:
+memory_busy``), and its turns are indexed with the session's next request
+(clients resend the conversation).
 
 What runs on the pipeline's loop must not touch what belongs to the server's:
 the compression model's calls go out over the server's HTTP clients, so
@@ -30,6 +33,7 @@ its own threads from any loop) is served from this thread (``layer.py``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -38,14 +42,18 @@ from ..context.compressor import Complete
 from .call import ChatCall, Reply
 from .protocol import CompleteFor, Pipeline, Prepared
 
+log = logging.getLogger("paperclip.pipeline")
 T = TypeVar("T")
 
-RECORDS_AT_ONCE = 4
-RECORDS_WAITING = 1000
+RECORDS_AT_ONCE = 16
+RECORDS_WAITING = 100
+ROOM_WAIT_S = 5.0
 
 
-class RecordDropped(Exception):
-    """The record queue was full: this exchange is not recorded (see the module's docstring)."""
+class MemoryBusy(Exception):
+    """Recording is too far behind to take another request in time (see the module's docstring)."""
+
+    reason = "memory_busy"
 
 
 class PipelineThread:
@@ -80,6 +88,8 @@ class PipelineThread:
         done = asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self.loop)
         try:
             done.result(timeout_s)
+        except TimeoutError:
+            log.error("the pipeline's thread did not wind down within %.0f s; stopping it", timeout_s)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout_s)
@@ -114,28 +124,41 @@ class ThreadedPipeline:
         *,
         at_once: int = RECORDS_AT_ONCE,
         waiting: int = RECORDS_WAITING,
+        room_wait_s: float = ROOM_WAIT_S,
     ) -> None:
         self.inner = inner
         self.thread = thread
         self.limit = at_once + waiting
-        self.backlog = 0  # records queued or running; counted on the server's loop
-        self._slots = asyncio.Semaphore(at_once)  # used on the pipeline's loop only
+        self.room_wait_s = room_wait_s
+        # All three are used on the pipeline's loop only.
+        self.backlog = 0  # records queued or running
+        self._slots = asyncio.Semaphore(at_once)
+        self._room = asyncio.Condition()
 
     async def prepare(self, call: ChatCall) -> Prepared:
-        return await self.thread.run(self.inner.prepare(call))
+        return await self.thread.run(self._prepare(call))
 
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
+        await self.thread.run(self._record(call, prepared, reply))
+
+    async def _prepare(self, call: ChatCall) -> Prepared:
         if self.backlog >= self.limit:
-            raise RecordDropped(f"recording is {self.backlog} exchanges behind: trace {call.trace_id} is not recorded")
-        self.backlog += 1
-        try:
-            await self.thread.run(self._record(call, prepared, reply))
-        finally:
-            self.backlog -= 1
+            try:
+                async with asyncio.timeout(self.room_wait_s), self._room:
+                    await self._room.wait_for(lambda: self.backlog < self.limit)
+            except TimeoutError:
+                raise MemoryBusy(f"{self.backlog} records are waiting") from None
+        return await self.inner.prepare(call)
 
     async def _record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
-        async with self._slots:
-            await self.inner.record(call, prepared, reply)
+        self.backlog += 1
+        try:
+            async with self._slots:
+                await self.inner.record(call, prepared, reply)
+        finally:
+            self.backlog -= 1
+            async with self._room:
+                self._room.notify_all()
 
 
 async def beside(pipeline: Pipeline, work: Coroutine[Any, Any, T]) -> T:
