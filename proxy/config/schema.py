@@ -54,6 +54,8 @@ DEFAULTS: dict[str, Any] = {
         "pii": "mask",
         "recency_half_life_days": None,
         "importance_weight": 0.0,
+        "query_rewrite": False,  # one compression-model call per request (docs/retrieval.md "Ablations")
+        "query_rewrite_timeout_s": 2.0,
     },
 }
 
@@ -131,6 +133,8 @@ class Memory:
     pii: Literal["mask", "keep", "drop"]
     recency_half_life_days: float | None
     importance_weight: float
+    query_rewrite: bool
+    query_rewrite_timeout_s: float
 
 
 @dataclass(frozen=True)

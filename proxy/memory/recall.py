@@ -39,6 +39,7 @@ from .item_search import ItemCandidates, ItemIndex, item_candidates
 from .packing import SCAN_LIMIT, select
 from .profile import profile_of
 from .query import build_query, focus, fragment_hash, indexable, periods_in
+from .query_rewrite import extended_query
 from .ranking import Hit, Key, boosts, candidates, rank, relevant
 
 # Normalisation of each signal over the candidates before fusion. Min-max for
@@ -67,6 +68,7 @@ class RecallRequest:
     window: Sequence[dict[str, Any]]
     settings: Memory
     now: float
+    rewrite: str | None = None  # the compression model's search line (memory.query_rewrite), if any
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ async def recall_for(
 ) -> Recall:
     """What to inject for this request; fragments still in the verbatim ``window`` are never used."""
     mem = request.settings
-    query = build_query(request.messages)
+    query = extended_query(build_query(request.messages), request.rewrite)
     if not query.strip():
         return Recall(query, [], [], None)
     tenant, user = request.tenant, request.user

@@ -21,6 +21,7 @@ from ..memory.fragment_search import FragmentIndex
 from ..memory.fusion import Floor
 from ..memory.item_search import ItemIndex
 from ..memory.query import indexable
+from ..memory.query_rewrite import rewritten_query
 from ..memory.recall import RecallRequest, candidate, recall_for
 from ..memory.redaction import redact, redact_message
 from ..prompts import Prompts
@@ -77,7 +78,7 @@ class MemoryPipeline:
             else:
                 degraded = self.context.failing(call.tenant.id, call.session)
         recall = (
-            await recall_for(self.index, _recall_request(call, view), counter, self.floor, self.items)
+            await recall_for(self.index, await self._recall_request(call, view), counter, self.floor, self.items)
             if st.memory.enabled
             else None
         )
@@ -94,6 +95,17 @@ class MemoryPipeline:
             memories=len(recall.cards) if recall else 0,
             degraded=degraded,
             plan=Plan(view, recall, counter),
+        )
+
+    async def _recall_request(self, call: ChatCall, view: View) -> RecallRequest:
+        mem = call.tenant.settings.memory
+        rewrite = (
+            await rewritten_query(self.complete(call), self.prompts, call.messages, mem.query_rewrite_timeout_s)
+            if mem.query_rewrite
+            else None
+        )
+        return RecallRequest(
+            call.tenant.id, call.user, call.session, call.messages, view.window, mem, call.received_at, rewrite
         )
 
     async def _inline(
@@ -213,9 +225,3 @@ def _turns(call: ChatCall, view: View, answer: str | None) -> list[tuple[int, st
         turns.append((call.offset + len(view.conv), "assistant", answer))
     return turns
 
-
-def _recall_request(call: ChatCall, view: View) -> RecallRequest:
-    return RecallRequest(
-        call.tenant.id, call.user, call.session, call.messages, view.window,
-        call.tenant.settings.memory, call.received_at,
-    )
