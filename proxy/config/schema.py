@@ -56,6 +56,8 @@ DEFAULTS: dict[str, Any] = {
         "importance_weight": 0.0,
         "query_rewrite": False,  # one compression-model call per request (docs/retrieval.md "Ablations")
         "query_rewrite_timeout_s": 2.0,
+        "rerank": None,  # a cross-encoder's name or folder: re-reads the best rerank_top_n candidates
+        "rerank_top_n": 20,
     },
 }
 
@@ -135,6 +137,8 @@ class Memory:
     importance_weight: float
     query_rewrite: bool
     query_rewrite_timeout_s: float
+    rerank: str | None
+    rerank_top_n: int
 
 
 @dataclass(frozen=True)

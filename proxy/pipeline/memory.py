@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from ..context.compressor import Complete, Compressor
@@ -24,6 +25,7 @@ from ..memory.query import indexable
 from ..memory.query_rewrite import rewritten_query
 from ..memory.recall import RecallRequest, candidate, recall_for
 from ..memory.redaction import redact, redact_message
+from ..memory.rerank import Reranker
 from ..prompts import Prompts
 from ..store.interface import ResponseSessions, Traces
 from ..tokens import Counters, TokenCounter
@@ -46,6 +48,7 @@ class MemoryPipeline:
         floor: Floor | None = None,
         extractor: Extractor | None = None,
         responses: ResponseSessions | None = None,
+        rerankers: Mapping[str, Reranker] | None = None,
     ) -> None:
         self.context = context
         self.index = index
@@ -56,6 +59,7 @@ class MemoryPipeline:
         self.floor = floor or Floor()
         self.extractor = extractor
         self.responses = responses
+        self.rerankers = rerankers or {}  # by memory.rerank, loaded at start
         self.counter = Counters()
         # Inline compressions that outlived their deadline, by trace: record() awaits
         # them, so they are tracked after-response work, never left running unowned.
@@ -78,7 +82,10 @@ class MemoryPipeline:
             else:
                 degraded = self.context.failing(call.tenant.id, call.session)
         recall = (
-            await recall_for(self.index, await self._recall_request(call, view), counter, self.floor, self.items)
+            await recall_for(
+                self.index, await self._recall_request(call, view), counter, self.floor, self.items,
+                self.rerankers.get(st.memory.rerank or ""),
+            )
             if st.memory.enabled
             else None
         )
