@@ -13,13 +13,11 @@ name in the local Hugging Face cache, or a folder).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from .embedder import load_sentence_transformer
 from .ranking import Hit
-
-TORCH_THREADS = 1  # as the embedder's: torch's default spins one thread per core against the event loop
 
 
 class Reranker(Protocol):
@@ -31,18 +29,11 @@ class Reranker(Protocol):
 
 
 class CrossEncoderReranker:
-    """A sentence-transformers CrossEncoder on CPU, loaded offline from a folder or the local cache."""
+    """A sentence-transformers CrossEncoder on CPU, loaded as the embedder's torch models are (one thread)."""
 
     def __init__(self, model: str) -> None:
-        # Read by huggingface_hub at import; nothing is downloaded at run time.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import torch
-        from sentence_transformers import CrossEncoder
-
-        torch.set_num_threads(TORCH_THREADS)
         self.name = model
-        self._model: Any = CrossEncoder(model, device="cpu")
+        self._model: Any = load_sentence_transformer(model, cross_encoder=True)
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         if not texts:
