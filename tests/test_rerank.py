@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -20,6 +21,7 @@ from proxy.memory.recall import RecallRequest, recall_for
 from proxy.memory.rerank import CrossEncoderReranker, load_rerankers, reorder
 from proxy.store import open_store
 from proxy.tokens import TokenCounter
+from tests.conftest import Proxy
 
 TURNS = [
     "My bike is red and I ride it to work.",
@@ -113,3 +115,19 @@ def test_the_config_keys_are_checked() -> None:
     assert config.from_dict({}, env={}).defaults.memory.rerank is None
     with pytest.raises(ConfigError, match="rerank_top_n"):
         config.from_dict({"defaults": {"memory": {"rerank_top_n": 0}}}, env={})
+
+
+def test_the_proxy_loads_the_configured_cross_encoder_at_start_and_serves_with_it(
+    make_proxy: Callable[..., Proxy], tiny_cross_encoder: Path
+) -> None:
+    proxy = make_proxy(defaults={"memory": {"rerank": str(tiny_cross_encoder), "profile": False}})
+    pipeline = proxy.runtime.memory.pipeline if proxy.runtime.memory else None
+    assert pipeline is not None and list(pipeline.rerankers) == [str(tiny_cross_encoder)]
+    history: list[dict[str, Any]] = [{"role": "user", "content": TURNS[2]}]
+    with proxy.client() as client:
+        client.chat.completions.create(model="gpt-4o-mini", messages=history)  # type: ignore[arg-type]
+        proxy.drain()
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Where do I keep the bike?"}]
+        )
+    assert raw.headers["x-paperclip-memories"] == "1" and "x-paperclip-degraded" not in raw.headers
