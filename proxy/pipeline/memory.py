@@ -112,7 +112,9 @@ class MemoryPipeline:
             else None
         )
         return RecallRequest(
-            call.tenant.id, call.user, call.session, call.messages, view.window, mem, call.received_at, rewrite
+            call.tenant.id, call.user, call.session, call.messages, view.window, mem, call.received_at,
+            held=call.offset,  # a provider-held chain's turns
+            rewrite=rewrite,
         )
 
     async def _inline(
