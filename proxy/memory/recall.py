@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Memory
+from ..store.fragments import Fragment
 from ..tokens import TokenCounter
 from .bm25 import tokenize
 from .cards import Card, render_block
@@ -39,7 +40,9 @@ from .item_search import ItemCandidates, ItemIndex, item_candidates
 from .packing import SCAN_LIMIT, select
 from .profile import profile_of
 from .query import build_query, focus, fragment_hash, indexable, periods_in
+from .query_rewrite import extended_query
 from .ranking import Hit, Key, boosts, candidates, rank, relevant
+from .rerank import Reranker, rerank
 
 # Normalisation of each signal over the candidates before fusion. Min-max for
 # both: "max" for BM25 (the weakest match keeps a share) let keyword matches on
@@ -57,7 +60,9 @@ class RecallRequest:
 
     ``window`` is the part of the conversation forwarded word for word: its
     turns are never injected again. ``now`` (epoch seconds) is the request's
-    time, from which the age of a memory is counted.
+    time, from which the age of a memory is counted. ``held`` is how many of
+    the session's first turns the model already has in its context (a
+    conversation its provider keeps): neither are they injected.
     """
 
     tenant: str
@@ -67,6 +72,8 @@ class RecallRequest:
     window: Sequence[dict[str, Any]]
     settings: Memory
     now: float
+    held: int = 0
+    rewrite: str | None = None  # the compression model's search line (memory.query_rewrite), if any
 
 
 @dataclass(frozen=True)
@@ -91,10 +98,11 @@ async def recall_for(
     counter: TokenCounter,
     floor: Floor,
     items: ItemIndex | None = None,
+    reranker: Reranker | None = None,
 ) -> Recall:
     """What to inject for this request; fragments still in the verbatim ``window`` are never used."""
     mem = request.settings
-    query = build_query(request.messages)
+    query = extended_query(build_query(request.messages), request.rewrite)
     if not query.strip():
         return Recall(query, [], [], None)
     tenant, user = request.tenant, request.user
@@ -133,18 +141,24 @@ async def recall_for(
     profile = profile_of(item_scope.rows if item_scope else (), mem, counter, _moment(request.now))
     cands = [
         c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
-        if c.item is None or c.item.id not in profile.item_ids
+        if (c.item is None or c.item.id not in profile.item_ids) and not _held(c.fragment, request)
     ]
     if not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
         return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
     ranking = rank(cands, periods, SCAN_LIMIT)
     ranked = [Hit(fused.scored(c.at), c.fragment, c.item, score, dated) for c, score, dated in ranking]
+    if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
+        ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)
     cards = select(ranked, counter, mem.top_k, mem.budget_tokens - profile.tokens)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *cards]
     return Recall(query, ranked[:TRACE_HITS], shown, _block(shown), focused, touched)
+
+
+def _held(fragment: Fragment | None, request: RecallRequest) -> bool:
+    return fragment is not None and fragment.session == request.session and fragment.position < request.held
 
 
 def _block(cards: Sequence[Card]) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..context.watermark import WatermarkWindow
@@ -15,6 +16,7 @@ from ..memory.embedder import Embedder
 from ..memory.extractor import Extractor
 from ..memory.fragment_search import FragmentIndex
 from ..memory.item_search import ItemIndex
+from ..memory.rerank import Reranker
 from ..metrics import Metrics
 from ..prompts import Prompts
 from ..store import Store
@@ -87,7 +89,12 @@ class MemoryLayer:
 
 
 def assemble(
-    store: Store, embedder: Embedder, prompts: Prompts, metrics: Metrics, complete_for: CompleteFor
+    store: Store,
+    embedder: Embedder,
+    prompts: Prompts,
+    metrics: Metrics,
+    complete_for: CompleteFor,
+    rerankers: Mapping[str, Reranker] | None = None,
 ) -> MemoryLayer:
     """Wire the memory layer over an opened store and a loaded embedder (no I/O here)."""
     fragments = FragmentIndex(store.fragments, embedder, TokenCounter(None))
@@ -101,5 +108,6 @@ def assemble(
         complete_for=complete_for,
         extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics, store.fragments),
         responses=store.responses,
+        rerankers=rerankers,
     )
     return MemoryLayer(store, embedder, fragments, items, pipeline, admin_items=ItemIndex(store.items))
