@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.retrieval import Sentences, ask, pct  # noqa: E402
-from proxy.memory import textindex  # noqa: E402
+from proxy.memory import bm25  # noqa: E402
 from proxy.store import Store, open_postgres, open_store, pg_vectors  # noqa: E402
 from proxy.store.fragments import NewFragment  # noqa: E402
 from proxy.store.postgres import PgDatabase  # noqa: E402
@@ -61,7 +61,7 @@ async def fill(store: Store, n: int, say: Sentences) -> None:
         vectors = rng.standard_normal((size, DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         frags = [NewFragment(hashlib.sha256(f"{lo + i}:{t}".encode()).hexdigest(), "user" if i % 2 == 0 else "assistant",
-                             t, " ".join(textindex.tokenize(t)), lo + i, len(t) // 4)
+                             t, " ".join(bm25.tokenize(t)), lo + i, len(t) // 4)
                  for i, t in enumerate(texts)]
         await store.fragments.add(TENANT, USER, f"s-{lo // 40}", frags, vectors, time.time())
 
