@@ -14,14 +14,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .item_rows import ITEM_COLUMNS as ITEM_COLUMNS
+
 # The export format; bump it when a field changes meaning. Imports accept this version only.
 EXPORT_VERSION = 1
 
 # Quoted names ("user", "end") read the same in SQLite and PostgreSQL.
-ITEM_COLUMNS = (
-    "id, session, type, key, content, importance, confidence, source, expires_at, status,"
-    " superseded_by, turns, fragment_hashes, seen_count, access_count, last_access, created, updated"
-)
 FRAGMENT_COLUMNS = "id, session, hash, role, text, position, tokens, created, status"
 SUMMARY_COLUMNS = 'id, session, level, text, tokens, start, "end", created'
 PREFIX_COLUMNS = "session, chain_hash, upto, summary_ids, created"
