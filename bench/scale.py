@@ -13,11 +13,13 @@ with ``paperclip serve`` processes in front of the fake upstream
 - throughput: 1 replica, then 3 on the same database, ``--clients``
   concurrent clients for ``--seconds``, round robin over the replicas. Each
   request is a new short conversation: retrieval before, two new fragments
-  indexed after. Twice: every request the light users' (one picked at
-  random: real traffic), then every request the heavy user's (the worst
-  case: one user's fragment writes are serialised, see
-  ``coordination.lock_scope``). Every replica has loaded every user's index
-  before the clock starts. Busy cores = CPU seconds of the replicas (and of
+  indexed after. Three mixes: the light users' requests (one picked at
+  random: real traffic) sent to the replica their user hashes to, as
+  deploy/nginx.conf routes; the same sent round robin (each replica then
+  also reads every other's new fragments into its own index of the user);
+  only the heavy user's, round robin (the worst case: one user's fragment
+  writes are serialised, see ``coordination.lock_scope``). Every replica
+  has loaded its users' indexes before the clock starts. Busy cores = CPU seconds of the replicas (and of
   PostgreSQL's processes) over the wall time; requests/s per busy core is
   the figure that says whether replicas scale with cores.
 
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,23 +159,37 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-async def warm(client: httpx.AsyncClient, urls: list[str], users: list[str], clients: int, say: Sentences) -> None:
-    """Every replica loads every user's index before the clock starts (``clients`` requests at a time)."""
-    rng, gate = random.Random(3), asyncio.Semaphore(clients)
+Route = Callable[[str], str]
+"""The replica URL a request of this user goes to."""
+
+
+def round_robin(urls: list[str]) -> Route:
+    targets = itertools.cycle(urls)
+    return lambda user: next(targets)
+
+
+def by_user(urls: list[str]) -> Route:
+    return lambda user: urls[int(hashlib.sha256(user.encode()).hexdigest(), 16) % len(urls)]
+
+
+async def warm(client: httpx.AsyncClient, urls: list[str], users: list[str], sticky: bool, clients: int,
+               say: Sentences) -> None:
+    """Each replica loads the indexes of the users it serves before the clock starts."""
+    rng, gate, route = random.Random(3), asyncio.Semaphore(clients), by_user(urls)
 
     async def one(url: str, user: str) -> None:
         async with gate:
             await chat(client, url, user, [{"role": "user", "content": ask(say, rng)}])
 
-    await asyncio.gather(*(one(url, user) for url in urls for user in users))
+    await asyncio.gather(*(one(url, user) for url in urls for user in users if not sticky or route(user) == url))
 
 
-async def throughput(urls: list[str], users: list[str], pids: list[int], seconds: float, clients: int,
-                     say: Sentences) -> dict[str, float]:
+async def throughput(urls: list[str], users: list[str], sticky: bool, pids: list[int], seconds: float,
+                     clients: int, say: Sentences) -> dict[str, float]:
     rng = random.Random(2)
-    targets = itertools.cycle(urls)
+    route = by_user(urls) if sticky else round_robin(urls)
     async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=clients * 2)) as client:
-        await warm(client, urls, users, clients, say)
+        await warm(client, urls, users, sticky, clients, say)
         done = 0
         cpu0, own0, t0 = cpu_seconds(pids), time.process_time(), time.perf_counter()
         deadline = t0 + seconds
@@ -182,7 +199,8 @@ async def throughput(urls: list[str], users: list[str], pids: list[int], seconds
             while time.perf_counter() < deadline:
                 history = [{"role": "user", "content": say()}, {"role": "assistant", "content": say()},
                            {"role": "user", "content": ask(say, rng)}]
-                await chat(client, next(targets), rng.choice(users), history)
+                user = rng.choice(users)
+                await chat(client, route(user), user, history)
                 done += 1
 
         await asyncio.gather(*(worker() for _ in range(clients)))
@@ -199,7 +217,8 @@ def postgres_pids(server: PgServer) -> list[int]:
     return [pid] if pid else []
 
 
-TRAFFIC = ("many", "one")  # the light users' requests, then only the heavy user's
+# (name, light users or only the heavy one, routed by user), in the order they run
+TRAFFIC = (("sticky", True, True), ("many", True, False), ("one", False, False))
 
 
 async def measure(kind: str, size: int, url: str, folder: Path, upstream: str, db_pids: list[int],
@@ -217,8 +236,8 @@ async def measure(kind: str, size: int, url: str, folder: Path, upstream: str, d
             pids = [r.proc.pid for r in replicas if r.proc is not None] + db_pids
             if n == 1:
                 row.update(await retrieval(urls[0], args.queries, say))
-            for traffic in TRAFFIC:
-                result = await throughput(urls, users if traffic == "many" else [HEAVY], pids, args.seconds,
+            for traffic, light, sticky in TRAFFIC:
+                result = await throughput(urls, users if light else [HEAVY], sticky, pids, args.seconds,
                                           args.clients, say)
                 row.update({f"{k}_{traffic}_{n}": v for k, v in result.items()})
         finally:
@@ -247,15 +266,16 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]], users: int) -> str:
-    head = (f"{'store':11}{'fragments':>10}{'p50 ms':>8}{'p99 ms':>8}  {'traffic':12}{'rps 1':>7}{'cores 1':>8}"
+    head = (f"{'store':11}{'fragments':>10}{'p50 ms':>8}{'p99 ms':>8}  {'traffic':26}{'rps 1':>7}{'cores 1':>8}"
             f"{'rps/core 1':>11}  {'rps 3':>7}{'cores 3':>8}{'rps/core 3':>11}{'3 vs 1':>8}")
     lines = [head]
     for r in rows:
-        for traffic in TRAFFIC:
+        for traffic, light, sticky in TRAFFIC:
             one, three = r[f"rps_per_core_{traffic}_1"], r[f"rps_per_core_{traffic}_3"]
-            label = f"{users} users" if traffic == "many" else "1 user"
+            label = f"{users} users, " if light else "1 user, "
+            label += "by user" if sticky else "round robin"
             lines.append(
-                f"{r['store']:11}{r['fragments']:>10}{r['p50_ms']:>8.1f}{r['p99_ms']:>8.1f}  {label:12}"
+                f"{r['store']:11}{r['fragments']:>10}{r['p50_ms']:>8.1f}{r['p99_ms']:>8.1f}  {label:26}"
                 f"{r[f'rps_{traffic}_1']:>7.1f}{r[f'busy_cores_{traffic}_1']:>8.2f}{one:>11.1f}  "
                 f"{r[f'rps_{traffic}_3']:>7.1f}{r[f'busy_cores_{traffic}_3']:>8.2f}{three:>11.1f}"
                 f"{three / one if one else float('nan'):>8.2f}")
