@@ -149,3 +149,19 @@ def test_report_writes_a_page_with_its_plots(dataset: Path, tmp_path: Path) -> N
         assert (folder / figure).read_bytes().startswith(b"\x89PNG")
     assert "<td>fusion</td>" in page and "<td>bm25</td>" in page and "<td>vector</td>" in page
     assert "greyhound" not in page  # scores only, never the data set's text
+
+
+def test_convs_picks_a_data_split_and_names_an_unknown_id(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = {**SAMPLE, "sample_id": "conv-y"}
+    both = tmp_path / "two.json"
+    both.write_text(json.dumps([SAMPLE, other]), encoding="utf-8")
+    out = tmp_path / "split.json"
+    args = ["eval", "locomo", str(both), "--embedder", "hash", "--no-progress", "--out", str(out)]
+    assert main([*args, "--convs", "conv-y"]) == 0
+    result = json.loads(out.read_text())
+    assert result["meta"]["conversations"] == 1
+    assert {a["conversation"] for a in result["answers"]} == {"conv-y"}
+    assert main([*args, "--convs", "conv-y,conv-z"]) == 2
+    assert "no conversation conv-z" in capsys.readouterr().err
