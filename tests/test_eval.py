@@ -149,3 +149,22 @@ def test_report_writes_a_page_with_its_plots(dataset: Path, tmp_path: Path) -> N
         assert (folder / figure).read_bytes().startswith(b"\x89PNG")
     assert "<td>fusion</td>" in page and "<td>bm25</td>" in page and "<td>vector</td>" in page
     assert "greyhound" not in page  # scores only, never the data set's text
+
+
+def test_conversations_are_selected_by_id_for_a_split(dataset: Path, tmp_path: Path) -> None:
+    other = {**SAMPLE, "sample_id": "conv-y"}
+    both = tmp_path / "two.json"
+    both.write_text(json.dumps([SAMPLE, other]), encoding="utf-8")
+    convs = locomo.load(both)
+    assert [c.id for c in locomo.select(convs, "conv-y")] == ["conv-y"]
+    assert [c.id for c in locomo.select(convs, " conv-y , conv-x")] == ["conv-x", "conv-y"]
+    assert [c.id for c in locomo.select(convs, None)] == ["conv-x", "conv-y"]
+    with pytest.raises(ValueError, match="conv-z"):
+        locomo.select(convs, "conv-x,conv-z")
+    out = tmp_path / "split.json"
+    args = ["eval", "locomo", str(both), "--embedder", "hash", "--no-progress", "--out", str(out)]
+    assert main([*args, "--convs", "conv-y"]) == 0
+    result = json.loads(out.read_text())
+    assert result["meta"]["conversations"] == 1
+    assert {a["conversation"] for a in result["answers"]} == {"conv-y"}
+    assert main([*args, "--convs", "conv-nope"]) == 2
