@@ -136,10 +136,10 @@ def test_select_respects_budget_and_top_k_and_skips_what_does_not_fit() -> None:
     counter = TokenCounter(None)
     medium = [hit(frag(i, 10 * i, "word " * 80), 0.9 - i / 100) for i in (1, 2)]
     shorts = [hit(frag(i, 10 * i, f"short fact number {i}"), 0.8 - i / 100) for i in range(3, 9)]
-    cards = select([*medium, *shorts], counter, top_k=4, budget=210)
+    cards = select([*medium, *shorts], counter, top_k=4, budget=190)
     # The second medium turn does not fit after the first: shorter ones take its place, whole.
     assert [c.id for c in cards] == ["f1", "f3", "f4", "f5"]
-    assert counter.text(render_block(cards)) <= 210
+    assert counter.text(render_block(cards)) <= 190
     assert all("…" not in c.text for c in cards)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..store.fragments import Fragment
 from ..tokens import TokenCounter
-from .cards import MIN_TRUNCATED_TOKENS, Card, CardSource, pack, render_block, render_card
+from .cards import MIN_TRUNCATED_TOKENS, Card, CardSource, card_cost, headed, pack, render_block
 from .fragment_search import day_of
 from .ranking import Hit
 
@@ -45,13 +45,25 @@ def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int
     a single fragment longer than half the budget, which ``pack`` truncates.
     """
     cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
-    costs: dict[tuple[str, ...], int] = {}
+    made: dict[tuple[str, ...], Card] = {}
+    costs: dict[tuple[tuple[str, ...], bool], int] = {}
 
-    def cost(ex: Excerpt) -> int:
+    def card(ex: Excerpt) -> Card:
         key = tuple(h.id for h in ex.members)
-        if key not in costs:
-            costs[key] = counter.text(render_card(ex.card()) + "\n")
-        return costs[key]
+        if key not in made:
+            made[key] = ex.card()
+        return made[key]
+
+    def sizes_of(trial: Sequence[Excerpt]) -> list[int]:
+        # A day's first excerpt carries the header, the others a gap line (``cards.layout``).
+        made_cards = [card(ex) for ex in trial]
+        out = []
+        for ex, c, first in zip(trial, made_cards, headed(made_cards), strict=True):
+            key = (tuple(h.id for h in ex.members), first)
+            if key not in costs:
+                costs[key] = card_cost(c, counter, first)
+            out.append(costs[key])
+        return out
 
     base = counter.text(render_block([]))
     chosen: list[Excerpt] = []
@@ -68,14 +80,14 @@ def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int
         trial = place(chosen, hit)
         if trial is None or len(trial) > top_k:
             continue
-        sizes = [cost(ex) for ex in trial]
+        sizes = sizes_of(trial)
         if any(s > cap and len(ex.members) > 1 for s, ex in zip(sizes, trial, strict=True)):
             continue  # never let pack() cut an excerpt's later turns
         total = base + sum(min(s, cap) for s in sizes)
         if total <= budget:
             chosen, used = trial, total
             edges = _edges(chosen)
-    return pack((ex.card() for ex in chosen), counter, top_k, budget)
+    return pack((card(ex) for ex in chosen), counter, top_k, budget)
 
 
 def _edges(chosen: Sequence[Excerpt]) -> frozenset[tuple[str, float, int]]:
