@@ -10,9 +10,7 @@ from proxy.memory.cards import (
     BLOCK_END,
     BLOCK_START,
     Card,
-    headed,
     inject,
-    layout,
     pack,
     render_block,
     render_card,
@@ -38,28 +36,15 @@ def test_fragments_are_conversation_excerpts_and_dates_are_optional() -> None:
 
 
 def test_multi_turn_fragment_renders_one_line_per_turn() -> None:
-    text = "User: I fly to Lisbon on the 14th.\nAssistant: Noted, Lisbon on the 14th."
-    card = Card("fragment", "user said", "2026-11-02", text, "f2")
+    text = "User: I fly to Lisbon on the 14th.\nAssistant: Noted, Lisbon on the 14th.\n…\nUser: Back on the 20th."
+    card = Card("fragment", "user said", "2026-11-02", text, "f2,f3,f7")
     assert render_card(card) == (
         "[conversation · 2026-11-02]\n"
         "User: I fly to Lisbon on the 14th.\n"
-        "Assistant: Noted, Lisbon on the 14th."
+        "Assistant: Noted, Lisbon on the 14th.\n"
+        "…\n"
+        "User: Back on the 20th."
     )
-    assert render_card(card, headed=False) == "…\nUser: I fly to Lisbon on the 14th.\nAssistant: Noted, Lisbon on the 14th."
-
-
-def test_excerpts_of_one_day_share_one_header_after_the_first() -> None:
-    may8 = [Card("fragment", "user said", "2023-05-08", f"User: turn {i}", f"f{i}") for i in (1, 2)]
-    may9 = Card("fragment", "user said", "2023-05-09", "User: turn 3", "f3")
-    undated = [Card("fragment", "user said", None, f"User: turn {i}", f"f{i}") for i in (4, 5)]
-    cards = [may8[0], ALLERGY, may9, undated[0], may8[1], undated[1]]
-    placed = layout(cards)
-    assert [c.id for c, _ in placed] == ["f1", "f2", "m1", "f3", "f4", "f5"]
-    assert [h for _, h in placed] == [True, False, True, True, True, True]
-    assert headed(cards) == [True, True, True, True, False, True]
-    lines = render_block(cards).splitlines()[2:-1]
-    assert lines[:4] == ["[conversation · 2023-05-08]", "User: turn 1", "…", "User: turn 2"]
-    assert lines.count("[conversation · 2023-05-08]") == 1 and lines.count("[conversation]") == 2
 
 
 def test_block_has_markers_and_a_not_instructions_preamble() -> None:
@@ -193,6 +178,7 @@ ODD_TEXTS = [
     "emoji 😀!",
     "[bracket] and \"quotes\".",
     "  spaces  ",
+    "User: one.\n…\nAssistant: two …",
 ]
 
 
@@ -202,15 +188,13 @@ def test_a_block_counts_as_its_cards_counted_one_by_one(counter: TokenCounter) -
         Card(kind, "user said", date, text, f"c{i}")
         for i, (kind, date, text) in enumerate(
             (kind, date, text)
-            for kind, date in (("fragment", "2023-05-08"), ("preference", None), ("fragment", "2023-05-09"))
+            for kind, date in (("fragment", "2023-05-08"), ("preference", None))
             for text in ODD_TEXTS
         )
     ]
     for n in range(len(cards) + 1):
         block = cards[:n]
-        by_card = counter.text(render_block([])) + sum(
-            counter.text(render_card(c, first) + "\n") for c, first in zip(block, headed(block), strict=True)
-        )
+        by_card = counter.text(render_block([])) + sum(counter.text(render_card(c) + "\n") for c in block)
         assert counter.text(render_block(block)) == by_card
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from ..store.fragments import Fragment
 from ..tokens import TokenCounter
-from .cards import MIN_TRUNCATED_TOKENS, Card, CardSource, card_cost, headed, pack, render_block
+from .cards import GAP, MIN_TRUNCATED_TOKENS, Card, CardSource, card_cost, pack, render_block
 from .fragment_search import day_of
 from .ranking import Hit
 
@@ -28,6 +29,10 @@ class Excerpt:
     members: tuple[Hit, ...]  # fragments in conversation order; (lead,) for an item
 
     def card(self) -> Card:
+        return self._card
+
+    @functools.cached_property
+    def _card(self) -> Card:
         if self.lead.item is not None:
             return card_of(self.lead)
         lines = [_line(h.fragment) for h in self.members if h.fragment]
@@ -40,54 +45,106 @@ class Excerpt:
 def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int) -> list[Card]:
     """The cards to inject: best hits first, adjacent fragments merged, within ``budget`` tokens.
 
-    At most ``top_k`` cards. A hit that does not fit whole is skipped for a
-    later, shorter one, so a turn is never cut short for want of room — except
-    a single fragment longer than half the budget, which ``pack`` truncates.
+    At most ``top_k`` cards; a card is an item, or what was said on one day
+    (``cards_of``). A hit that does not fit whole is skipped for a later,
+    shorter one, so a turn is never cut short for want of room — except a
+    single fragment longer than half the budget, which ``pack`` truncates.
     """
     cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
-    made: dict[tuple[str, ...], Card] = {}
-    costs: dict[tuple[tuple[str, ...], bool], int] = {}
-
-    def card(ex: Excerpt) -> Card:
-        key = tuple(h.id for h in ex.members)
-        if key not in made:
-            made[key] = ex.card()
-        return made[key]
-
-    def sizes_of(trial: Sequence[Excerpt]) -> list[int]:
-        # A day's first excerpt carries the header, the others a gap line (``cards.layout``).
-        made_cards = [card(ex) for ex in trial]
-        out = []
-        for ex, c, first in zip(trial, made_cards, headed(made_cards), strict=True):
-            key = (tuple(h.id for h in ex.members), first)
-            if key not in costs:
-                costs[key] = card_cost(c, counter, first)
-            out.append(costs[key])
-        return out
-
+    size = _Sizes(counter)
     base = counter.text(render_block([]))
     chosen: list[Excerpt] = []
     used = base
     edges: frozenset[tuple[str, float, int]] = frozenset()  # where a turn would join ``chosen``
+    days: frozenset[str] = frozenset()  # the days ``chosen`` has a card for
     for hit in ranked[:SCAN_LIMIT]:
         if budget - used < MIN_ROOM:
             break
         frag = hit.fragment
         if frag is not None and min(frag.tokens - SLACK, cap) > budget - used:
             continue  # its own text is too long for the room left, alone or joined to an excerpt
-        if len(chosen) >= top_k and (frag is None or _edge(frag) not in edges):
-            continue  # no room for another card, and it joins none (what place() would find, faster)
+        if len(days) >= top_k and (frag is None or (_edge(frag) not in edges and day_of(frag.created) not in days)):
+            continue  # no room for another card, and it joins none (what by_day() would find, faster)
         trial = place(chosen, hit)
-        if trial is None or len(trial) > top_k:
+        if trial is None:
             continue
-        sizes = sizes_of(trial)
-        if any(s > cap and len(ex.members) > 1 for s, ex in zip(sizes, trial, strict=True)):
-            continue  # never let pack() cut an excerpt's later turns
+        groups = by_day(trial)
+        if len(groups) > top_k:
+            continue
+        sizes = [size(g) for g in groups]
+        if any(s > cap and (len(g) > 1 or len(g[0].members) > 1) for s, g in zip(sizes, groups, strict=True)):
+            continue  # never let pack() cut a card's later turns
         total = base + sum(min(s, cap) for s in sizes)
         if total <= budget:
             chosen, used = trial, total
             edges = _edges(chosen)
-    return pack((card(ex) for ex in chosen), counter, top_k, budget)
+            days = frozenset(g[0].card().date or "" for g in groups if g[0].lead.item is None)
+    return pack(cards_of(chosen), counter, top_k, budget)
+
+
+def by_day(excerpts: Sequence[Excerpt]) -> list[list[Excerpt]]:
+    """The excerpts a card each: an item alone, and every excerpt of one day together.
+
+    A day's group stands where its best excerpt does; inside it, excerpts keep
+    the order they were chosen in.
+    """
+    out: list[list[Excerpt]] = []
+    at: dict[str, list[Excerpt]] = {}
+    for ex in excerpts:
+        day = ex.card().date if ex.lead.item is None else None
+        if day is not None and day in at:
+            at[day].append(ex)
+            continue
+        out.append([ex])
+        if day is not None:
+            at[day] = out[-1]
+    return out
+
+
+def cards_of(excerpts: Sequence[Excerpt]) -> list[Card]:
+    """The cards of ``by_day``'s groups: one day's excerpts under one header, a ``…`` line between two.
+
+    The excerpts of a day are not consecutive turns, and a date said once, not
+    once per excerpt, leaves the budget to the turns.
+    """
+    out = []
+    for group in by_day(excerpts):
+        first = group[0].card()
+        text = f"\n{GAP}\n".join(ex.card().text for ex in group)
+        out.append(replace(first, text=text, id=",".join(ex.card().id for ex in group)))
+    return out
+
+
+class _Sizes:
+    """The tokens a group's card adds to the block, summed from its lines, each counted once.
+
+    A card's count is its lines' (each with its newline): a line starts with
+    "[", "User:", "Assistant:" or "…", where the tokenizer never joins it to
+    the line before (``cards.pack`` re-counts the chosen cards exactly).
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.lines: dict[str, int] = {}
+        self.gap = counter.text(GAP + "\n")
+
+    def __call__(self, group: Sequence[Excerpt]) -> int:
+        first = group[0].card()
+        if group[0].lead.item is not None:
+            return self._count("item " + first.id, lambda: card_cost(first, self.counter))
+        header = replace(first, text="")
+        total = self._count("day " + (first.date or ""), lambda: card_cost(header, self.counter))
+        for ex in group:
+            for h in ex.members:
+                if h.id not in self.lines:
+                    self.lines[h.id] = self.counter.text(_line(h.fragment) + "\n")
+                total += self.lines[h.id]
+        return total + self.gap * (len(group) - 1)
+
+    def _count(self, key: str, count: Callable[[], int]) -> int:
+        if key not in self.lines:
+            self.lines[key] = count()
+        return self.lines[key]
 
 
 def _edges(chosen: Sequence[Excerpt]) -> frozenset[tuple[str, float, int]]:
