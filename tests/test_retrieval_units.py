@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.memory.cards import card_cost, render_block
+from proxy.memory.cards import render_block
 from proxy.memory.embedder import HashEmbedder
 from proxy.memory.fragment_search import FragmentIndex, _ScopeIndex, nearest
 from proxy.memory.fusion import Part, Scored
-from proxy.memory.packing import Excerpt, _Sizes, by_day, cards_of, place, select
+from proxy.memory.packing import Excerpt, Tally, cards_of, place, select
 from proxy.memory.query import focus, periods_in
 from proxy.memory.ranking import Candidate, Hit, Key, boosts, rank, supported_by_neighbours
 from proxy.store import open_store
@@ -164,17 +164,18 @@ LINES = ["我的猫对花生过敏。", "url http://x.y/z?a=1.", "emoji 😀!", 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 30), st.sampled_from(LINES), st.booleans()),
                 min_size=1, max_size=12, unique_by=lambda t: (t[0], t[1])))
-def test_a_cards_size_is_the_sum_of_its_lines(turns: list[tuple[int, int, str, bool]]) -> None:
-    """What ``select`` relies on: a day's card counts as its header, lines and gaps, each counted once."""
+def test_the_tally_counts_the_block_as_the_tokenizer_does(turns: list[tuple[int, int, str, bool]]) -> None:
+    """What ``select`` relies on: a block counts as its headers, lines and gaps, each counted once."""
     counter = TokenCounter("gpt-4o-mini")
-    hits = [hit(frag(i + 1, pos, text, role="user" if user else "assistant", created=MAY_8 + d * 86400), 0.5)
-            for i, (d, pos, text, user) in enumerate(turns)]
+    tally = Tally(counter, 10_000)
     chosen: list[Excerpt] = []
-    for h in hits:
-        chosen = place(chosen, h) or chosen
-    size = _Sizes(counter)
-    for group, card in zip(by_day(chosen), cards_of(chosen), strict=True):
-        assert size(group) == card_cost(card, counter)
+    for i, (d, pos, text, user) in enumerate(turns):
+        h = hit(frag(i + 1, pos, text, role="user" if user else "assistant", created=MAY_8 + d * 86400), 0.5)
+        trial = place(chosen, h)
+        assert trial is not None and tally.add(h, len(chosen) + 1 - len(trial))
+        chosen = trial
+        assert tally.used == counter.text(render_block(cards_of(chosen)))
+    assert tally.cards == len(cards_of(chosen))
 
 
 def test_select_truncates_a_single_huge_turn_rather_than_losing_it() -> None:

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..store.fragments import Fragment
 from ..tokens import TokenCounter
-from .cards import GAP, MIN_TRUNCATED_TOKENS, Card, CardSource, card_cost, pack, render_block
+from .cards import (
+    GAP,
+    MIN_TRUNCATED_TOKENS,
+    Card,
+    CardSource,
+    card_cost,
+    pack,
+    render_block,
+    render_card,
+)
 from .fragment_search import day_of
 from .ranking import Hit
 
@@ -50,36 +59,84 @@ def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int
     shorter one, so a turn is never cut short for want of room — except a
     single fragment longer than half the budget, which ``pack`` truncates.
     """
-    cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
-    size = _Sizes(counter)
-    base = counter.text(render_block([]))
+    tally = Tally(counter, budget)
     chosen: list[Excerpt] = []
-    used = base
     edges: frozenset[tuple[str, float, int]] = frozenset()  # where a turn would join ``chosen``
-    days: frozenset[str] = frozenset()  # the days ``chosen`` has a card for
+    taken: frozenset[tuple[str, float, int]] = frozenset()  # where its turns are
     for hit in ranked[:SCAN_LIMIT]:
-        if budget - used < MIN_ROOM:
+        if budget - tally.used < MIN_ROOM:
             break
         frag = hit.fragment
-        if frag is not None and min(frag.tokens - SLACK, cap) > budget - used:
+        if frag is not None and min(frag.tokens - SLACK, tally.cap) > budget - tally.used:
             continue  # its own text is too long for the room left, alone or joined to an excerpt
-        if len(days) >= top_k and (frag is None or (_edge(frag) not in edges and day_of(frag.created) not in days)):
-            continue  # no room for another card, and it joins none (what by_day() would find, faster)
+        if tally.cards >= top_k and (frag is None or day_of(frag.created) not in tally.days):
+            continue  # no room for another card
+        if frag is None or _edge(frag) not in edges:
+            # It joins no excerpt (what place() would find, without the scan): a new one,
+            # unless a turn of its place is in one already.
+            if (frag is None or _edge(frag) not in taken) and tally.add(hit, 0):
+                chosen = [*chosen, Excerpt(hit, (hit,))]
+                if frag is not None:
+                    edges, taken = _edges(chosen), taken | {_edge(frag)}
+            continue
         trial = place(chosen, hit)
-        if trial is None:
-            continue
-        groups = by_day(trial)
-        if len(groups) > top_k:
-            continue
-        sizes = [size(g) for g in groups]
-        if any(s > cap and (len(g) > 1 or len(g[0].members) > 1) for s, g in zip(sizes, groups, strict=True)):
-            continue  # never let pack() cut a card's later turns
-        total = base + sum(min(s, cap) for s in sizes)
-        if total <= budget:
-            chosen, used = trial, total
-            edges = _edges(chosen)
-            days = frozenset(g[0].card().date or "" for g in groups if g[0].lead.item is None)
+        if trial is not None and tally.add(hit, len(chosen) + 1 - len(trial)):  # it joined 1 or 2
+            chosen, edges, taken = trial, _edges(trial), taken | {_edge(frag)}
     return pack(cards_of(chosen), counter, top_k, budget)
+
+
+class Tally:
+    """The tokens of the block in the making, kept as hits are added, each line counted once.
+
+    A card's count is its lines' (each with its newline): a line starts with
+    "[", "User:", "Assistant:" or "…", where the tokenizer never joins it to
+    the line before; ``cards.pack`` re-counts the chosen cards exactly. A card
+    over half the budget (``cap``) counts as ``cap``: only a single turn may be
+    that long, and ``pack`` truncates it.
+    """
+
+    def __init__(self, counter: TokenCounter, budget: int) -> None:
+        self.counter = counter
+        self.budget = budget
+        self.cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
+        self.used = counter.text(render_block([]))
+        self.days: dict[str, int] = {}  # each day's card: its tokens so far
+        self.cards = 0
+
+    def add(self, hit: Hit, joined: int) -> bool:
+        """Count ``hit`` in, joining ``joined`` excerpts of its day (0: a new excerpt), if it fits."""
+        if hit.fragment is None:
+            size = card_cost(card_of(hit), self.counter)
+            if self.used + min(size, self.cap) > self.budget:
+                return False
+            self.used += min(size, self.cap)
+            self.cards += 1
+            return True
+        day = day_of(hit.fragment.created)
+        line = _tokens(self.counter, _line(hit.fragment) + "\n")
+        before = self.days.get(day)
+        if before is None:
+            size = _tokens(self.counter, render_card(Card("fragment", "user said", day, "", "")) + "\n") + line
+        else:
+            size = before + line + (self.gap, 0, -self.gap)[joined]
+            if size > self.cap:
+                return False  # never let pack() cut a card's later turns
+        used = self.used - min(before or 0, self.cap) + min(size, self.cap)
+        if used > self.budget:
+            return False
+        self.used, self.days[day] = used, size
+        self.cards += before is None
+        return True
+
+    @functools.cached_property
+    def gap(self) -> int:
+        return _tokens(self.counter, GAP + "\n")
+
+
+@functools.lru_cache(maxsize=20_000)
+def _tokens(counter: TokenCounter, line: str) -> int:
+    """A line's tokens, remembered across requests: the same turns come back in many blocks."""
+    return counter.text(line)
 
 
 def by_day(excerpts: Sequence[Excerpt]) -> list[list[Excerpt]]:
@@ -113,38 +170,6 @@ def cards_of(excerpts: Sequence[Excerpt]) -> list[Card]:
         text = f"\n{GAP}\n".join(ex.card().text for ex in group)
         out.append(replace(first, text=text, id=",".join(ex.card().id for ex in group)))
     return out
-
-
-class _Sizes:
-    """The tokens a group's card adds to the block, summed from its lines, each counted once.
-
-    A card's count is its lines' (each with its newline): a line starts with
-    "[", "User:", "Assistant:" or "…", where the tokenizer never joins it to
-    the line before (``cards.pack`` re-counts the chosen cards exactly).
-    """
-
-    def __init__(self, counter: TokenCounter) -> None:
-        self.counter = counter
-        self.lines: dict[str, int] = {}
-        self.gap = counter.text(GAP + "\n")
-
-    def __call__(self, group: Sequence[Excerpt]) -> int:
-        first = group[0].card()
-        if group[0].lead.item is not None:
-            return self._count("item " + first.id, lambda: card_cost(first, self.counter))
-        header = replace(first, text="")
-        total = self._count("day " + (first.date or ""), lambda: card_cost(header, self.counter))
-        for ex in group:
-            for h in ex.members:
-                if h.id not in self.lines:
-                    self.lines[h.id] = self.counter.text(_line(h.fragment) + "\n")
-                total += self.lines[h.id]
-        return total + self.gap * (len(group) - 1)
-
-    def _count(self, key: str, count: Callable[[], int]) -> int:
-        if key not in self.lines:
-            self.lines[key] = count()
-        return self.lines[key]
 
 
 def _edges(chosen: Sequence[Excerpt]) -> frozenset[tuple[str, float, int]]:
