@@ -30,8 +30,11 @@ Measured, for every target in the same run:
 
 - non-stream latency at concurrency 1: ``--requests`` requests per target
   and endpoint (``/chat/completions`` and ``/responses``, the Responses API),
-  alternating request by request between targets and endpoints (the order
-  rotates), after a warm-up; p50 and p99 of the full request time (body read);
+  in rounds of one request per target and endpoint, the targets' and the
+  endpoints' orders rotating (see ``rounds``), after a warm-up; p50 and p99 of the
+  full request time (body read); ``/responses``' added time over chat's, from
+  each request's time minus the direct one's in the same round (see
+  ``added_ratios``);
 - streaming time to first byte at concurrency 1: the same, up to the first
   body chunk of a ``stream: true`` chat request (the rest is read too);
 - requests/s at concurrency ``--concurrency`` (32): ``--seconds`` per target,
@@ -75,7 +78,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import uvloop
@@ -89,6 +92,7 @@ from tests.pki import issue, make_ca  # noqa: E402
 MODEL = "gpt-4o-mini"
 UPSTREAM_KEY = "sk-bench-upstream"
 PROXY_KEY = "pk-bench"
+T = TypeVar("T")
 LITELLM_KEY = "sk-litellm-bench-" + secrets.token_hex(24)
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello in one short sentence."}]}
 STREAM_BODY = {**BODY, "stream": True}
@@ -100,7 +104,7 @@ GOALS = {
     "added_ttfb_p50_ms": 2.0,
     "throughput_ratio": 0.60,
     "idle_rss_mb": 150.0,
-    "responses_vs_chat_added": 1.10,  # the Responses API's added p50 within 10% of chat's
+    "responses_vs_chat_added": 1.10,  # the Responses API's added time within 10% of chat's (added_ratios)
 }
 
 
@@ -246,19 +250,37 @@ async def one_stream(client: httpx.AsyncClient, t: Target) -> float:
 
 
 async def sequential(client: httpx.AsyncClient, targets: list[Target], n: int, stream: bool, warmup: int) -> None:
-    for i in range(warmup + n):
-        k = i % len(targets)
-        for t in targets[k:] + targets[:k]:  # the order rotates: none is always first
+    kinds = ["chat"] if stream else list(ENDPOINTS)
+    for i, order in enumerate(rounds(targets, kinds, warmup + n)):
+        for t, kind in order:
             if stream:
                 elapsed = await one_stream(client, t)
                 if i >= warmup:
                     t.ttfb.append(elapsed)
                 continue
-            kinds = ["chat", "responses"] if i % 2 else ["responses", "chat"]
-            for kind in kinds:
-                elapsed = await one_request(client, t, kind)
-                if i >= warmup:
-                    (t.latency if kind == "chat" else t.responses_latency).append(elapsed)
+            elapsed = await one_request(client, t, kind)
+            if i >= warmup:
+                (t.latency if kind == "chat" else t.responses_latency).append(elapsed)
+
+
+def rounds(targets: list[T], kinds: list[str], n: int) -> list[list[tuple[T, str]]]:
+    """``n`` rounds of one request per target and endpoint, in an order that favours none.
+
+    Each round, the targets take their turns in rotating order, each sending
+    every endpoint; the endpoints' order rotates once every full rotation of
+    the targets, so each endpoint of each target comes first after the other
+    process's turn equally often. Such a request is slower (caches, a thread
+    woken): when both orders rotated together, Paperclip's ``/responses``
+    always took that place and its chat never, and the reverse direct: that
+    made ``/responses``' added p50 1.21x chat's where this order measured
+    0.98x in the same run (memory off; 1.06x and 0.99x with memory on).
+    """
+    out = []
+    for i in range(n):
+        k, j = i % len(targets), (i // len(targets)) % len(kinds)
+        ordered = kinds[j:] + kinds[:j]
+        out.append([(t, kind) for t in targets[k:] + targets[:k] for kind in ordered])
+    return out
 
 
 async def block(clients: list[httpx.AsyncClient], t: Target, seconds: float) -> None:
@@ -349,6 +371,8 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             row["added_responses_p50_ms"] = row["responses_p50_ms"] - d["responses_p50_ms"]
             row["added_responses_p99_ms"] = row["responses_p99_ms"] - d["responses_p99_ms"]
             row["throughput_ratio"] = row["rps"] / d["rps"] if d["rps"] else 0.0
+            row["responses_vs_chat_parts"] = parts = added_ratios(t, direct, args.parts)
+            row["responses_vs_chat_added"] = statistics.median(parts)
         if t.name == "via-proxy":  # what the tunnel adds to Paperclip itself
             p = out["targets"]["paperclip"]
             row["tunnel_added_p50_ms"] = row["latency_p50_ms"] - p["latency_p50_ms"]
@@ -356,6 +380,28 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
         out["targets"][t.name] = row
     out["goals"] = goals(out["targets"])
     return out
+
+
+def added_ratios(t: Target, direct: Target, parts: int) -> list[float]:
+    """``/responses``' added time over chat's, in each of ``parts`` consecutive slices of the run.
+
+    Like for like: what a request adds is its time minus the direct request
+    to the same endpoint in the same round (``rounds`` gives each target one
+    of each per round), so a burst of load weighs on both sides of one
+    difference; per slice, the median of those differences for each endpoint.
+    The median of the slices' ratios is not swayed by one noisy slice, and
+    their spread says how far to trust it.
+    """
+    n = len(t.latency) // parts
+    ratios = []
+    for j in range(parts):
+        cut = slice(j * n, (j + 1) * n)
+        chat = statistics.median(p - d for p, d in zip(t.latency[cut], direct.latency[cut], strict=True))
+        responses = statistics.median(
+            p - d for p, d in zip(t.responses_latency[cut], direct.responses_latency[cut], strict=True)
+        )
+        ratios.append(responses / chat if chat > 0 else float("inf"))
+    return ratios
 
 
 def goals(rows: dict[str, Any]) -> dict[str, Any]:
@@ -366,8 +412,8 @@ def goals(rows: dict[str, Any]) -> dict[str, Any]:
         f"added TTFB p50 <= {GOALS['added_ttfb_p50_ms']} ms": p["added_ttfb_p50_ms"] <= GOALS["added_ttfb_p50_ms"],
         f"throughput c=32 >= {GOALS['throughput_ratio']:.0%} of direct": p["throughput_ratio"] >= GOALS["throughput_ratio"],
         f"idle RSS <= {GOALS['idle_rss_mb']:.0f} MB": p["idle_rss_mb"] is not None and p["idle_rss_mb"] <= GOALS["idle_rss_mb"],
-        f"added p50 on /responses <= {GOALS['responses_vs_chat_added']:.2f} x chat's":
-            p["added_responses_p50_ms"] <= GOALS["responses_vs_chat_added"] * p["added_p50_ms"],
+        f"added on /responses <= {GOALS['responses_vs_chat_added']:.2f} x chat's (paired, median of slices)":
+            p["responses_vs_chat_added"] <= GOALS["responses_vs_chat_added"],
     }
     if "quiet" in rows:
         cost = p["latency_p50_ms"] - rows["quiet"]["latency_p50_ms"]
@@ -397,6 +443,10 @@ def table(result: dict[str, Any]) -> str:
     line("non-stream latency p99 (ms)", "latency_p99_ms", "added_p99_ms")
     line("/responses latency p50 (ms)", "responses_p50_ms", "added_responses_p50_ms")
     line("/responses latency p99 (ms)", "responses_p99_ms", "added_responses_p99_ms")
+    for n in names[1:]:
+        parts = ", ".join(f"{r:.2f}" for r in rows[n]["responses_vs_chat_parts"])
+        lines.append(f"{'/responses added vs chat (' + n + ')':32}{rows[n]['responses_vs_chat_added']:>12.2f}x"
+                     f"  median of {len(rows[n]['responses_vs_chat_parts'])} slices: {parts}")
     line("stream TTFB p50 (ms)", "ttfb_p50_ms", "added_ttfb_p50_ms")
     line("stream TTFB p99 (ms)", "ttfb_p99_ms", "added_ttfb_p99_ms")
     line(f"requests/s at c={s['concurrency']}", "rps", None, "{:.0f}")
@@ -465,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per target at c=--concurrency")
     parser.add_argument("--block", type=float, default=2.5, help="length of one alternating block at c=--concurrency")
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--parts", type=int, default=5, help="slices of the c=1 run, each giving a /responses vs chat ratio")
     parser.add_argument("--memory", action="store_true", help="turn Paperclip's memory and context layers on")
     parser.add_argument("--embedding", default="bundled", help="embedding.model with --memory (bundled, hash, ...)")
     parser.add_argument("--peer", choices=["litellm"], action="append", default=[])

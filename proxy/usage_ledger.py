@@ -3,7 +3,8 @@
 ``billed`` is pure: it finds the last ``"usage"`` object in the response's
 last bytes (a non-stream body ends with it; a stream with
 ``stream_options.include_usage`` sends it in the last chunk before
-``[DONE]``). The ledger adds counts in memory on the request path (a dict
+``[DONE]``; the Responses API's ``response.completed`` event carries it near
+its end, named ``input_tokens`` / ``output_tokens``). The ledger adds counts in memory on the request path (a dict
 update) and writes them to the store after the response, in batches.
 """
 
@@ -54,10 +55,13 @@ def _parse(rest: bytes) -> Billed | None:
         return None
     if not isinstance(value, dict):
         return None
-    prompt, completion = value.get("prompt_tokens"), value.get("completion_tokens", 0)
+    # Chat Completions names the counts prompt/completion; the Responses API input/output.
+    chat = "prompt_tokens" in value
+    prompt = value.get("prompt_tokens" if chat else "input_tokens")
+    completion = value.get("completion_tokens" if chat else "output_tokens", 0)
     if not _count(prompt) or not _count(completion):
         return None
-    details = value.get("prompt_tokens_details")
+    details = value.get("prompt_tokens_details" if chat else "input_tokens_details")
     cached = details.get("cached_tokens", 0) if isinstance(details, dict) else 0
     return Billed(prompt, completion, cached if _count(cached) else 0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.context import assembly, planner
@@ -22,6 +22,9 @@ from tests.fake_responses import message_item, response_object, sse_events
 
 BLOCK = "<paperclip-memory>\nNotes\n[preference · user said] Likes tea\n</paperclip-memory>"
 WORDS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=30)
+# Pure logic: its property is what counts, not how fast an example runs on a loaded machine
+# (at load 10 the first example of one took 336 ms, past Hypothesis's 200 ms deadline).
+UNTIMED = settings(deadline=None)
 EXTRA = st.dictionaries(st.sampled_from(["id", "status", "x_unknown"]), st.none() | WORDS, max_size=2)
 
 
@@ -61,6 +64,7 @@ BODY = st.tuples(INPUT, st.sampled_from(["absent", "null", "text"])).map(
 
 
 @given(BODY)
+@UNTIMED
 def test_messages_unchanged_give_the_body_back_unchanged(body: dict[str, Any]) -> None:
     conv = as_messages(body)
     assert conv is not None
@@ -68,6 +72,7 @@ def test_messages_unchanged_give_the_body_back_unchanged(body: dict[str, Any]) -
 
 
 @given(BODY)
+@UNTIMED
 def test_the_block_goes_first_in_the_latest_user_item_and_nothing_else_moves(body: dict[str, Any]) -> None:
     conv = as_messages(body)
     assert conv is not None
@@ -80,6 +85,7 @@ def test_the_block_goes_first_in_the_latest_user_item_and_nothing_else_moves(bod
 
 
 @given(BODY)
+@UNTIMED
 def test_system_tail_is_a_developer_item_right_before_the_latest_user_item(body: dict[str, Any]) -> None:
     conv = as_messages(body)
     assert conv is not None
@@ -88,6 +94,7 @@ def test_system_tail_is_a_developer_item_right_before_the_latest_user_item(body:
 
 
 @given(BODY)
+@UNTIMED
 def test_system_head_goes_into_instructions(body: dict[str, Any]) -> None:
     conv = as_messages(body)
     assert conv is not None
@@ -116,6 +123,7 @@ def test_an_input_we_cannot_read_is_left_to_the_upstream() -> None:
 
 
 @given(BODY)
+@UNTIMED
 def test_calls_stay_with_their_outputs_and_reasoning_with_what_follows(body: dict[str, Any]) -> None:
     conv = as_messages(body)
     assert conv is not None

@@ -215,3 +215,44 @@ def test_system_head_puts_the_memory_in_instructions(make_proxy: Callable[..., P
     sent = forwarded(upstream)
     assert sent["input"] == QUESTION
     assert sent["instructions"].startswith("Be brief.\n\n") and "<paperclip-memory>" in sent["instructions"]
+
+
+def test_a_chain_is_not_reminded_of_its_own_turns(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    """The provider holds a previous_response_id chain: its turns are not injected into it, only elsewhere."""
+    proxy = make_proxy()
+    with proxy.client() as client:
+        first = client.responses.create(model="gpt-4o-mini", input=FACT, user="mia")
+        proxy.drain()
+        second = client.responses.create(
+            model="gpt-4o-mini", input="Tell me a joke.", previous_response_id=first.id, user="mia"
+        )
+        proxy.drain()
+        third = client.responses.with_raw_response.create(
+            model="gpt-4o-mini", input=QUESTION, previous_response_id=second.id, user="mia"
+        )
+        proxy.drain()
+        assert "peanuts" not in json.dumps(forwarded(upstream)["input"])
+        trace = trace_of(proxy, third.headers["x-paperclip-trace"])
+        assert not any("peanuts" in c["text"] for c in trace["candidates"])
+        # A new chain and a chat are other conversations: there the fact is recalled.
+        fresh = client.responses.with_raw_response.create(model="gpt-4o-mini", input=QUESTION, user="mia")
+        assert fresh.headers["x-paperclip-session"] != third.headers["x-paperclip-session"]
+        assert "peanuts" in json.dumps(forwarded(upstream)["input"])
+        client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": QUESTION}], user="mia"
+        )
+        assert "peanuts" in str(upstream.chat_requests()[-1].json()["messages"][-1]["content"])
+
+
+def test_a_branch_of_a_chain_recalls_what_the_other_branch_said(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """Only the turns up to the response chained from are the provider's: a sibling branch's are not."""
+    proxy = make_proxy()
+    with proxy.client() as client:
+        root = client.responses.create(model="gpt-4o-mini", input="Tell me a joke.", user="mia")
+        proxy.drain()
+        client.responses.create(model="gpt-4o-mini", input=FACT, previous_response_id=root.id, user="mia")
+        proxy.drain()
+        client.responses.create(model="gpt-4o-mini", input=QUESTION, previous_response_id=root.id, user="mia")
+    assert "peanuts" in json.dumps(forwarded(upstream)["input"])

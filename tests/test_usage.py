@@ -33,6 +33,16 @@ def test_billed_finds_the_last_usage(prompt: int, completion: int, cached: int, 
     assert billed(tail) == Billed(prompt, completion, cached)
 
 
+@given(counts, counts, counts, st.binary(max_size=200))
+def test_billed_reads_the_responses_api_names(prompt: int, completion: int, cached: int, noise: bytes) -> None:
+    usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
+             "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
+             "total_tokens": prompt + completion}
+    event = {"type": "response.completed", "response": {"output": [], "usage": usage, "user": None}}
+    tail = noise + b"event: response.completed\ndata: " + json.dumps(event).encode() + b"\n\n"
+    assert billed(tail) == Billed(prompt, completion, cached)
+
+
 @pytest.mark.parametrize("tail", [
     b"", b'{"usage": null}', b'data: {"usage": {"prompt_tokens": "ten"}}', b'"usage": {"prompt_tokens": 3',
     b'{"choices": []}', b'"usage": {"prompt_tokens": -1, "completion_tokens": 2}',
@@ -89,6 +99,13 @@ def test_usage_per_tenant_model_and_day(proxy: Proxy, upstream: FakeUpstream) ->
         metrics = http.get("/metrics").text
     assert 'paperclip_tenant_tokens_total{kind="billed_prompt",model="gpt-4o",tenant="acme"} 42.0' in metrics
     assert 'paperclip_tenant_requests_total{model="gpt-4o-mini",tenant="acme"} 1.0' in metrics
+
+
+def test_responses_api_usage_is_billed(proxy: Proxy) -> None:
+    proxy.client().responses.create(model="gpt-4.1-mini", input="Hello there, how are you today?")  # usage 10 + 5
+    proxy.drain()
+    row = {r["model"]: r for r in rows(proxy)}["gpt-4.1-mini"]
+    assert (row["requests"], row["billed_requests"], row["prompt_tokens"], row["completion_tokens"]) == (1, 1, 10, 5)
 
 
 def test_model_labels_are_bounded(proxy: Proxy) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Memory
+from ..store.fragments import Fragment
 from ..tokens import TokenCounter
 from .bm25 import tokenize
 from .cards import Card, render_block
@@ -57,7 +58,9 @@ class RecallRequest:
 
     ``window`` is the part of the conversation forwarded word for word: its
     turns are never injected again. ``now`` (epoch seconds) is the request's
-    time, from which the age of a memory is counted.
+    time, from which the age of a memory is counted. ``held`` is how many of
+    the session's first turns the model already has in its context (a
+    conversation its provider keeps): neither are they injected.
     """
 
     tenant: str
@@ -67,6 +70,7 @@ class RecallRequest:
     window: Sequence[dict[str, Any]]
     settings: Memory
     now: float
+    held: int = 0
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,7 @@ async def recall_for(
     profile = profile_of(item_scope.rows if item_scope else (), mem, counter, _moment(request.now))
     cands = [
         c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
-        if c.item is None or c.item.id not in profile.item_ids
+        if (c.item is None or c.item.id not in profile.item_ids) and not _held(c.fragment, request)
     ]
     if not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
@@ -145,6 +149,10 @@ async def recall_for(
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *cards]
     return Recall(query, ranked[:TRACE_HITS], shown, _block(shown), focused, touched)
+
+
+def _held(fragment: Fragment | None, request: RecallRequest) -> bool:
+    return fragment is not None and fragment.session == request.session and fragment.position < request.held
 
 
 def _block(cards: Sequence[Card]) -> str | None:

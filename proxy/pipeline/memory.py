@@ -217,5 +217,5 @@ def _turns(call: ChatCall, view: View, answer: str | None) -> list[tuple[int, st
 def _recall_request(call: ChatCall, view: View) -> RecallRequest:
     return RecallRequest(
         call.tenant.id, call.user, call.session, call.messages, view.window,
-        call.tenant.settings.memory, call.received_at,
+        call.tenant.settings.memory, call.received_at, held=call.offset,  # a provider-held chain's turns
     )

@@ -4,6 +4,9 @@ A client that lets the provider hold the conversation sends only its new
 items and the id of the last response. The id maps to the session and to how
 many of the session's conversation messages came before the next request
 (``upto``), so the chain's turns keep their positions and their session.
+The provider holds those ``upto`` turns when it is sent the next request,
+so recall leaves them out (``RecallRequest.held``); a sibling branch's turns,
+recorded at positions past it, are still recalled.
 """
 
 from __future__ import annotations
