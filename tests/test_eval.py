@@ -151,7 +151,9 @@ def test_report_writes_a_page_with_its_plots(dataset: Path, tmp_path: Path) -> N
     assert "greyhound" not in page  # scores only, never the data set's text
 
 
-def test_conversations_are_selected_by_id_for_a_split(dataset: Path, tmp_path: Path) -> None:
+def test_convs_picks_a_data_split_and_names_an_unknown_id(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     other = {**SAMPLE, "sample_id": "conv-y"}
     both = tmp_path / "two.json"
     both.write_text(json.dumps([SAMPLE, other]), encoding="utf-8")
@@ -167,4 +169,5 @@ def test_conversations_are_selected_by_id_for_a_split(dataset: Path, tmp_path: P
     result = json.loads(out.read_text())
     assert result["meta"]["conversations"] == 1
     assert {a["conversation"] for a in result["answers"]} == {"conv-y"}
-    assert main([*args, "--convs", "conv-nope"]) == 2
+    assert main([*args, "--convs", "conv-y,conv-z"]) == 2
+    assert "no conversation conv-z" in capsys.readouterr().err

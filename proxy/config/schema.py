@@ -54,6 +54,10 @@ DEFAULTS: dict[str, Any] = {
         "pii": "mask",
         "recency_half_life_days": None,
         "importance_weight": 0.0,
+        "query_rewrite": False,  # one compression-model call per request (docs/retrieval.md "Ablations")
+        "query_rewrite_timeout_s": 2.0,
+        "rerank": None,  # a cross-encoder's name or folder: re-reads the best rerank_top_n candidates
+        "rerank_top_n": 20,
     },
 }
 
@@ -131,6 +135,10 @@ class Memory:
     pii: Literal["mask", "keep", "drop"]
     recency_half_life_days: float | None
     importance_weight: float
+    query_rewrite: bool
+    query_rewrite_timeout_s: float
+    rerank: str | None
+    rerank_top_n: int
 
 
 @dataclass(frozen=True)

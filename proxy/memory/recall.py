@@ -40,7 +40,9 @@ from .item_search import ItemCandidates, ItemIndex, item_candidates
 from .packing import SCAN_LIMIT, select
 from .profile import profile_of
 from .query import build_query, focus, fragment_hash, indexable, periods_in
+from .query_rewrite import extended_query
 from .ranking import Hit, Key, boosts, candidates, rank, relevant
+from .rerank import Reranker, rerank
 
 # Normalisation of each signal over the candidates before fusion. Min-max for
 # both: "max" for BM25 (the weakest match keeps a share) let keyword matches on
@@ -71,6 +73,7 @@ class RecallRequest:
     settings: Memory
     now: float
     held: int = 0
+    rewrite: str | None = None  # the compression model's search line (memory.query_rewrite), if any
 
 
 @dataclass(frozen=True)
@@ -95,10 +98,11 @@ async def recall_for(
     counter: TokenCounter,
     floor: Floor,
     items: ItemIndex | None = None,
+    reranker: Reranker | None = None,
 ) -> Recall:
     """What to inject for this request; fragments still in the verbatim ``window`` are never used."""
     mem = request.settings
-    query = build_query(request.messages)
+    query = extended_query(build_query(request.messages), request.rewrite)
     if not query.strip():
         return Recall(query, [], [], None)
     tenant, user = request.tenant, request.user
@@ -144,6 +148,8 @@ async def recall_for(
         return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
     ranking = rank(cands, periods, SCAN_LIMIT)
     ranked = [Hit(fused.scored(c.at), c.fragment, c.item, score, dated) for c, score, dated in ranking]
+    if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
+        ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)
     cards = select(ranked, counter, mem.top_k, mem.budget_tokens - profile.tokens)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))

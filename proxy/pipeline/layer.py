@@ -6,6 +6,7 @@ chat path all reach the store, the searches and the embedder through it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..context.watermark import WatermarkWindow
@@ -13,6 +14,7 @@ from ..memory.embedder import Embedder
 from ..memory.extractor import Extractor
 from ..memory.fragment_search import FragmentIndex
 from ..memory.item_search import ItemIndex
+from ..memory.rerank import Reranker
 from ..metrics import Metrics
 from ..prompts import Prompts
 from ..store import Store
@@ -43,7 +45,12 @@ class MemoryLayer:
 
 
 def assemble(
-    store: Store, embedder: Embedder, prompts: Prompts, metrics: Metrics, complete_for: CompleteFor
+    store: Store,
+    embedder: Embedder,
+    prompts: Prompts,
+    metrics: Metrics,
+    complete_for: CompleteFor,
+    rerankers: Mapping[str, Reranker] | None = None,
 ) -> MemoryLayer:
     """Wire the memory layer over an opened store and a loaded embedder (no I/O here)."""
     fragments = FragmentIndex(store.fragments, embedder, TokenCounter(None))
@@ -57,5 +64,6 @@ def assemble(
         complete_for=complete_for,
         extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics, store.fragments),
         responses=store.responses,
+        rerankers=rerankers,
     )
     return MemoryLayer(store, embedder, fragments, items, pipeline)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from ..context.compressor import Complete, Compressor
@@ -21,8 +22,10 @@ from ..memory.fragment_search import FragmentIndex
 from ..memory.fusion import Floor
 from ..memory.item_search import ItemIndex
 from ..memory.query import indexable
+from ..memory.query_rewrite import rewritten_query
 from ..memory.recall import RecallRequest, candidate, recall_for
 from ..memory.redaction import redact, redact_message
+from ..memory.rerank import Reranker
 from ..prompts import Prompts
 from ..store.interface import ResponseSessions, Traces
 from ..tokens import Counters, TokenCounter
@@ -45,6 +48,7 @@ class MemoryPipeline:
         floor: Floor | None = None,
         extractor: Extractor | None = None,
         responses: ResponseSessions | None = None,
+        rerankers: Mapping[str, Reranker] | None = None,
     ) -> None:
         self.context = context
         self.index = index
@@ -55,6 +59,7 @@ class MemoryPipeline:
         self.floor = floor or Floor()
         self.extractor = extractor
         self.responses = responses
+        self.rerankers = rerankers or {}  # by memory.rerank, loaded at start
         self.counter = Counters()
         # Inline compressions that outlived their deadline, by trace: record() awaits
         # them, so they are tracked after-response work, never left running unowned.
@@ -77,7 +82,10 @@ class MemoryPipeline:
             else:
                 degraded = self.context.failing(call.tenant.id, call.session)
         recall = (
-            await recall_for(self.index, _recall_request(call, view), counter, self.floor, self.items)
+            await recall_for(
+                self.index, await self._recall_request(call, view), counter, self.floor, self.items,
+                self.rerankers.get(st.memory.rerank or ""),
+            )
             if st.memory.enabled
             else None
         )
@@ -94,6 +102,19 @@ class MemoryPipeline:
             memories=len(recall.cards) if recall else 0,
             degraded=degraded,
             plan=Plan(view, recall, counter),
+        )
+
+    async def _recall_request(self, call: ChatCall, view: View) -> RecallRequest:
+        mem = call.tenant.settings.memory
+        rewrite = (
+            await rewritten_query(self.complete(call), self.prompts, call.messages, mem.query_rewrite_timeout_s)
+            if mem.query_rewrite
+            else None
+        )
+        return RecallRequest(
+            call.tenant.id, call.user, call.session, call.messages, view.window, mem, call.received_at,
+            held=call.offset,  # a provider-held chain's turns
+            rewrite=rewrite,
         )
 
     async def _inline(
@@ -213,9 +234,3 @@ def _turns(call: ChatCall, view: View, answer: str | None) -> list[tuple[int, st
         turns.append((call.offset + len(view.conv), "assistant", answer))
     return turns
 
-
-def _recall_request(call: ChatCall, view: View) -> RecallRequest:
-    return RecallRequest(
-        call.tenant.id, call.user, call.session, call.messages, view.window,
-        call.tenant.settings.memory, call.received_at, held=call.offset,  # a provider-held chain's turns
-    )

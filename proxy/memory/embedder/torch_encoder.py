@@ -13,8 +13,11 @@ BATCH_SIZE = 32  # sentence-transformers' batches
 TORCH_THREADS = 1
 
 
-def load_sentence_transformer(path: str) -> Any:
-    """The model at ``path`` (a folder or a hub name) on CPU, one intra-op thread, offline where it can be."""
+def load_sentence_transformer(path: str, *, cross_encoder: bool = False) -> Any:
+    """The model at ``path`` (a folder or a hub name) on CPU, one intra-op thread, offline where it can be.
+
+    ``cross_encoder``: a sentence-transformers ``CrossEncoder`` (``memory.rerank``) rather than a bi-encoder.
+    """
     # Read by huggingface_hub at import, hence before importing
     # sentence_transformers; a user's explicit setting wins. A local folder
     # (the bundled model) never needs the network.
@@ -23,7 +26,7 @@ def load_sentence_transformer(path: str) -> Any:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     # Imported here: sentence_transformers pulls in torch and takes seconds.
     import torch
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import CrossEncoder, SentenceTransformer
     from transformers.utils import logging
 
     # One intra-op thread. Embeddings run on one dedicated thread beside the
@@ -40,7 +43,7 @@ def load_sentence_transformer(path: str) -> Any:
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        return SentenceTransformer(path, device="cpu")
+        return (CrossEncoder if cross_encoder else SentenceTransformer)(path, device="cpu")
     finally:
         if bars:
             hf_logging.enable_progress_bar()
