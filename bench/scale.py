@@ -1,22 +1,30 @@
 """Replicas on SQLite and on PostgreSQL, side by side: requests/s per busy core, retrieval latency.
 
-For each store and each size, one user holds that many fragments (text
-from bench/retrieval.py's Zipf sentences, random unit vectors — the
-embedder is the ``hash`` fake, so the model's time does not hide the
-store's). Then, with ``paperclip serve`` processes in front of the fake
-upstream (answering at once, on loopback):
+For each store and each size, one heavy user holds that many fragments,
+and ``--users`` light users ``--light`` fragments each (text from
+bench/retrieval.py's Zipf sentences, random unit vectors — the embedder is
+the ``hash`` fake, so the model's time does not hide the store's). Then,
+with ``paperclip serve`` processes in front of the fake upstream
+(answering at once, on loopback):
 
 - retrieval: 1 replica, one request at a time, each a new question of the
-  user; the request's latency is the retrieval's plus a few ms of proxying
-  (p50, p99);
+  heavy user; the request's latency is the retrieval's plus a few ms of
+  proxying (p50, p99);
 - throughput: 1 replica, then 3 on the same database, ``--clients``
   concurrent clients for ``--seconds``, round robin over the replicas. Each
-  request is a new short conversation of the user: retrieval before, two
-  new fragments indexed after. Busy cores = CPU seconds of the replicas
-  (and of PostgreSQL's processes) over the wall time; requests/s per busy
-  core is the figure that says whether replicas scale with cores.
+  request is a new short conversation: retrieval before, two new fragments
+  indexed after. Three mixes: the light users' requests (one picked at
+  random: real traffic) sent to the replica their user hashes to, as
+  deploy/nginx.conf routes; the same sent round robin (each replica then
+  also reads every other's new fragments into its own index of the user);
+  only the heavy user's, round robin (the worst case: one user's fragment
+  writes are serialised, see ``coordination.lock_scope``). Every replica
+  has loaded its users' indexes before the clock starts. Busy cores = CPU seconds of the replicas (and of
+  PostgreSQL's processes) over the wall time; requests/s per busy core is
+  the figure that says whether replicas scale with cores.
 
-    python bench/scale.py [--sizes 10000,100000] [--queries 200] [--seconds 20] [--clients 12]
+    python bench/scale.py [--sizes 10000,100000] [--users 200] [--light 100] [--queries 200]
+                          [--seconds 20] [--clients 12]
 """
 
 from __future__ import annotations
@@ -25,11 +33,13 @@ import argparse
 import asyncio
 import hashlib
 import itertools
+import os
 import random
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,43 +52,48 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.retrieval import Sentences, ask, pct  # noqa: E402
-from proxy.memory import textindex  # noqa: E402
-from proxy.store import Store, open_postgres, open_store, pg_vectors  # noqa: E402
+from proxy.memory import bm25  # noqa: E402
+from proxy.store import Store, open_postgres, open_store  # noqa: E402
 from proxy.store.fragments import NewFragment  # noqa: E402
 from proxy.store.postgres import PgDatabase  # noqa: E402
-from tests.fake_upstream import FakeUpstream  # noqa: E402
 from tests.pg import PgServer  # noqa: E402
-from tests.servers import ServerThread, free_port  # noqa: E402
+from tests.servers import ServeProcess, free_port  # noqa: E402
 
-KEY, TENANT, USER, DIM = "pk-bench", "bench", "heavy-user", 256  # the hash embedder's dimension
+KEY, TENANT, HEAVY, DIM = "pk-bench", "bench", "heavy-user", 256  # the hash embedder's dimension
+BATCH = 2000
 
 
-async def fill(store: Store, n: int, say: Sentences) -> None:
-    rng = np.random.default_rng(n)
-    for lo in range(0, n, 2000):
-        size = min(2000, n - lo)
+def light_users(n: int) -> list[str]:
+    return [f"user-{i:04d}" for i in range(n)]
+
+
+async def fill(store: Store, user: str, n: int, say: Sentences, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for lo in range(0, n, BATCH):
+        size = min(BATCH, n - lo)
         texts = [say() for _ in range(size)]
         vectors = rng.standard_normal((size, DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        frags = [NewFragment(hashlib.sha256(f"{lo + i}:{t}".encode()).hexdigest(), "user" if i % 2 == 0 else "assistant",
-                             t, " ".join(textindex.tokenize(t)), lo + i, len(t) // 4)
+        frags = [NewFragment(hashlib.sha256(f"{user}:{lo + i}:{t}".encode()).hexdigest(),
+                             "user" if i % 2 == 0 else "assistant", t, " ".join(bm25.tokenize(t)), lo + i,
+                             len(t) // 4)
                  for i, t in enumerate(texts)]
-        await store.fragments.add(TENANT, USER, f"s-{lo // 40}", frags, vectors, time.time())
+        await store.fragments.add(TENANT, user, f"s-{lo // 40}", frags, vectors, time.time())
 
 
-async def prepare(kind: str, target: str, n: int, say: Sentences) -> None:
-    if kind == "sqlite":
-        store = await asyncio.to_thread(open_store, target, DIM)
-    else:
-        store = await open_postgres(target, DIM)
-        assert isinstance(store.db, PgDatabase)
-        async with store.db.connection() as conn:  # built once after the load, as `paperclip migrate` does
-            await conn.execute("DROP INDEX IF EXISTS fragments_embedding")
-    await fill(store, n, say)
+async def prepare(kind: str, target: str, n: int, users: list[str], light: int, say: Sentences) -> None:
+    store = await asyncio.to_thread(open_store, target, DIM) if kind == "sqlite" else await open_postgres(target, DIM)
+    await fill(store, HEAVY, n, say, n)
+    for i, user in enumerate(users):
+        await fill(store, user, light, say, i)
+    # A deployment's steady state, not the bulk load's aftermath: without this PostgreSQL's
+    # autovacuum and checkpointer (and SQLite's WAL) would still be busy while retrieval is timed.
     if isinstance(store.db, PgDatabase):
         async with store.db.connection() as conn:
-            await pg_vectors.index_vectors(conn, "fragments")
-            await conn.execute("ANALYZE")
+            await conn.execute("VACUUM ANALYZE")
+            await conn.execute("CHECKPOINT")
+    else:
+        await store.users.checkpoint()
     await store.aclose()
 
 
@@ -96,40 +111,34 @@ def config(folder: Path, url: str, upstream: str) -> Path:
     return path
 
 
-def start_replicas(path: Path, n: int, folder: Path) -> list[tuple[subprocess.Popen[bytes], str]]:
-    out = []
-    for i in range(n):
-        port = free_port()
-        with (folder / f"replica{i}.log").open("ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "proxy", "serve", "--config", str(path), "--port", str(port),
-                 "--log-level", "warning"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        out.append((proc, f"http://127.0.0.1:{port}"))
-    for proc, url in out:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"replica did not start: see {folder}")
-            time.sleep(0.2)
-    return out
+def start_replicas(path: Path, n: int, folder: Path) -> list[ServeProcess]:
+    replicas = [ServeProcess(path, folder / f"replica{i}.log", "--log-level", "warning").start() for i in range(n)]
+    for replica in replicas:
+        replica.wait_ready(timeout=300)  # a replica of a 100k-fragment store on a loaded machine starts slowly
+    return replicas
 
 
-def stop(replicas: list[tuple[subprocess.Popen[bytes], str]]) -> None:
-    for proc, _ in replicas:
-        proc.terminate()
-    for proc, _ in replicas:
-        proc.wait(timeout=60)
+def start_upstream(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The fake upstream in a process of its own: in this one it would share the load generator's GIL."""
+    port = free_port()
+    code = ("import uvicorn; from tests.fake_upstream import FakeUpstream; "
+            f"uvicorn.run(FakeUpstream().app(), host='127.0.0.1', port={port}, log_level='warning')")
+    with (folder / "upstream.log").open("ab") as log:
+        proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            httpx.get(url + "/v1/models", timeout=2)
+            return proc, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"the fake upstream did not start: see {folder}")
 
 
-async def chat(client: httpx.AsyncClient, url: str, messages: list[dict[str, str]]) -> float:
+async def chat(client: httpx.AsyncClient, url: str, user: str, messages: list[dict[str, str]]) -> float:
     started = time.perf_counter()
     r = await client.post(url + "/v1/chat/completions", json={"model": "gpt-4o-mini", "messages": messages},
-                          headers={"authorization": f"Bearer {KEY}", "x-paperclip-user": USER})
+                          headers={"authorization": f"Bearer {KEY}", "x-paperclip-user": user})
     r.raise_for_status()
     return time.perf_counter() - started
 
@@ -137,8 +146,8 @@ async def chat(client: httpx.AsyncClient, url: str, messages: list[dict[str, str
 async def retrieval(url: str, queries: int, say: Sentences) -> dict[str, float]:
     rng = random.Random(1)
     async with httpx.AsyncClient(timeout=120) as client:
-        await chat(client, url, [{"role": "user", "content": ask(say, rng)}])  # loads the user's index
-        times = [await chat(client, url, [{"role": "user", "content": ask(say, rng)}]) for _ in range(queries)]
+        await chat(client, url, HEAVY, [{"role": "user", "content": ask(say, rng)}])  # loads the user's index
+        times = [await chat(client, url, HEAVY, [{"role": "user", "content": ask(say, rng)}]) for _ in range(queries)]
     return {"p50_ms": pct(times, 50) * 1000, "p99_ms": pct(times, 99) * 1000}
 
 
@@ -155,15 +164,39 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-async def throughput(urls: list[str], pids: list[int], db_pids: list[int], seconds: float, clients: int,
-                     say: Sentences) -> dict[str, float]:
-    rng = random.Random(2)
+Route = Callable[[str], str]
+"""The replica URL a request of this user goes to."""
+
+
+def round_robin(urls: list[str]) -> Route:
     targets = itertools.cycle(urls)
+    return lambda user: next(targets)
+
+
+def by_user(urls: list[str]) -> Route:
+    return lambda user: urls[int(hashlib.sha256(user.encode()).hexdigest(), 16) % len(urls)]
+
+
+async def warm(client: httpx.AsyncClient, urls: list[str], users: list[str], sticky: bool, clients: int,
+               say: Sentences) -> None:
+    """Each replica loads the indexes of the users it serves before the clock starts."""
+    rng, gate, route = random.Random(3), asyncio.Semaphore(clients), by_user(urls)
+
+    async def one(url: str, user: str) -> None:
+        async with gate:
+            await chat(client, url, user, [{"role": "user", "content": ask(say, rng)}])
+
+    await asyncio.gather(*(one(url, user) for url in urls for user in users if not sticky or route(user) == url))
+
+
+async def throughput(urls: list[str], users: list[str], sticky: bool, pids: list[int], seconds: float,
+                     clients: int, say: Sentences) -> dict[str, float]:
+    rng = random.Random(2)
+    route = by_user(urls) if sticky else round_robin(urls)
     async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=clients * 2)) as client:
-        for url in urls:  # every replica loads the user's index before the clock starts
-            await chat(client, url, [{"role": "user", "content": ask(say, rng)}])
+        await warm(client, urls, users, sticky, clients, say)
         done = 0
-        cpu0, db0, t0 = cpu_seconds(pids), cpu_seconds(db_pids), time.perf_counter()
+        cpu0, own0, t0 = cpu_seconds(pids), time.process_time(), time.perf_counter()
         deadline = t0 + seconds
 
         async def worker() -> None:
@@ -171,15 +204,17 @@ async def throughput(urls: list[str], pids: list[int], db_pids: list[int], secon
             while time.perf_counter() < deadline:
                 history = [{"role": "user", "content": say()}, {"role": "assistant", "content": say()},
                            {"role": "user", "content": ask(say, rng)}]
-                await chat(client, next(targets), history)
+                user = rng.choice(users)
+                await chat(client, route(user), user, history)
                 done += 1
 
         await asyncio.gather(*(worker() for _ in range(clients)))
-        wall = time.perf_counter() - t0
+        wall, own = time.perf_counter() - t0, time.process_time() - own0
         await asyncio.sleep(2)  # after-response indexing finishes: its CPU counts too
-        cpu = cpu_seconds(pids) - cpu0 + cpu_seconds(db_pids) - db0
+        cpu = cpu_seconds(pids) - cpu0
     busy = cpu / wall
-    return {"rps": done / wall, "busy_cores": busy, "rps_per_core": done / wall / busy if busy else 0.0}
+    return {"rps": done / wall, "busy_cores": busy, "rps_per_core": done / wall / busy if busy else 0.0,
+            "client_cores": own / wall, "load_1min": os.getloadavg()[0]}
 
 
 def postgres_pids(server: PgServer) -> list[int]:
@@ -187,9 +222,37 @@ def postgres_pids(server: PgServer) -> list[int]:
     return [pid] if pid else []
 
 
+# (name, light users or only the heavy one, routed by user), in the order they run
+TRAFFIC = (("sticky", True, True), ("many", True, False), ("one", False, False))
+
+
+async def measure(kind: str, size: int, url: str, folder: Path, upstream: str, db_pids: list[int],
+                  args: argparse.Namespace) -> dict[str, Any]:
+    users, say = light_users(args.users), Sentences(seed=size)
+    started = time.perf_counter()
+    await prepare(kind, str(folder / "p.db") if kind == "sqlite" else url, size, users, args.light, say)
+    print(f"{kind} {size}: loaded in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    path = config(folder, url, upstream)
+    row: dict[str, Any] = {"store": kind, "fragments": size}
+    for n in (1, 3):
+        replicas = start_replicas(path, n, folder)
+        try:
+            urls = [r.url for r in replicas]
+            pids = [r.proc.pid for r in replicas if r.proc is not None] + db_pids
+            if n == 1:
+                row.update(await retrieval(urls[0], args.queries, say))
+            for traffic, light, sticky in TRAFFIC:
+                result = await throughput(urls, users if light else [HEAVY], sticky, pids, args.seconds,
+                                          args.clients, say)
+                row.update({f"{k}_{traffic}_{n}": v for k, v in result.items()})
+        finally:
+            for replica in replicas:
+                replica.stop()
+    return row
+
+
 async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
-    fake = FakeUpstream()
-    upstream = ServerThread(fake.app()).start()
+    upstream, upstream_url = start_upstream(Path(tempfile.mkdtemp(prefix="scale-upstream-")))
     pg = PgServer()
     rows: list[dict[str, Any]] = []
     try:
@@ -197,41 +260,30 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
             for kind in ("sqlite", "postgres"):
                 folder = Path(tempfile.mkdtemp(prefix=f"scale-{kind}-{size}-"))
                 url = f"sqlite:///{folder / 'p.db'}" if kind == "sqlite" else pg.fresh_schema()[1]
-                say = Sentences(seed=size)
-                started = time.perf_counter()
-                await prepare(kind, str(folder / "p.db") if kind == "sqlite" else url, size, say)
-                print(f"{kind} {size}: loaded in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-                path = config(folder, url, upstream.url + "/v1")
                 db_pids = postgres_pids(pg) if kind == "postgres" else []
-                row: dict[str, Any] = {"store": kind, "fragments": size}
-                for n in (1, 3):
-                    replicas = start_replicas(path, n, folder)
-                    try:
-                        urls, pids = [u for _, u in replicas], [p.pid for p, _ in replicas]
-                        if n == 1:
-                            row.update(await retrieval(urls[0], args.queries, say))
-                        result = await throughput(urls, pids, db_pids, args.seconds, args.clients, say)
-                        row.update({f"{k}_{n}": v for k, v in result.items()})
-                    finally:
-                        stop(replicas)
-                rows.append(row)
-                print(row, file=sys.stderr)
+                rows.append(await measure(kind, size, url, folder, upstream_url + "/v1", db_pids, args))
+                print(rows[-1], file=sys.stderr)
     finally:
         pg.stop()
-        upstream.stop()
+        upstream.terminate()
+        upstream.wait(timeout=30)
     return rows
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'store':9}{'fragments':>10}{'p50 ms':>8}{'p99 ms':>8}  {'rps 1':>7}{'cores 1':>8}{'rps/core 1':>11}"
-            f"  {'rps 3':>7}{'cores 3':>8}{'rps/core 3':>11}{'3 vs 1':>8}")
+def table(rows: list[dict[str, Any]], users: int) -> str:
+    head = (f"{'store':11}{'fragments':>10}{'p50 ms':>8}{'p99 ms':>8}  {'traffic':26}{'rps 1':>7}{'cores 1':>8}"
+            f"{'rps/core 1':>11}  {'rps 3':>7}{'cores 3':>8}{'rps/core 3':>11}{'3 vs 1':>8}")
     lines = [head]
     for r in rows:
-        ratio = r["rps_per_core_3"] / r["rps_per_core_1"] if r["rps_per_core_1"] else float("nan")
-        lines.append(
-            f"{r['store']:9}{r['fragments']:>10}{r['p50_ms']:>8.1f}{r['p99_ms']:>8.1f}  {r['rps_1']:>7.1f}"
-            f"{r['busy_cores_1']:>8.2f}{r['rps_per_core_1']:>11.1f}  {r['rps_3']:>7.1f}{r['busy_cores_3']:>8.2f}"
-            f"{r['rps_per_core_3']:>11.1f}{ratio:>8.2f}")
+        for traffic, light, sticky in TRAFFIC:
+            one, three = r[f"rps_per_core_{traffic}_1"], r[f"rps_per_core_{traffic}_3"]
+            label = f"{users} users, " if light else "1 user, "
+            label += "by user" if sticky else "round robin"
+            lines.append(
+                f"{r['store']:11}{r['fragments']:>10}{r['p50_ms']:>8.1f}{r['p99_ms']:>8.1f}  {label:26}"
+                f"{r[f'rps_{traffic}_1']:>7.1f}{r[f'busy_cores_{traffic}_1']:>8.2f}{one:>11.1f}  "
+                f"{r[f'rps_{traffic}_3']:>7.1f}{r[f'busy_cores_{traffic}_3']:>8.2f}{three:>11.1f}"
+                f"{three / one if one else float('nan'):>8.2f}")
     by = {(r["store"], r["fragments"]): r for r in rows}
     for size in sorted({r["fragments"] for r in rows}):
         if ("sqlite", size) in by and ("postgres", size) in by:
@@ -243,7 +295,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--users", type=int, default=200)
+    parser.add_argument("--light", type=int, default=100, help="fragments of each light user")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", type=int, default=12)
-    print(table(asyncio.run(main(parser.parse_args()))))
+    arguments = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}", file=sys.stderr)
+    print(table(asyncio.run(main(arguments)), arguments.users))
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

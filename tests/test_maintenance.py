@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from proxy import config
-from proxy.maintenance import DAY_S, run_maintenance, stale_rules
-from proxy.store import Store, open_store
+from proxy.maintenance import DAY_S, run_if_due, run_maintenance, stale_rules
+from proxy.store import Store, open_postgres, open_store
 from proxy.store.item_rows import ItemRow, ItemWrite, NewItem
 
 DIM = 8
@@ -81,3 +81,26 @@ def test_the_rules_cover_every_tenant_once(tmp_path: Path) -> None:
         (("globex",), (), 820.0),
         (None, ("acme", "globex"), 820.0),
     ]
+
+
+async def test_replicas_on_one_database_clean_up_once_per_period(tmp_path: Path, pg_url: str) -> None:
+    st = settings(tmp_path)
+    replicas = [await open_postgres(pg_url, DIM), await open_postgres(pg_url, DIM)]  # a pool each
+
+    async def tick(i: int) -> bool:
+        return await run_if_due(st, replicas[i], f"replica-{i}", 1.5) is not None
+
+    try:
+        together = await asyncio.gather(tick(0), tick(1))  # their hourly timers fire at the same moment
+        winner = together.index(True)
+        loser = 1 - winner
+        loser_within_the_period = await tick(loser)
+        await asyncio.sleep(1.6)  # a period passes without the winner running (it stopped)
+        loser_after_it = await tick(loser)
+        winner_back = await tick(winner)
+    finally:
+        for r in replicas:
+            await r.aclose()
+    assert sorted(together) == [False, True]
+    assert not loser_within_the_period
+    assert loser_after_it and not winner_back

@@ -6,10 +6,12 @@ import asyncio
 from typing import Any
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from proxy.store.fragments import NewFragment
 from proxy.store.item_rows import NewItem
-from proxy.store.sessions import EMPTY, SummaryRow
+from proxy.store.sessions import EMPTY, SummaryRow, best_prefix
 from tests.store_backends import DIM, Stores, add_item
 
 
@@ -106,3 +108,18 @@ async def test_traces_are_saved_replaced_read_by_tenant_and_pruned(stores: Store
     await asyncio.sleep(0.05)
     assert await stores.traces.prune(0.01) == 1
     assert await stores.traces.get("acme", "t1") is None
+
+
+@given(
+    stored=st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 8)), max_size=8),
+    chain=st.lists(st.sampled_from("abcd"), max_size=8),
+)
+def test_the_longest_stored_prefix_the_chain_starts_with_is_chosen(
+    stored: list[tuple[str, int]], chain: list[str]
+) -> None:
+    rows = [(h, upto, "[]") for h, upto in stored]
+    best = best_prefix(rows, chain)
+    matching = [upto for h, upto in stored if 0 < upto <= len(chain) and chain[upto - 1] == h]
+    assert (best is None) == (not matching)
+    if best is not None:
+        assert best in rows and best[1] == max(matching) and chain[best[1] - 1] == best[0]

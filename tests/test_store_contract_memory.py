@@ -77,9 +77,16 @@ async def test_expired_items_are_deleted_and_stale_ones_archived(stores: Stores)
     keep = await add_item(items, "acme", "u1", None, _item("task.b", "Due later", "2099-01-01T00:00:00+00:00"), _vec(2))
     low = await add_item(items, "acme", "u1", None, _item("p.c", "Minor", importance=0.1), _vec(3))
     assert await items.expire(dt.datetime(2026, 6, 1, tzinfo=dt.UTC)) == 1
-    assert await items.archive_stale(time.time() + 1, 0.3) == 1
+    beta = await add_item(items, "beta", "u1", None, _item("p.c", "Minor", importance=0.1), _vec(3))
+    gamma = await add_item(items, "gamma", "u1", None, _item("p.c", "Minor", importance=0.1), _vec(3))
+    later = time.time() + 1
+    assert await items.archive_stale(later, 0.3, only=()) == 0  # no tenant named: none
+    assert await items.archive_stale(later, 0.3, only=("acme", "gamma"), skip=("gamma",)) == 1
     assert {r.id: r.status for r in await items.all("acme", "u1", include_inactive=True)} == {
         keep: "active", low: "archived"}
+    assert await items.archive_stale(later, 0.3, skip=("acme",)) == 2  # every other tenant
+    assert [r.status for t, i in (("beta", beta), ("gamma", gamma)) for r in await items.all(t, "u1",
+            include_inactive=True) if r.id == i] == ["archived", "archived"]
 
 
 async def _fill(stores: Stores, user: str) -> None:

@@ -60,9 +60,12 @@ async def lock_scope(conn: PgConnection, tenant: str, user: str) -> None:
     commit after a reader moved past it, and that reader would never load
     it. Under the lock a scope's ids commit in order.
     """
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"fragments\x1f{tenant}\x1f{user}",)
-    )
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (scope_lock_key(tenant, user),))
+
+
+def scope_lock_key(tenant: str, user: str) -> str:
+    """What ``lock_scope`` hashes into the lock's id (a statement may take the lock itself)."""
+    return f"fragments\x1f{tenant}\x1f{user}"
 
 
 # Keyed as SQLite keys it (``fragments.generation_key``): a digest, so a forgotten

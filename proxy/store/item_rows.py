@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 
 from .db import Connection, Database
+from .filters import stale_items
 from .fragments import scope_of, suppress
 
-_COLUMNS = (
+# An item row's columns, as ``_row`` reads them (and as a user's export lists them).
+ITEM_COLUMNS = (
     "id, session, type, key, content, importance, confidence, source, expires_at, status,"
     " superseded_by, turns, fragment_hashes, seen_count, access_count, last_access, created, updated"
 )
@@ -130,7 +132,7 @@ class ItemStore:
         def read(c: Connection) -> dict[int, ItemRow]:
             marks = ",".join("?" * len(ids))
             rows = c.execute(
-                f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND user = ? AND id IN ({marks})",
+                f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant = ? AND user = ? AND id IN ({marks})",
                 (tenant, user, *ids),
             ).fetchall()
             return {int(r["id"]): _row(r) for r in rows}
@@ -145,7 +147,7 @@ class ItemStore:
             lambda c: [
                 _row(r)
                 for r in c.execute(
-                    f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND user = ?{where} ORDER BY id",
+                    f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant = ? AND user = ?{where} ORDER BY id",
                     (tenant, user),
                 )
             ]
@@ -230,23 +232,14 @@ class ItemStore:
 
         Of the tenants ``only`` (every tenant when None), except those in ``skip``.
         """
-        sql = (
-            "UPDATE items SET status = 'archived' WHERE status = 'active'"
-            " AND importance < ? AND coalesce(last_access, created) < ?"
-        )
-        args: list[Any] = [importance_floor, cutoff]
-        if only is not None:
-            sql += f" AND tenant IN ({', '.join('?' * len(only))})"
-            args += only
-        if skip:
-            sql += f" AND tenant NOT IN ({', '.join('?' * len(skip))})"
-            args += skip
+        where, args = stale_items(cutoff, importance_floor, only, skip, "?")
+        sql = f"UPDATE items SET status = 'archived' WHERE {where}"
         return int(await self.db.write(lambda c: c.execute(sql, args).rowcount))
 
 
 def _active(c: Connection, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
     rows = c.execute(
-        f"SELECT {_COLUMNS}, v.embedding FROM items i JOIN vec_items v ON v.rowid = i.id"
+        f"SELECT {ITEM_COLUMNS}, v.embedding FROM items i JOIN vec_items v ON v.rowid = i.id"
         " WHERE i.tenant = ? AND i.user = ? AND i.status = 'active'",
         (tenant, user),
     ).fetchall()

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from .db import Connection, Database
-from .filters import conditions
-from .item_rows import _COLUMNS as ITEM_COLUMNS
-from .item_rows import ItemRow
+from .filters import item_page
+from .item_rows import ITEM_COLUMNS, ItemRow
 from .item_rows import _row as item_row
 
 # Tables whose rows name a (tenant, user); a user exists while any of them does.
@@ -32,20 +31,15 @@ class ListingStore:
         return await self.db.read(lambda c: _users(c, tenant, after or "", limit))
 
     async def user(self, tenant: str, user: str) -> dict[str, Any] | None:
-        rows = await self.db.read(lambda c: [_user(c, tenant, user)])
-        row = rows[0]
-        return row if row["fragments"] or row["memories_total"] or row["requests"] else None
+        return stored(await self.db.read(lambda c: _user(c, tenant, user)))
 
     async def items(
         self, tenant: str, user: str, *, after: int | None, limit: int,
         status: str | None = "active", kind: str | None = None,
     ) -> list[ItemRow]:
         """A page of the user's items in id order; ``status``/``kind`` None: any."""
-        where, args = conditions(
-            (("tenant =", tenant), ("user =", user), ("id >", after or 0), ("status =", status), ("type =", kind)),
-            "?",
-        )
-        sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE {' AND '.join(where)} ORDER BY id LIMIT ?"
+        where, args = item_page(tenant, user, after, status, kind, "?")
+        sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY id LIMIT ?"
         return await self.db.read(lambda c: [item_row(r) for r in c.execute(sql, (*args, limit))])
 
     async def important(self, tenant: str, user: str, floor: float, limit: int) -> list[ItemRow]:
@@ -82,17 +76,7 @@ def _user(c: Connection, tenant: str, user: str) -> dict[str, Any]:
     traces = c.execute(
         "SELECT count(*), max(created) FROM traces WHERE tenant = ? AND user = ?", who
     ).fetchone()
-    seen = [t for t in (items[2], fragments[2], traces[1]) if t is not None]
-    return {
-        "id": user,
-        "object": "paperclip.user",
-        "memories": int(items[1]),
-        "memories_total": int(items[0]),
-        "fragments": int(fragments[0]),
-        "sessions": int(fragments[1]),
-        "requests": int(traces[0]),
-        "last_seen": max(seen) if seen else None,
-    }
+    return user_entry(user, items, fragments, traces)
 
 
 def _sessions(c: Connection, tenant: str, user: str) -> list[dict[str, Any]]:
@@ -118,11 +102,37 @@ def _sessions(c: Connection, tenant: str, user: str) -> list[dict[str, Any]]:
             (tenant, user),
         ).fetchall()
     )
-    return [
-        {
-            "id": r["session"], "object": "paperclip.session", "first_seen": r["first_seen"],
-            "last_seen": r["last_seen"], "fragments": int(r["fragments"]),
-            "requests": int(r["requests"]), "summaries": int(summaries.get(r["session"], 0)),
-        }
-        for r in rows
-    ]
+    return [session_entry(r, summaries) for r in rows]
+
+
+# The entries both stores list, from their rows: one shape, one rule of who exists.
+
+
+def user_entry(user: str, items: Any, fragments: Any, traces: Any) -> dict[str, Any]:
+    """A user's entry from (count, active count, last updated) of items, (count, sessions, last
+    created) of fragments and (count, last created) of traces."""
+    seen = [t for t in (items[2], fragments[2], traces[1]) if t is not None]
+    return {
+        "id": user,
+        "object": "paperclip.user",
+        "memories": int(items[1]),
+        "memories_total": int(items[0]),
+        "fragments": int(fragments[0]),
+        "sessions": int(fragments[1]),
+        "requests": int(traces[0]),
+        "last_seen": max(seen) if seen else None,
+    }
+
+
+def stored(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The entry, or None for a user nothing is stored about."""
+    return entry if entry["fragments"] or entry["memories_total"] or entry["requests"] else None
+
+
+def session_entry(row: Any, summaries: dict[str, int]) -> dict[str, Any]:
+    """A session's entry from its activity row and the user's summary counts by session."""
+    return {
+        "id": row["session"], "object": "paperclip.session", "first_seen": row["first_seen"],
+        "last_seen": row["last_seen"], "fragments": int(row["fragments"]),
+        "requests": int(row["requests"]), "summaries": int(summaries.get(row["session"], 0)),
+    }

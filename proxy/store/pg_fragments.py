@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .coordination import GENERATION, bump_generation, lock_scope
+from .coordination import GENERATION, bump_generation, scope_lock_key
 from .fragments import Fragment, Loaded, NewFragment, generation_key
 from .postgres import PgConnection, PgDatabase, nearest
 
@@ -52,23 +52,18 @@ class PgFragmentStore:
             return 0
         now = time.time() if created is None else created
         rows = [
-            (tenant, user, session, f.hash, f.role, f.text, f.terms, f.position, f.tokens, now,
-             np.asarray(vec, dtype=np.float32))
+            (f.hash, f.role, f.text, f.terms, f.position, f.tokens, np.asarray(vec, dtype=np.float32))
             for f, vec in zip(fragments, vectors, strict=True)
         ]
-        # One round trip for the whole transaction: the scope's lock is held for the database's
-        # work only, never while this process waits for its event loop.
+        # One statement, so one message to the server: the scope's lock is held while the
+        # database inserts, never while this process (maybe starved of CPU) sends the rest of a
+        # transaction. A statement in autocommit is its own transaction: the lock ends with it.
         writer = self._writers.setdefault((tenant, user), asyncio.Lock())
-        async with writer, self.db.connection() as conn, conn.pipeline() as pipeline, conn.cursor() as cur:
-            async with conn.transaction():
-                await lock_scope(conn, tenant, user)
-                await cur.executemany(
-                    'INSERT INTO fragments (tenant, "user", session, hash, role, text, terms, position,'
-                    " tokens, created, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT DO NOTHING",
-                    rows,
-                )
-            await pipeline.sync()
+        async with writer, self.db.connection() as conn:
+            cur = await conn.execute(_insert_locked(len(rows)), (
+                scope_lock_key(tenant, user), tenant, user, session, now,
+                *(value for row in rows for value in row),
+            ))
             return max(int(cur.rowcount), 0)
 
     async def knn(self, tenant: str, user: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -134,6 +129,24 @@ class PgFragmentStore:
             )
             row = await cur.fetchone()
             return int(row[0])
+
+
+def _insert_locked(n: int) -> str:
+    """INSERT of ``n`` fragments of one scope after taking the scope's lock (``lock_scope``).
+
+    The lock is a column of the one-row subquery every inserted row is joined
+    with, so it is taken before the first row (and its id) is made.
+    """
+    values = ", ".join(["(%s, %s, %s, %s, %s::integer, %s::integer, %s)"] * n)
+    return (
+        'INSERT INTO fragments (tenant, "user", session, hash, role, text, terms, position, tokens,'
+        " created, embedding)"
+        " SELECT s.t, s.u, s.s, v.h, v.r, v.tx, v.te, v.p, v.n, s.c, v.e"
+        " FROM (SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)) AS l, %s::text AS t, %s::text AS u,"
+        " %s::text AS s, %s::double precision AS c) AS s,"
+        f" (VALUES {values}) AS v (h, r, tx, te, p, n, e)"
+        " ON CONFLICT DO NOTHING"
+    )
 
 
 async def suppress(conn: PgConnection, tenant: str, user: str, hashes: Sequence[str]) -> None:

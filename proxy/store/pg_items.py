@@ -16,15 +16,12 @@ import numpy as np
 from psycopg.rows import dict_row
 
 from .coordination import lock_scope
-from .item_rows import Choose, ItemRow, ItemWrite, NewItem
+from .filters import stale_items
+from .item_rows import ITEM_COLUMNS, Choose, ItemRow, ItemWrite, NewItem
 from .item_rows import _row as item_row
 from .pg_fragments import suppress
 from .postgres import PgConnection, PgDatabase, nearest
 
-_COLUMNS = (
-    "id, session, type, key, content, importance, confidence, source, expires_at, status,"
-    " superseded_by, turns, fragment_hashes, seen_count, access_count, last_access, created, updated"
-)
 _SCOPE = 'tenant = %s AND "user" = %s'
 
 
@@ -141,24 +138,15 @@ class PgItemStore:
 
         Of the tenants ``only`` (every tenant when None), except those in ``skip``.
         """
-        sql = (
-            "UPDATE items SET status = 'archived' WHERE status = 'active'"
-            " AND importance < %s AND coalesce(last_access, created) < %s"
-        )
-        args: list[Any] = [importance_floor, cutoff]
-        if only is not None:
-            sql += " AND tenant = ANY(%s)"
-            args.append(list(only))
-        if skip:
-            sql += " AND NOT (tenant = ANY(%s))"
-            args.append(list(skip))
+        where, args = stale_items(cutoff, importance_floor, only, skip, "%s")
+        sql = f"UPDATE items SET status = 'archived' WHERE {where}"
         async with self.db.connection() as conn:
             cur = await conn.execute(sql, args)
             return max(int(cur.rowcount), 0)
 
     async def _select(self, where: str, args: Sequence[Any]) -> list[ItemRow]:
         async with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(f"SELECT {_COLUMNS} FROM items {where}", tuple(args))
+            await cur.execute(f"SELECT {ITEM_COLUMNS} FROM items {where}", tuple(args))
             return [item_row(r) for r in await cur.fetchall()]
 
 
@@ -166,7 +154,7 @@ class PgItemStore:
 async def _active(conn: PgConnection, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
     async with conn.cursor(row_factory=dict_row, binary=True) as cur:
         await cur.execute(
-            f"SELECT {_COLUMNS}, embedding FROM items WHERE {_SCOPE} AND status = 'active'"
+            f"SELECT {ITEM_COLUMNS}, embedding FROM items WHERE {_SCOPE} AND status = 'active'"
             " AND embedding IS NOT NULL ORDER BY id",
             (tenant, user),
         )

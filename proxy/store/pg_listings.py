@@ -10,11 +10,10 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from .filters import conditions
-from .item_rows import _COLUMNS as ITEM_COLUMNS
-from .item_rows import ItemRow
+from .filters import item_page
+from .item_rows import ITEM_COLUMNS, ItemRow
 from .item_rows import _row as item_row
-from .listings import OWNED
+from .listings import OWNED, session_entry, stored, user_entry
 from .postgres import PgConnection, PgDatabase
 
 _C = 'COLLATE "C"'
@@ -46,19 +45,15 @@ class PgListingStore:
 
     async def user(self, tenant: str, user: str) -> dict[str, Any] | None:
         async with self.db.connection() as conn:
-            row = await _user(conn, tenant, user)
-        return row if row["fragments"] or row["memories_total"] or row["requests"] else None
+            return stored(await _user(conn, tenant, user))
 
     async def items(
         self, tenant: str, user: str, *, after: int | None, limit: int,
         status: str | None = "active", kind: str | None = None,
     ) -> list[ItemRow]:
         """A page of the user's items in id order; ``status``/``kind`` None: any."""
-        where, args = conditions(
-            (("tenant =", tenant), ('"user" =', user), ("id >", after or 0), ("status =", status), ("type =", kind)),
-            "%s",
-        )
-        sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE {' AND '.join(where)} ORDER BY id LIMIT %s"
+        where, args = item_page(tenant, user, after, status, kind, "%s")
+        sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY id LIMIT %s"
         return await self._items(sql, (*args, limit))
 
     async def important(self, tenant: str, user: str, floor: float, limit: int) -> list[ItemRow]:
@@ -98,17 +93,7 @@ async def _user(conn: PgConnection, tenant: str, user: str) -> dict[str, Any]:
         who,
     )
     traces = await _one(conn, 'SELECT count(*), max(created) FROM traces WHERE tenant = %s AND "user" = %s', who)
-    seen = [t for t in (items[2], fragments[2], traces[1]) if t is not None]
-    return {
-        "id": user,
-        "object": "paperclip.user",
-        "memories": int(items[1]),
-        "memories_total": int(items[0]),
-        "fragments": int(fragments[0]),
-        "sessions": int(fragments[1]),
-        "requests": int(traces[0]),
-        "last_seen": max(seen) if seen else None,
-    }
+    return user_entry(user, items, fragments, traces)
 
 
 async def _sessions(conn: PgConnection, tenant: str, user: str) -> list[dict[str, Any]]:
@@ -135,11 +120,4 @@ async def _sessions(conn: PgConnection, tenant: str, user: str) -> list[dict[str
         (tenant, user),
     )
     summaries = {r[0]: int(r[1]) for r in await cur.fetchall()}
-    return [
-        {
-            "id": r["session"], "object": "paperclip.session", "first_seen": r["first_seen"],
-            "last_seen": r["last_seen"], "fragments": int(r["fragments"]),
-            "requests": int(r["requests"]), "summaries": summaries.get(r["session"], 0),
-        }
-        for r in rows
-    ]
+    return [session_entry(r, summaries) for r in rows]

@@ -223,6 +223,11 @@ async def m011_response_sessions(conn: PgConnection) -> None:
     """)
 
 
+async def m012_no_hnsw_on_fragments(conn: PgConnection) -> None:
+    # Fragments are searched in memory; their HNSW index only slowed every insert (pg_vectors.py).
+    await conn.execute("DROP INDEX IF EXISTS fragments_embedding")
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -235,6 +240,7 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("009_usage_and_listings", m009_usage_and_listings),
     ("010_hashed_generation_keys", m010_hashed_generation_keys),
     ("011_response_sessions", m011_response_sessions),
+    ("012_no_hnsw_on_fragments", m012_no_hnsw_on_fragments),
 ]
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:

@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 
 from .coordination import PgLeases
 from .postgres import PgDatabase
-from .sessions import EMPTY, PrefixState, SummaryRow, describe_session
+from .sessions import EMPTY, PrefixState, SummaryRow, best_prefix, describe_session, prefix_state
 
 _SUMMARY = 'id, level, text, tokens, start, "end"'
 
@@ -34,17 +34,15 @@ class PgSessionStore:
                 " AND upto BETWEEN 1 AND %s ORDER BY upto DESC",
                 (tenant, session, len(chain)),
             )
-            best = next((r for r in await cur.fetchall() if chain[r[1] - 1] == r[0]), None)
+            best = best_prefix([(str(r[0]), int(r[1]), str(r[2])) for r in await cur.fetchall()], chain)
             if best is None:
                 return EMPTY
             ids = json.loads(best[2])
             cur = await conn.execute(
                 f"SELECT {_SUMMARY} FROM summaries WHERE tenant = %s AND id = ANY(%s)", (tenant, ids)
             )
-            by_id = {r[0]: SummaryRow(*r) for r in await cur.fetchall()}
-        if len(by_id) != len(set(ids)):
-            return EMPTY  # a summary was deleted (forget): treat the prefix as gone
-        return PrefixState(best[1], best[0], tuple(by_id[i] for i in ids))
+            found = {r[0]: SummaryRow(*r) for r in await cur.fetchall()}
+        return prefix_state(best, ids, found)
 
     async def save_prefix(
         self,

@@ -9,26 +9,17 @@ readable through SQL meanwhile, and backups taken before keep the user
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from psycopg.rows import dict_row
 
+from . import user_export as fmt
 from .coordination import bump_generation, lock_scope
 from .postgres import PgConnection, PgDatabase
-from .users import EXPORT_VERSION
 
-_ITEM_COLUMNS = (
-    "id, session, type, key, content, importance, confidence, source, expires_at, status,"
-    " superseded_by, turns, fragment_hashes, seen_count, access_count, last_access, created, updated"
-)
-_FRAGMENT_COLUMNS = "id, session, hash, role, text, position, tokens, created, status"
-_SUMMARY_COLUMNS = 'id, session, level, text, tokens, start, "end", created'
-_PREFIX_COLUMNS = "session, chain_hash, upto, summary_ids, created"
-_OWNED = ("fragments", "items", "summaries", "prefixes", "traces", "response_sessions")
+_OWNED = fmt.OWNED
 _WHO = 'tenant = %s AND "user" = %s'
 
 
@@ -69,21 +60,12 @@ class PgUserStore:
         """Who a session belongs to and how much of it is indexed; None when nothing names it."""
         async with self.db.connection() as conn:
             union = " UNION ".join(f'SELECT "user" FROM {t} WHERE tenant = %s AND session = %s' for t in _OWNED)
-            users = sorted(str(r[0]) for r in await _all(conn, union, (tenant, session) * len(_OWNED)))
+            users = [str(r[0]) for r in await _all(conn, union, (tenant, session) * len(_OWNED))]
             fragments = await _one(
                 conn, "SELECT count(*) FROM fragments WHERE tenant = %s AND session = %s", (tenant, session)
             )
-            cursor = await _one(
-                conn, "SELECT upto FROM extraction_cursors WHERE tenant = %s AND session = %s",
-                (tenant, session),
-            )
-        if not users and cursor is None:
-            return None
-        return {
-            "users": users,
-            "fragments": int(fragments or 0),
-            "extraction_cursor": None if cursor is None else int(cursor),
-        }
+            cursor = await _cursor(conn, tenant, session)
+        return fmt.activity(users, int(fragments or 0), cursor)
 
 
 async def _all(conn: PgConnection, sql: str, args: Sequence[Any]) -> list[Any]:
@@ -104,51 +86,35 @@ async def _dicts(conn: PgConnection, sql: str, args: Sequence[Any]) -> list[dict
 
 
 async def _export(conn: PgConnection, tenant: str, user: str) -> dict[str, Any]:
-    who = (tenant, user)
-    items = await _dicts(conn, f"SELECT {_ITEM_COLUMNS} FROM items WHERE {_WHO} ORDER BY id", who)
-    for item in items:
-        item["turns"] = json.loads(item["turns"])
-        item["fragment_hashes"] = json.loads(item["fragment_hashes"])
-    traces = await _dicts(
-        conn, f"SELECT id, session, created, data FROM traces WHERE {_WHO} ORDER BY created", who
+    async def rows(columns: str, table: str, order: str) -> list[dict[str, Any]]:
+        return await _dicts(conn, f"SELECT {columns} FROM {table} WHERE {_WHO} ORDER BY {order}", (tenant, user))
+
+    return fmt.document(
+        tenant, user,
+        items=await rows(fmt.ITEM_COLUMNS, "items", "id"),
+        fragments=await rows(fmt.FRAGMENT_COLUMNS, "fragments", "id"),
+        sessions=[await _session(conn, tenant, user, s) for s in await _sessions(conn, tenant, user)],
+        traces=await rows(fmt.TRACE_COLUMNS, "traces", "created"),
     )
-    return {
-        "version": EXPORT_VERSION,
-        "tenant": tenant,
-        "user": user,
-        "exported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "items": items,
-        "fragments": await _dicts(
-            conn, f"SELECT {_FRAGMENT_COLUMNS} FROM fragments WHERE {_WHO} ORDER BY id", who
-        ),
-        "sessions": [await _session(conn, tenant, user, s) for s in await _sessions(conn, tenant, user)],
-        "traces": [{**t, "data": json.loads(t["data"])} for t in traces],
-    }
 
 
 async def _session(conn: PgConnection, tenant: str, user: str, session: str) -> dict[str, Any]:
     key = (tenant, user, session)
     prefixes = await _dicts(
-        conn, f"SELECT {_PREFIX_COLUMNS} FROM prefixes WHERE {_WHO} AND session = %s ORDER BY upto", key
+        conn, f"SELECT {fmt.PREFIX_COLUMNS} FROM prefixes WHERE {_WHO} AND session = %s ORDER BY upto", key
     )
-    for p in prefixes:
-        p["summary_ids"] = json.loads(p["summary_ids"])
-        del p["session"]
     summaries = await _dicts(
-        conn, f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE {_WHO} AND session = %s"
+        conn, f"SELECT {fmt.SUMMARY_COLUMNS} FROM summaries WHERE {_WHO} AND session = %s"
         " ORDER BY start, level", key,
     )
-    for s in summaries:
-        del s["session"]
-    cursor = await _one(
+    return fmt.session_part(session, await _cursor(conn, tenant, session), summaries, prefixes)
+
+
+async def _cursor(conn: PgConnection, tenant: str, session: str) -> int | None:
+    found = await _one(
         conn, "SELECT upto FROM extraction_cursors WHERE tenant = %s AND session = %s", (tenant, session)
     )
-    return {
-        "session": session,
-        "extraction_cursor": None if cursor is None else int(cursor),
-        "summaries": summaries,
-        "prefixes": prefixes,
-    }
+    return None if found is None else int(found)
 
 
 async def _sessions(conn: PgConnection, tenant: str, user: str) -> list[str]:
@@ -198,14 +164,20 @@ async def _restore(
         counts["summaries"] += summaries
         counts["prefixes"] += prefixes
     for trace in data["traces"]:
-        cur = await conn.execute(
-            'INSERT INTO traces (tenant, id, "user", session, created, data)'
-            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            (tenant, trace["id"], user, trace["session"], trace["created"],
-             json.dumps(trace["data"], ensure_ascii=False)),
-        )
-        counts["traces"] += int(cur.rowcount)
+        counts["traces"] += await _insert(conn, "traces", fmt.RESTORED_TRACE, tenant, fmt.trace_values(user, trace))
     return counts
+
+
+async def _insert(
+    conn: PgConnection, table: str, columns: str, tenant: str, values: Sequence[Any], returning: str = ""
+) -> Any:
+    """INSERT one row of ``tenant`` unless it is there; the row count, or with ``returning`` that value."""
+    marks = ", ".join(["%s"] * (len(values) + 1))
+    sql = f"INSERT INTO {table} (tenant, {columns}) VALUES ({marks})"
+    if returning:
+        return await _one(conn, f"{sql} RETURNING {returning}", (tenant, *values))
+    cur = await conn.execute(f"{sql} ON CONFLICT DO NOTHING", (tenant, *values))
+    return int(cur.rowcount)
 
 
 async def _restore_fragments(
@@ -214,14 +186,8 @@ async def _restore_fragments(
     added = 0
     await lock_scope(conn, tenant, user)
     for f, vec in zip(fragments, vectors, strict=True):
-        cur = await conn.execute(
-            'INSERT INTO fragments (tenant, "user", session, hash, role, text, terms, position,'
-            " tokens, created, status, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT DO NOTHING",
-            (tenant, user, f["session"], f["hash"], f["role"], f["text"], f["terms"],
-             f["position"], f["tokens"], f["created"], f["status"], np.asarray(vec, dtype=np.float32)),
-        )
-        added += int(cur.rowcount)
+        values = (*fmt.fragment_values(user, f), np.asarray(vec, dtype=np.float32))
+        added += await _insert(conn, "fragments", f"{fmt.RESTORED_FRAGMENT}, embedding", tenant, values)
     return added
 
 
@@ -238,27 +204,15 @@ async def _restore_items(
         if found is not None:
             new_ids[item["id"]] = int(found)
             continue
-        new_ids[item["id"]] = int(await _one(
-            conn,
-            'INSERT INTO items (tenant, "user", session, type, key, content, terms, importance,'
-            " confidence, source, expires_at, expires, status, turns, fragment_hashes, seen_count,"
-            " access_count, last_access, created, updated, embedding) VALUES (%s, %s, %s, %s, %s,"
-            " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (tenant, user, item["session"], item["type"], item["key"], item["content"],
-             item["terms"], item["importance"], item["confidence"],
-             item["source"], item["expires_at"], item["expires"], item["status"], json.dumps(item["turns"]),
-             json.dumps(item["fragment_hashes"]), item["seen_count"], item["access_count"],
-             item["last_access"], item["created"], item["updated"], np.asarray(vec, dtype=np.float32)),
-        ))
+        values = (*fmt.item_values(user, item), np.asarray(vec, dtype=np.float32))
+        new_ids[item["id"]] = int(
+            await _insert(conn, "items", f"{fmt.RESTORED_ITEM}, embedding", tenant, values, returning="id")
+        )
         added += 1
-    # Superseded history keeps pointing at its successor, under the new ids.
-    for item in items:
-        successor = new_ids.get(item["superseded_by"]) if item["superseded_by"] is not None else None
-        if successor is not None:
-            await conn.execute(
-                "UPDATE items SET superseded_by = %s WHERE id = %s AND superseded_by IS NULL",
-                (successor, new_ids[item["id"]]),
-            )
+    for successor, item_id in fmt.successors(items, new_ids):
+        await conn.execute(
+            "UPDATE items SET superseded_by = %s WHERE id = %s AND superseded_by IS NULL", (successor, item_id)
+        )
     return added
 
 
@@ -268,20 +222,9 @@ async def _restore_session(
     name = session["session"]
     summaries = prefixes = 0
     for s in session["summaries"]:
-        cur = await conn.execute(
-            'INSERT INTO summaries (tenant, id, "user", session, level, text, tokens, start, "end",'
-            " created) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            (tenant, s["id"], user, name, s["level"], s["text"], s["tokens"], s["start"], s["end"],
-             s["created"]),
-        )
-        summaries += int(cur.rowcount)
+        summaries += await _insert(conn, "summaries", fmt.RESTORED_SUMMARY, tenant, fmt.summary_values(user, name, s))
     for p in session["prefixes"]:
-        cur = await conn.execute(
-            'INSERT INTO prefixes (tenant, session, "user", chain_hash, upto, summary_ids, created)'
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            (tenant, name, user, p["chain_hash"], p["upto"], json.dumps(p["summary_ids"]), p["created"]),
-        )
-        prefixes += int(cur.rowcount)
+        prefixes += await _insert(conn, "prefixes", fmt.RESTORED_PREFIX, tenant, fmt.prefix_values(user, name, p))
     if session["extraction_cursor"] is not None:
         await conn.execute(
             "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (%s, %s, %s)"

@@ -1,7 +1,16 @@
-"""PostgreSQL's vector columns: an ``embedding vector(dim)`` on each vector table, with its HNSW index.
+"""PostgreSQL's vector columns: an ``embedding vector(dim)`` on each vector table; HNSW on items only.
 
 The dimension is the embedding model's, known only at start (``pg_schema.migrate``
 fits the columns to it); ``paperclip migrate`` builds the index after a bulk copy.
+
+Fragments have no HNSW index. The proxy searches a user's fragments in its
+own in-memory index (loaded from the rows); the store's ``knn`` on
+fragments serves only the extractor's rare look-up of a superseded item's
+source turns, in the background, and ranks the user's rows exactly. Keeping
+an HNSW index current costs ~90x the insert (``bench/pg_storage.py``:
+69 against 6,259 inserts/s), paid on every request's new fragments for a
+search nothing on the request path makes (docs/deployment.md). Items keep
+theirs: they are few, written rarely, and searched through the store.
 """
 
 from __future__ import annotations
@@ -12,10 +21,12 @@ PgConnection = Any
 
 # Tables whose rows carry an embedding of the model's dimension.
 VECTOR_TABLES = ("fragments", "items")
+# Of those, the ones with an HNSW index.
+HNSW_TABLES = ("items",)
 
 
 async def fit_vectors(conn: PgConnection, dim: int) -> None:
-    """An ``embedding vector(dim)`` column with a cosine HNSW index on each vector table.
+    """An ``embedding vector(dim)`` column on each vector table, a cosine HNSW index on ``HNSW_TABLES``.
 
     The dimension is the embedding model's, known only at start; a model of
     another dimension makes the old vectors meaningless, so they are dropped.
@@ -32,7 +43,8 @@ async def fit_vectors(conn: PgConnection, dim: int) -> None:
         if row is not None:
             await conn.execute(f"ALTER TABLE {table} DROP COLUMN embedding")
         await conn.execute(f"ALTER TABLE {table} ADD COLUMN embedding vector({dim})")
-        await index_vectors(conn, table)
+        if table in HNSW_TABLES:
+            await index_vectors(conn, table)
 
 
 async def index_vectors(conn: PgConnection, table: str) -> None:

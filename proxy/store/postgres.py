@@ -92,11 +92,12 @@ async def nearest(
 ) -> list[tuple[int, float]]:
     """(row id, cosine similarity) of the user's ``k`` nearest rows of ``table``, nearest first.
 
-    The HNSW index answers first. pgvector 0.6 filters its candidates after
-    the index scan, so when other users' rows crowd the ``ef_search`` list
-    the answer comes back short: then the user's rows are ranked exactly
-    (the ``+ 0`` hides the ordering from the index, the (tenant, user) index
-    finds the rows).
+    On a table with an HNSW index (``pg_vectors.HNSW_TABLES``) the index
+    answers first. pgvector 0.6 filters its candidates after the index
+    scan, so when other users' rows crowd the ``ef_search`` list the answer
+    comes back short: then the user's rows are ranked exactly (the ``+ 0``
+    hides the ordering from the index, the (tenant, user) index finds the
+    rows). On a table without one, the first query is already exact.
     """
     where = f'FROM {table} WHERE tenant = %s AND "user" = %s AND embedding IS NOT NULL'
     async with db.transaction() as conn:

@@ -54,19 +54,12 @@ class SessionStore:
                 (tenant, session),
             ).fetchall()
         )
-        best: Any = None
-        for row in rows:
-            upto = row["upto"]
-            matches = 0 < upto <= len(chain) and chain[upto - 1] == row["chain_hash"]
-            if matches and (best is None or upto > best["upto"]):
-                best = row
+        best = best_prefix([(r["chain_hash"], r["upto"], r["summary_ids"]) for r in rows], chain)
         if best is None:
             return EMPTY
-        ids = json.loads(best["summary_ids"])
+        ids = json.loads(best[2])
         summaries = await self.db.read(lambda c: _summaries(c, tenant, ids))
-        if len(summaries) != len(ids):
-            return EMPTY  # a summary was deleted (forget): treat the prefix as gone
-        return PrefixState(best["upto"], best["chain_hash"], tuple(summaries))
+        return prefix_state(best, ids, {r.id: r for r in summaries})
 
     async def save_prefix(
         self,
@@ -134,6 +127,19 @@ class SessionStore:
         )
 
 
+def best_prefix(rows: Sequence[tuple[str, int, str]], chain: Sequence[str]) -> tuple[str, int, str] | None:
+    """Of stored (chain_hash, upto, summary_ids) rows, the longest prefix the chain starts with."""
+    matching = [r for r in rows if 0 < r[1] <= len(chain) and chain[r[1] - 1] == r[0]]
+    return max(matching, key=lambda r: r[1], default=None)
+
+
+def prefix_state(best: tuple[str, int, str], ids: Sequence[str], found: dict[str, SummaryRow]) -> PrefixState:
+    """The prefix ``best`` with its summaries ``ids`` in order, from those ``found`` by id."""
+    if any(i not in found for i in ids):
+        return EMPTY  # a summary was deleted (forget): treat the prefix as gone
+    return PrefixState(best[1], best[0], tuple(found[i] for i in ids))
+
+
 def describe_session(
     session: str, prefixes: Sequence[Any], summaries: list[dict[str, Any]]
 ) -> dict[str, Any] | None:
@@ -164,9 +170,4 @@ def _summaries(c: Connection, tenant: str, ids: Sequence[str]) -> list[SummaryRo
         f"SELECT id, level, text, tokens, start, end FROM summaries WHERE tenant = ? AND id IN ({marks})",
         (tenant, *ids),
     ).fetchall()
-    by_id = {r["id"]: r for r in rows}
-    return [
-        SummaryRow(r["id"], r["level"], r["text"], r["tokens"], r["start"], r["end"])
-        for r in (by_id.get(i) for i in ids)
-        if r is not None
-    ]
+    return [SummaryRow(r["id"], r["level"], r["text"], r["tokens"], r["start"], r["end"]) for r in rows]

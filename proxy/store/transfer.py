@@ -79,7 +79,7 @@ async def transfer(
             for table, vectors in TABLES:
                 await _copy_table(src, db, origin, table, vectors, progress, batch)
             async with db.connection() as conn:
-                for table in pg_vectors.VECTOR_TABLES:
+                for table in pg_vectors.HNSW_TABLES:
                     await pg_vectors.index_vectors(conn, table)
                 for table in SERIAL_TABLES:
                     await conn.execute(
@@ -97,7 +97,7 @@ async def _drop_indexes_of_empty_tables(db: PgDatabase) -> None:
     # Keeping an HNSW index current row by row is ~100x slower than building it once after
     # (docs/deployment.md); a table that already has rows keeps its index (a resumed copy).
     async with db.connection() as conn:
-        for table in pg_vectors.VECTOR_TABLES:
+        for table in pg_vectors.HNSW_TABLES:
             cur = await conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {table})")
             row = await cur.fetchone()
             if row is not None and row[0]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from . import user_export as fmt
 from .db import Connection
 from .fragments import scope_of
 
@@ -32,13 +32,16 @@ def restore_user(
         counts["summaries"] += summaries
         counts["prefixes"] += prefixes
     for trace in data["traces"]:
-        counts["traces"] += c.execute(
-            "INSERT OR IGNORE INTO traces (id, tenant, user, session, created, data)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (trace["id"], tenant, user, trace["session"], trace["created"],
-             json.dumps(trace["data"], ensure_ascii=False)),
-        ).rowcount
+        counts["traces"] += _insert(c, "traces", fmt.RESTORED_TRACE, tenant, fmt.trace_values(user, trace))
     return counts
+
+
+def _insert(c: Connection, table: str, columns: str, tenant: str, values: Sequence[Any]) -> int:
+    """INSERT OR IGNORE one row of ``tenant``; the row count (0: it was there already)."""
+    marks = ", ".join("?" * (len(values) + 1))
+    return int(
+        c.execute(f"INSERT OR IGNORE INTO {table} (tenant, {columns}) VALUES ({marks})", (tenant, *values)).rowcount
+    )
 
 
 def _restore_fragments(
@@ -47,14 +50,8 @@ def _restore_fragments(
     scope = scope_of(tenant, user)
     added = 0
     for f, vec in zip(fragments, vectors, strict=True):
-        cur = c.execute(
-            "INSERT OR IGNORE INTO fragments (tenant, user, session, hash, role, text, terms,"
-            " position, tokens, created, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (tenant, user, f["session"], f["hash"], f["role"], f["text"], f["terms"],
-             f["position"], f["tokens"], f["created"], f["status"]),
-        )
-        if cur.rowcount:
-            _vector(c, "vec_fragments", int(cur.lastrowid), vec, scope)
+        if _insert(c, "fragments", fmt.RESTORED_FRAGMENT, tenant, fmt.fragment_values(user, f)):
+            _vector(c, "vec_fragments", _last_id(c), vec, scope)
             added += 1
     return added
 
@@ -73,33 +70,15 @@ def _restore_items(
         if found is not None:
             new_ids[item["id"]] = int(found[0])
             continue
-        new_ids[item["id"]] = new_id = _insert_item(c, tenant, user, item)
+        _insert(c, "items", fmt.RESTORED_ITEM, tenant, fmt.item_values(user, item))
+        new_ids[item["id"]] = new_id = _last_id(c)
         _vector(c, "vec_items", new_id, vec, scope)
         added += 1
-    # Superseded history keeps pointing at its successor, under the new ids.
-    for item in items:
-        successor = new_ids.get(item["superseded_by"]) if item["superseded_by"] is not None else None
-        if successor is not None:
-            c.execute(
-                "UPDATE items SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL",
-                (successor, new_ids[item["id"]]),
-            )
+    for successor, item_id in fmt.successors(items, new_ids):
+        c.execute(
+            "UPDATE items SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL", (successor, item_id)
+        )
     return added
-
-
-def _insert_item(c: Connection, tenant: str, user: str, item: Mapping[str, Any]) -> int:
-    cur = c.execute(
-        "INSERT INTO items (tenant, user, session, type, key, content, terms, importance,"
-        " confidence, source, expires_at, expires, status, turns, fragment_hashes, seen_count,"
-        " access_count, last_access, created, updated)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (tenant, user, item["session"], item["type"], item["key"], item["content"],
-         item["terms"], item["importance"], item["confidence"],
-         item["source"], item["expires_at"], item["expires"], item["status"], json.dumps(item["turns"]),
-         json.dumps(item["fragment_hashes"]), item["seen_count"], item["access_count"],
-         item["last_access"], item["created"], item["updated"]),
-    )
-    return int(cur.lastrowid)
 
 
 def _restore_session(
@@ -107,20 +86,11 @@ def _restore_session(
 ) -> tuple[int, int]:
     name = session["session"]
     summaries = sum(
-        c.execute(
-            "INSERT OR IGNORE INTO summaries (id, tenant, user, session, level, text, tokens, start,"
-            " end, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (s["id"], tenant, user, name, s["level"], s["text"], s["tokens"], s["start"], s["end"],
-             s["created"]),
-        ).rowcount
+        _insert(c, "summaries", fmt.RESTORED_SUMMARY, tenant, fmt.summary_values(user, name, s))
         for s in session["summaries"]
     )
     prefixes = sum(
-        c.execute(
-            "INSERT OR IGNORE INTO prefixes (tenant, session, user, chain_hash, upto, summary_ids,"
-            " created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (tenant, name, user, p["chain_hash"], p["upto"], json.dumps(p["summary_ids"]), p["created"]),
-        ).rowcount
+        _insert(c, "prefixes", fmt.RESTORED_PREFIX, tenant, fmt.prefix_values(user, name, p))
         for p in session["prefixes"]
     )
     if session["extraction_cursor"] is not None:
@@ -130,6 +100,10 @@ def _restore_session(
             (tenant, name, session["extraction_cursor"]),
         )
     return summaries, prefixes
+
+
+def _last_id(c: Connection) -> int:
+    return int(c.execute("SELECT last_insert_rowid()").fetchone()[0])
 
 
 def _vector(c: Connection, table: str, rowid: int, vec: np.ndarray, scope: str) -> None:

@@ -12,28 +12,18 @@ the delete, so the old page images that still hold the text leave the WAL.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from . import user_export as fmt
 from .db import Connection, Database
 from .fragments import bump_generation
+from .user_export import EXPORT_VERSION as EXPORT_VERSION
 from .user_restore import restore_user
 
-# The export format; bump it when a field changes meaning. Imports accept this version only.
-EXPORT_VERSION = 1
-
-_ITEM_COLUMNS = (
-    "id, session, type, key, content, importance, confidence, source, expires_at, status,"
-    " superseded_by, turns, fragment_hashes, seen_count, access_count, last_access, created, updated"
-)
-_FRAGMENT_COLUMNS = "id, session, hash, role, text, position, tokens, created, status"
-_SUMMARY_COLUMNS = "id, session, level, text, tokens, start, end, created"
-_PREFIX_COLUMNS = "session, chain_hash, upto, summary_ids, created"
-_OWNED = ("fragments", "items", "summaries", "prefixes", "traces", "response_sessions")
+_OWNED = fmt.OWNED
 
 
 class UserStore:
@@ -88,54 +78,37 @@ class UserStore:
 
 def _export(c: Connection, tenant: str, user: str) -> dict[str, Any]:
     who = (tenant, user)
-    items = _rows(c, f"SELECT {_ITEM_COLUMNS} FROM items WHERE tenant = ? AND user = ? ORDER BY id", who)
-    for item in items:
-        item["turns"] = json.loads(item["turns"])
-        item["fragment_hashes"] = json.loads(item["fragment_hashes"])
-    return {
-        "version": EXPORT_VERSION,
-        "tenant": tenant,
-        "user": user,
-        "exported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "items": items,
-        "fragments": _rows(
-            c, f"SELECT {_FRAGMENT_COLUMNS} FROM fragments WHERE tenant = ? AND user = ? ORDER BY id", who
-        ),
-        "sessions": [_session(c, tenant, user, s) for s in _sessions(c, tenant, user)],
-        "traces": [
-            {**t, "data": json.loads(t["data"])}
-            for t in _rows(
-                c, "SELECT id, session, created, data FROM traces WHERE tenant = ? AND user = ?"
-                " ORDER BY created", who,
-            )
-        ],
-    }
+
+    def rows(columns: str, table: str, order: str) -> list[dict[str, Any]]:
+        return _rows(c, f"SELECT {columns} FROM {table} WHERE tenant = ? AND user = ? ORDER BY {order}", who)
+
+    return fmt.document(
+        tenant, user,
+        items=rows(fmt.ITEM_COLUMNS, "items", "id"),
+        fragments=rows(fmt.FRAGMENT_COLUMNS, "fragments", "id"),
+        sessions=[_session(c, tenant, user, s) for s in _sessions(c, tenant, user)],
+        traces=rows(fmt.TRACE_COLUMNS, "traces", "created"),
+    )
 
 
 def _session(c: Connection, tenant: str, user: str, session: str) -> dict[str, Any]:
     key = (tenant, user, session)
     prefixes = _rows(
-        c, f"SELECT {_PREFIX_COLUMNS} FROM prefixes WHERE tenant = ? AND user = ? AND session = ?"
+        c, f"SELECT {fmt.PREFIX_COLUMNS} FROM prefixes WHERE tenant = ? AND user = ? AND session = ?"
         " ORDER BY upto", key,
     )
-    for p in prefixes:
-        p["summary_ids"] = json.loads(p["summary_ids"])
-        del p["session"]
     summaries = _rows(
-        c, f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE tenant = ? AND user = ? AND session = ?"
+        c, f"SELECT {fmt.SUMMARY_COLUMNS} FROM summaries WHERE tenant = ? AND user = ? AND session = ?"
         " ORDER BY start, level", key,
     )
-    for s in summaries:
-        del s["session"]
-    cursor = c.execute(
+    return fmt.session_part(session, _cursor(c, tenant, session), summaries, prefixes)
+
+
+def _cursor(c: Connection, tenant: str, session: str) -> int | None:
+    row = c.execute(
         "SELECT upto FROM extraction_cursors WHERE tenant = ? AND session = ?", (tenant, session)
     ).fetchone()
-    return {
-        "session": session,
-        "extraction_cursor": None if cursor is None else int(cursor[0]),
-        "summaries": summaries,
-        "prefixes": prefixes,
-    }
+    return None if row is None else int(row[0])
 
 
 def _sessions(c: Connection, tenant: str, user: str) -> list[str]:
@@ -179,23 +152,14 @@ def _forget(c: Connection, tenant: str, user: str) -> dict[str, int]:
 
 
 def _activity(c: Connection, tenant: str, session: str) -> dict[str, Any] | None:
-    users = sorted(
+    users = [
         str(r[0])
         for r in c.execute(
             " UNION ".join(f"SELECT user FROM {t} WHERE tenant = ? AND session = ?" for t in _OWNED),
             (tenant, session) * len(_OWNED),
         )
-    )
+    ]
     fragments = c.execute(
         "SELECT count(*) FROM fragments WHERE tenant = ? AND session = ?", (tenant, session)
     ).fetchone()[0]
-    cursor = c.execute(
-        "SELECT upto FROM extraction_cursors WHERE tenant = ? AND session = ?", (tenant, session)
-    ).fetchone()
-    if not users and cursor is None:
-        return None
-    return {
-        "users": users,
-        "fragments": int(fragments),
-        "extraction_cursor": None if cursor is None else int(cursor[0]),
-    }
+    return fmt.activity(users, int(fragments), _cursor(c, tenant, session))
