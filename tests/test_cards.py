@@ -30,18 +30,20 @@ def test_render_card_says_what_where_and_when() -> None:
     assert render_card(ALLERGY) == "[preference · user said · 2026-11-02] Allergic to peanuts"
 
 
-def test_fragments_are_earlier_turns_and_dates_are_optional() -> None:
-    card = Card("fragment", "assistant said", None, "Your flight is AF123.", "f1")
-    assert render_card(card) == "[earlier turn · assistant said] Your flight is AF123."
+def test_fragments_are_conversation_excerpts_and_dates_are_optional() -> None:
+    card = Card("fragment", "assistant said", None, "Assistant: Your flight is AF123.", "f1")
+    assert render_card(card) == "[conversation]\nAssistant: Your flight is AF123."
 
 
 def test_multi_turn_fragment_renders_one_line_per_turn() -> None:
-    text = "User: I fly to Lisbon on the 14th.\nAssistant: Noted, Lisbon on the 14th."
-    card = Card("fragment", "user said", "2026-11-02", text, "f2")
+    text = "User: I fly to Lisbon on the 14th.\nAssistant: Noted, Lisbon on the 14th.\n…\nUser: Back on the 20th."
+    card = Card("fragment", "user said", "2026-11-02", text, "f2,f3,f7")
     assert render_card(card) == (
-        "[earlier turn · user said · 2026-11-02]\n"
-        "  User: I fly to Lisbon on the 14th.\n"
-        "  Assistant: Noted, Lisbon on the 14th."
+        "[conversation · 2026-11-02]\n"
+        "User: I fly to Lisbon on the 14th.\n"
+        "Assistant: Noted, Lisbon on the 14th.\n"
+        "…\n"
+        "User: Back on the 20th."
     )
 
 
@@ -176,6 +178,7 @@ ODD_TEXTS = [
     "emoji 😀!",
     "[bracket] and \"quotes\".",
     "  spaces  ",
+    "User: one.\n…\nAssistant: two …",
 ]
 
 

@@ -157,6 +157,12 @@ def test_convs_picks_a_data_split_and_names_an_unknown_id(
     other = {**SAMPLE, "sample_id": "conv-y"}
     both = tmp_path / "two.json"
     both.write_text(json.dumps([SAMPLE, other]), encoding="utf-8")
+    convs = locomo.load(both)
+    assert [c.id for c in locomo.select(convs, "conv-y")] == ["conv-y"]
+    assert [c.id for c in locomo.select(convs, " conv-y , conv-x")] == ["conv-x", "conv-y"]
+    assert [c.id for c in locomo.select(convs, None)] == ["conv-x", "conv-y"]
+    with pytest.raises(ValueError, match="conv-z"):
+        locomo.select(convs, "conv-x,conv-z")
     out = tmp_path / "split.json"
     args = ["eval", "locomo", str(both), "--embedder", "hash", "--no-progress", "--out", str(out)]
     assert main([*args, "--convs", "conv-y"]) == 0

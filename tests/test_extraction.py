@@ -233,6 +233,17 @@ def test_remind_me_is_a_task() -> None:
     assert item.content == "The user asked to be reminded to call the dentist on Friday."
 
 
+def test_a_reminder_is_a_request_not_a_remark() -> None:
+    items = rule_extract(user("Moments like these remind me to appreciate the ones I love.",
+                              "Hey, remind me to buy milk.", "Could you please remind me to pay rent?"), NOW)
+    assert keys(items) == ["user.task.buy_milk", "user.task.pay_rent"]
+
+
+def test_a_liked_thing_is_said_of_the_user() -> None:
+    (item,) = rule_extract(user("I love running my own studio."), NOW)
+    assert item.content == "The user loves running their own studio."
+
+
 def test_names() -> None:
     items = rule_extract(user("My name is Alice Smith. You can call me Ali."), NOW)
     assert [(i.key, i.content) for i in items] == [

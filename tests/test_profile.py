@@ -45,7 +45,8 @@ TRIP = Item(7, "event", "user.trip.paris", "The user went to Paris in May.", 0.9
 PASSING = Item(8, "preference", "user.preference.blue", "The user liked the blue design.", 0.3)
 OLD = Item(9, "constraint", "user.diet.old", "The user eats fish.", 0.9, status="superseded")
 EXPIRED = Item(10, "task", "user.task.pack", "Pack the bags today.", 0.9, expires_at="2026-11-01")
-ALL = [VEGETARIAN, CAT, NAME, TEA, TASK, ZH, TRIP, PASSING, OLD, EXPIRED]
+GUESSED = Item(11, "constraint", "user.diet.vegan", "The user may be vegan.", 0.9, source="inferred")
+ALL = [VEGETARIAN, CAT, NAME, TEA, TASK, ZH, TRIP, PASSING, OLD, EXPIRED, GUESSED]
 
 
 def test_standing_facts_are_health_identity_preferences_and_open_tasks() -> None:
@@ -54,7 +55,7 @@ def test_standing_facts_are_health_identity_preferences_and_open_tasks() -> None
     ]
     assert kind_of(replace(TRIP, type="entity", key="user.dog.name")) == "identity"
     assert kind_of(replace(TRIP, type="entity", key="user.dog.breed")) is None
-    # Events, passing remarks, superseded and expired items never stand.
+    # Events, passing remarks, inferences, superseded and expired items never stand.
     assert {i.id for i in standing(ALL, NOW)} == {1, 2, 3, 4, 5, 6}
 
 

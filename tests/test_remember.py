@@ -49,3 +49,22 @@ async def test_a_new_value_supersedes_and_hides_the_turn_the_old_one_came_from(t
         assert await store.fragments.active_ids("t", "u") == set()
     finally:
         store.close()
+
+
+async def test_a_key_the_old_slug_cut_is_the_same_slot(tmp_path: Path) -> None:
+    # Stored before the slug fix: "apples" lost its "a", "animals with fur" too.
+    store = open_store(str(tmp_path / "r.db"), 16)
+    try:
+        old = MemoryItem("preference", "The user loves apples.", "user.preference.pple")
+        fur = MemoryItem("entity", "The user is allergic to animals with fur.", "user.allergy.nimals_with_fur")
+        kept = MemoryItem("preference", "The user loves pears.", "user.preference.pear")
+        for item in (old, fur, kept):
+            await remember(store.items, embed, "t", "u", "s", item, dedup_cosine=0.99)
+        changed = MemoryItem("preference", "The user no longer likes apples.", "user.preference.apple")
+        again = MemoryItem("entity", "The user is allergic to animals with fur.", "user.allergy.animals_with_fur")
+        assert (await remember(store.items, embed, "t", "u", None, changed, dedup_cosine=0.99)).action == "superseded"
+        assert (await remember(store.items, embed, "t", "u", None, again, dedup_cosine=0.99)).action == "merged"
+        assert sorted(r.content for r in await store.items.all("t", "u")) == [
+            "The user is allergic to animals with fur.", "The user loves pears.", "The user no longer likes apples."]
+    finally:
+        store.close()

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.memory.cards import render_block
 from proxy.memory.embedder import HashEmbedder
 from proxy.memory.fragment_search import FragmentIndex, _ScopeIndex, nearest
 from proxy.memory.fusion import Part, Scored
-from proxy.memory.packing import Excerpt, place, select
+from proxy.memory.packing import Excerpt, Tally, cards_of, place, select
 from proxy.memory.query import focus, periods_in
 from proxy.memory.ranking import Candidate, Hit, Key, boosts, rank, supported_by_neighbours
 from proxy.store import open_store
@@ -134,13 +136,46 @@ def test_an_excerpt_is_one_card_with_a_line_per_turn() -> None:
 
 def test_select_respects_budget_and_top_k_and_skips_what_does_not_fit() -> None:
     counter = TokenCounter(None)
-    medium = [hit(frag(i, 10 * i, "word " * 80), 0.9 - i / 100) for i in (1, 2)]
-    shorts = [hit(frag(i, 10 * i, f"short fact number {i}"), 0.8 - i / 100) for i in range(3, 9)]
+    day = [MAY_8 + i * 86400 for i in range(9)]  # a day each: a card each
+    medium = [hit(frag(i, 10 * i, "word " * 80, created=day[i]), 0.9 - i / 100) for i in (1, 2)]
+    shorts = [hit(frag(i, 10 * i, f"short fact number {i}", created=day[i]), 0.8 - i / 100) for i in range(3, 9)]
     cards = select([*medium, *shorts], counter, top_k=4, budget=210)
     # The second medium turn does not fit after the first: shorter ones take its place, whole.
     assert [c.id for c in cards] == ["f1", "f3", "f4", "f5"]
     assert counter.text(render_block(cards)) <= 210
     assert all("…" not in c.text for c in cards)
+
+
+def test_what_was_said_on_one_day_is_one_card_its_excerpts_apart() -> None:
+    counter = TokenCounter(None)
+    a, b = hit(frag(1, 2, "I adopted a cat"), 0.9), hit(frag(2, 9, "She is called Miso"), 0.8)
+    c = hit(frag(3, 3, "Congrats!", role="assistant"), 0.7)
+    later = hit(frag(4, 1, "The vet says she is fine", created=MAY_8 + 86400), 0.6)
+    (card,) = select([a, b, later, c], counter, top_k=1, budget=800)
+    assert card.text == "User: I adopted a cat\nAssistant: Congrats!\n…\nUser: She is called Miso"
+    assert (card.id, card.date) == ("f1,f3,f2", "2023-05-08")
+    assert [x.id for x in select([a, b, later, c], counter, top_k=2, budget=800)] == ["f1,f3,f2", "f4"]
+
+
+LINES = ["我的猫对花生过敏。", "url http://x.y/z?a=1.", "emoji 😀!", "[bracket] and \"quotes\".", "ends …",
+         "Wow!!!", "3.5 km, then 12:30", "tabs\tand  spaces", "Café déjà vu?"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 30), st.sampled_from(LINES), st.booleans()),
+                min_size=1, max_size=12, unique_by=lambda t: (t[0], t[1])))
+def test_the_tally_counts_the_block_as_the_tokenizer_does(turns: list[tuple[int, int, str, bool]]) -> None:
+    """What ``select`` relies on: a block counts as its headers, lines and gaps, each counted once."""
+    counter = TokenCounter("gpt-4o-mini")
+    tally = Tally(counter, 10_000)
+    chosen: list[Excerpt] = []
+    for i, (d, pos, text, user) in enumerate(turns):
+        h = hit(frag(i + 1, pos, text, role="user" if user else "assistant", created=MAY_8 + d * 86400), 0.5)
+        trial = place(chosen, h)
+        assert trial is not None and tally.add(h, len(chosen) + 1 - len(trial))
+        chosen = trial
+        assert tally.used == counter.text(render_block(cards_of(chosen)))
+    assert tally.cards == len(cards_of(chosen))
 
 
 def test_select_truncates_a_single_huge_turn_rather_than_losing_it() -> None:

@@ -19,8 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a LoCoMo-format JSON file; for scenarios, a scenario file (default: the packaged suite)")
     parser.add_argument("--mode", choices=("sessions", "one-chat"), default="sessions")
     parser.add_argument("--limit-convs", type=int, default=None, metavar="N", help="the first N conversations")
-    parser.add_argument("--convs", default=None, metavar="ID,ID",
-                        help="only these conversations (sample ids, e.g. conv-26,conv-30): a data split")
+    parser.add_argument("--convs", default=None, metavar="IDS",
+                        help="only these conversations, by sample_id, comma-separated (e.g. conv-26,conv-30)")
     parser.add_argument("--embedder", default="bundled", help="embedding.model: bundled (default), hash, or a model")
     parser.add_argument("--top-k", type=int, default=None, help="memory.top_k (default: the config default)")
     parser.add_argument("--budget", type=int, default=None, help="memory.budget_tokens")
@@ -74,14 +74,11 @@ def locomo_command(args: argparse.Namespace) -> int:
     from .harness import Options
     from .replay import run, total_steps
 
-    conversations = locomo.load(args.path)[: args.limit_convs]
-    if args.convs:
-        wanted = args.convs.split(",")
-        unknown = sorted(set(wanted) - {c.id for c in conversations})
-        if unknown:
-            print(f"paperclip eval locomo: no conversation {', '.join(unknown)} in {args.path}", file=sys.stderr)
-            return 2
-        conversations = [c for c in conversations if c.id in wanted]
+    try:
+        conversations = locomo.select(locomo.load(args.path), args.convs)[: args.limit_convs]
+    except ValueError as error:
+        print(f"paperclip eval locomo: {error}", file=sys.stderr)
+        return 2
     memory: dict[str, Any] = {}
     if args.top_k is not None:
         memory["top_k"] = args.top_k

@@ -68,6 +68,20 @@ def load(path: str | Path) -> list[Conversation]:
     return [conversation(sample, i) for i, sample in enumerate(data)]
 
 
+def select(conversations: Sequence[Conversation], ids: str | None) -> list[Conversation]:
+    """The conversations named in ``ids`` (sample_ids, comma-separated), in the file's order; all when None.
+
+    A name that matches no conversation is an error, not an empty eval.
+    """
+    if ids is None:
+        return list(conversations)
+    wanted = {i.strip() for i in ids.split(",") if i.strip()}
+    unknown = sorted(wanted - {c.id for c in conversations})
+    if unknown or not wanted:
+        raise ValueError(f"no conversation {', '.join(unknown) or repr(ids)} in the file")
+    return [c for c in conversations if c.id in wanted]
+
+
 def conversation(sample: dict[str, Any], index: int = 0) -> Conversation:
     conv = sample["conversation"]
     user = conv["speaker_a"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -282,4 +283,13 @@ def epoch_range(period: Period) -> tuple[float, float]:
 
 
 def day_of(timestamp: float) -> str:
-    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d")
+    """The UTC day of ``timestamp``, YYYY-MM-DD."""
+    return _day(int(timestamp // 86_400))
+
+
+@functools.lru_cache(maxsize=4096)
+def _day(days: int) -> str:
+    return (_EPOCH + dt.timedelta(days=days)).strftime("%Y-%m-%d")
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -32,6 +32,26 @@ _FILLER = frozenset({"a", "an", "the", "is", "are", "has", "have", "to", "of", "
                      "的", "了", "是", "用", "户"})
 
 
+# Before 2026-11-30, ``rule_patterns.slug`` cut these words off a slot name's start even inside a word
+# ("animals" → "nimals", "apples" → "pple"); items stored then keep those keys.
+_OLD_SLUG_CUT = re.compile(r"^(?:the|a|an|my|some|any)")
+
+
+def same_slot(stored: str, new: str) -> bool:
+    """``stored`` names the slot of ``new``: the same key, or the key the old ``slug`` made of it."""
+    return stored == new or stored in _old_keys(new)
+
+
+def _old_keys(key: str) -> set[str]:
+    parts = key.split(".")
+    keys = set()
+    for n in range(1, len(parts)):
+        cut = _OLD_SLUG_CUT.sub("", parts[n], count=1)
+        if cut and cut != parts[n]:
+            keys.add(".".join([*parts[:n], cut, *parts[n + 1 :]]))
+    return keys
+
+
 @dataclass(frozen=True)
 class ExistingItem:
     """A stored item of the same (tenant, user) as the new one; ``vector`` is L2-normalised."""
@@ -68,7 +88,7 @@ def decide(
     merges, unless numbers or negation differ (then they are two facts).
     """
     active = [e for e in existing if e.status == "active"]
-    same_key = [e for e in active if e.key == new.key]
+    same_key = [e for e in active if same_slot(e.key, new.key)]
     for item in same_key:
         if same_value(item.content, new.content):
             return Decision("merge", (item.id,), "same key, same value")

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..store.fragments import Fragment
 from ..tokens import TokenCounter
-from .cards import MIN_TRUNCATED_TOKENS, Card, CardSource, pack, render_block, render_card
+from .cards import (
+    GAP,
+    MIN_TRUNCATED_TOKENS,
+    Card,
+    CardSource,
+    card_cost,
+    pack,
+    render_block,
+    render_card,
+)
 from .fragment_search import day_of
 from .ranking import Hit
 
@@ -28,6 +38,10 @@ class Excerpt:
     members: tuple[Hit, ...]  # fragments in conversation order; (lead,) for an item
 
     def card(self) -> Card:
+        return self._card
+
+    @functools.cached_property
+    def _card(self) -> Card:
         if self.lead.item is not None:
             return card_of(self.lead)
         lines = [_line(h.fragment) for h in self.members if h.fragment]
@@ -40,42 +54,122 @@ class Excerpt:
 def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int) -> list[Card]:
     """The cards to inject: best hits first, adjacent fragments merged, within ``budget`` tokens.
 
-    At most ``top_k`` cards. A hit that does not fit whole is skipped for a
-    later, shorter one, so a turn is never cut short for want of room — except
-    a single fragment longer than half the budget, which ``pack`` truncates.
+    At most ``top_k`` cards; a card is an item, or what was said on one day
+    (``cards_of``). A hit that does not fit whole is skipped for a later,
+    shorter one, so a turn is never cut short for want of room — except a
+    single fragment longer than half the budget, which ``pack`` truncates.
     """
-    cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
-    costs: dict[tuple[str, ...], int] = {}
-
-    def cost(ex: Excerpt) -> int:
-        key = tuple(h.id for h in ex.members)
-        if key not in costs:
-            costs[key] = counter.text(render_card(ex.card()) + "\n")
-        return costs[key]
-
-    base = counter.text(render_block([]))
+    tally = Tally(counter, budget)
     chosen: list[Excerpt] = []
-    used = base
     edges: frozenset[tuple[str, float, int]] = frozenset()  # where a turn would join ``chosen``
+    taken: frozenset[tuple[str, float, int]] = frozenset()  # where its turns are
     for hit in ranked[:SCAN_LIMIT]:
-        if budget - used < MIN_ROOM:
+        if budget - tally.used < MIN_ROOM:
             break
         frag = hit.fragment
-        if frag is not None and min(frag.tokens - SLACK, cap) > budget - used:
+        if frag is not None and min(frag.tokens - SLACK, tally.cap) > budget - tally.used:
             continue  # its own text is too long for the room left, alone or joined to an excerpt
-        if len(chosen) >= top_k and (frag is None or _edge(frag) not in edges):
-            continue  # no room for another card, and it joins none (what place() would find, faster)
-        trial = place(chosen, hit)
-        if trial is None or len(trial) > top_k:
+        if tally.cards >= top_k and (frag is None or day_of(frag.created) not in tally.days):
+            continue  # no room for another card
+        if frag is None or _edge(frag) not in edges:
+            # It joins no excerpt (what place() would find, without the scan): a new one,
+            # unless a turn of its place is in one already.
+            if (frag is None or _edge(frag) not in taken) and tally.add(hit, 0):
+                chosen = [*chosen, Excerpt(hit, (hit,))]
+                if frag is not None:
+                    edges, taken = _edges(chosen), taken | {_edge(frag)}
             continue
-        sizes = [cost(ex) for ex in trial]
-        if any(s > cap and len(ex.members) > 1 for s, ex in zip(sizes, trial, strict=True)):
-            continue  # never let pack() cut an excerpt's later turns
-        total = base + sum(min(s, cap) for s in sizes)
-        if total <= budget:
-            chosen, used = trial, total
-            edges = _edges(chosen)
-    return pack((ex.card() for ex in chosen), counter, top_k, budget)
+        trial = place(chosen, hit)
+        if trial is not None and tally.add(hit, len(chosen) + 1 - len(trial)):  # it joined 1 or 2
+            chosen, edges, taken = trial, _edges(trial), taken | {_edge(frag)}
+    return pack(cards_of(chosen), counter, top_k, budget)
+
+
+class Tally:
+    """The tokens of the block in the making, kept as hits are added, each line counted once.
+
+    A card's count is its lines' (each with its newline): a line starts with
+    "[", "User:", "Assistant:" or "…", where the tokenizer never joins it to
+    the line before; ``cards.pack`` re-counts the chosen cards exactly. A card
+    over half the budget (``cap``) counts as ``cap``: only a single turn may be
+    that long, and ``pack`` truncates it.
+    """
+
+    def __init__(self, counter: TokenCounter, budget: int) -> None:
+        self.counter = counter
+        self.budget = budget
+        self.cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
+        self.used = counter.text(render_block([]))
+        self.days: dict[str, int] = {}  # each day's card: its tokens so far
+        self.cards = 0
+
+    def add(self, hit: Hit, joined: int) -> bool:
+        """Count ``hit`` in, joining ``joined`` excerpts of its day (0: a new excerpt), if it fits."""
+        if hit.fragment is None:
+            size = card_cost(card_of(hit), self.counter)
+            if self.used + min(size, self.cap) > self.budget:
+                return False
+            self.used += min(size, self.cap)
+            self.cards += 1
+            return True
+        day = day_of(hit.fragment.created)
+        line = _tokens(self.counter, _line(hit.fragment) + "\n")
+        before = self.days.get(day)
+        if before is None:
+            size = _tokens(self.counter, render_card(Card("fragment", "user said", day, "", "")) + "\n") + line
+        else:
+            size = before + line + (self.gap, 0, -self.gap)[joined]
+            if size > self.cap:
+                return False  # never let pack() cut a card's later turns
+        used = self.used - min(before or 0, self.cap) + min(size, self.cap)
+        if used > self.budget:
+            return False
+        self.used, self.days[day] = used, size
+        self.cards += before is None
+        return True
+
+    @functools.cached_property
+    def gap(self) -> int:
+        return _tokens(self.counter, GAP + "\n")
+
+
+@functools.lru_cache(maxsize=20_000)
+def _tokens(counter: TokenCounter, line: str) -> int:
+    """A line's tokens, remembered across requests: the same turns come back in many blocks."""
+    return counter.text(line)
+
+
+def by_day(excerpts: Sequence[Excerpt]) -> list[list[Excerpt]]:
+    """The excerpts a card each: an item alone, and every excerpt of one day together.
+
+    A day's group stands where its best excerpt does; inside it, excerpts keep
+    the order they were chosen in.
+    """
+    out: list[list[Excerpt]] = []
+    at: dict[str, list[Excerpt]] = {}
+    for ex in excerpts:
+        day = ex.card().date if ex.lead.item is None else None
+        if day is not None and day in at:
+            at[day].append(ex)
+            continue
+        out.append([ex])
+        if day is not None:
+            at[day] = out[-1]
+    return out
+
+
+def cards_of(excerpts: Sequence[Excerpt]) -> list[Card]:
+    """The cards of ``by_day``'s groups: one day's excerpts under one header, a ``…`` line between two.
+
+    The excerpts of a day are not consecutive turns, and a date said once, not
+    once per excerpt, leaves the budget to the turns.
+    """
+    out = []
+    for group in by_day(excerpts):
+        first = group[0].card()
+        text = f"\n{GAP}\n".join(ex.card().text for ex in group)
+        out.append(replace(first, text=text, id=",".join(ex.card().id for ex in group)))
+    return out
 
 
 def _edges(chosen: Sequence[Excerpt]) -> frozenset[tuple[str, float, int]]:

@@ -1,8 +1,8 @@
 """The profile: a user's standing facts, leading the memory block on every request (SPEC §5).
 
 Pure: the items and ``now`` come in, cards go out; no store, no clock. A
-standing fact is an active, unexpired item of at least ``MIN_IMPORTANCE`` in
-one of four kinds, rendered in this order:
+standing fact is an active, unexpired item the user stated (not one inferred)
+of at least ``MIN_IMPORTANCE`` in one of four kinds, rendered in this order:
 
 1. health and safety — allergies (the user's or someone in their care), diet,
    pregnancy, medication, conditions;
@@ -36,6 +36,8 @@ from .cards import Card, CardKind, CardSource, render_block, render_card
 from .lifecycle import is_expired
 
 MIN_IMPORTANCE = 0.5
+# Only what the user said of themself stands: an inference may be wrong, and the profile is never questioned.
+STATED = "user-stated"
 HALF_LIFE_DAYS = 180.0
 # No card fits in less room than this; past this many standing facts none would make the budget.
 MIN_CARD_TOKENS = 8
@@ -117,6 +119,7 @@ def standing(facts: Iterable[Fact], now: dt.datetime) -> list[Fact]:
         f
         for f in facts
         if f.status == "active"
+        and f.source == STATED
         and f.importance >= MIN_IMPORTANCE
         and kind_of(f) is not None
         and not is_expired(f.expires_at, now)

@@ -139,7 +139,15 @@ def _preference(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     if not what or len(what.split()) > 5 or _REFERENTS.search(what.lower()):
         return []
     verb = _third_person(m.group("verb"))
-    return [RuleHit("preference", f"user.preference.{slug(what)}", f"The user {verb} {what}.", 0.6)]
+    return [RuleHit("preference", f"user.preference.{slug(what)}", f"The user {verb} {third_person_object(what)}.", 0.6)]
+
+
+_FIRST_PERSON = {"my": "their", "me": "them", "myself": "themself", "mine": "theirs"}
+
+
+def third_person_object(what: str) -> str:
+    """A liked thing as said of the user ("running my own studio" → "running their own studio")."""
+    return re.sub(r"\b(my|me|myself|mine)\b", lambda m: _FIRST_PERSON[m.group(1).lower()], what, flags=re.I)
 
 
 _TOPICS = {"delivery": r"arriv|deliver|\bship|到货|送达|收到|发货|交付|送到",
@@ -274,7 +282,9 @@ RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"\border\s*(?:number|no\.?|id)?\s*(?:is\s*)?:?\s*(?P<id>#?[A-Z0-9][A-Z0-9-]{3,19})\b",
                 re.I), _order),
     (re.compile(r"订单(?:号|编号)?(?:是|为)?\s*[:：]?\s*(?P<id>#?[A-Za-z0-9-]{4,20})"), _order),
-    (re.compile(r"\bremind me (?P<prep>to|that|about) (?P<what>[^.!?;\n]+)", re.I), remind),
+    # A request ("Remind me to…", "please/can you remind me…"), not a remark ("these moments remind me to…").
+    (re.compile(r"(?:^|[,:;]\s*|\b(?:please|pls|can you|could you|would you|will you|and|also)\s+)(?:please\s+)?"
+                r"remind me (?P<prep>to|that|about) (?P<what>[^.!?;\n]+)", re.I), remind),
     (re.compile(r"提醒我(?P<what>[^。！？!?\n]+)"), remind),
     (re.compile(r"\bI(?:'m| am) (?:currently |staying |traveling |travelling )?(?:in|at) "
                 r"(?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
