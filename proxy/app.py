@@ -48,10 +48,12 @@ def create_app(
     transport: httpx.AsyncBaseTransport | None = None,
     pipeline: Pipeline | None = None,
     embedder: Embedder | None = None,
+    freeze_heap: bool = False,
 ) -> Starlette:
     """Build the ASGI app.
 
-    ``transport``, ``pipeline`` and ``embedder`` replace the real ones in tests.
+    ``transport``, ``pipeline`` and ``embedder`` replace the real ones in tests;
+    ``freeze_heap`` is ``paperclip serve``'s (``startup.serve_memory``).
     The database and the embedding model are opened in ``lifespan``, in the
     background: the proxy listens at once (pass-through works, ``/readyz``
     says 503) and the memory layer joins when it is loaded.
@@ -76,7 +78,7 @@ def create_app(
             # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
             runtime.ready.update(database=True, embedding=True)
         elif pipeline is None:
-            tasks.append(asyncio.ensure_future(serve_memory(runtime, embedder)))
+            tasks.append(asyncio.ensure_future(serve_memory(runtime, embedder, freeze_heap=freeze_heap)))
             tasks.append(asyncio.ensure_future(maintain(settings, runtime.store, metrics)))
         else:
             runtime.ready.update(database=True, embedding=True)

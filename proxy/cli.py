@@ -72,7 +72,7 @@ def serve_command(args: argparse.Namespace) -> int:
     log = logging.getLogger("paperclip")
     for level, line in banner.lines(settings):
         log.log(level, line)
-    app = create_app(settings)
+    app = create_app(settings, freeze_heap=True)
     uvicorn.run(
         app,
         host=args.host or settings.server.host,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 
 from .compression_client import compression_calls
@@ -44,9 +45,21 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
     log.info("memory layer ready (embedding %s, dim %d)", settings.embedding_model, embedder.dim)
 
 
-async def serve_memory(runtime: Runtime, embedder: Embedder | None = None) -> None:
-    """Open the memory layer, then watch its database until shutdown (the app's lifespan task)."""
+async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, freeze_heap: bool = False) -> None:
+    """Open the memory layer, then watch its database until shutdown (the app's lifespan task).
+
+    ``freeze_heap`` (``paperclip serve``): once the model and the indexes are
+    loaded, move everything alive to the collector's permanent generation.
+    Those objects live as long as the process, yet every full collection
+    walked them all, stopping every thread (the server's loop too) for tens
+    of ms under load: with 50 streams, ``/healthz`` p99 fell from 94 and 76 ms
+    to 39 and 54 ms (docs/hardening.md).
+    """
     await start_memory(runtime, embedder)
+    if freeze_heap:
+        gc.collect()
+        gc.freeze()
+        log.info("heap frozen after start: %d objects", gc.get_freeze_count())
     # A SQLite file can be deleted or replaced under the process; a PostgreSQL pool reconnects.
     sqlite = urls.is_sqlite(runtime.settings.storage_url)
     if sqlite and runtime.memory is not None and runtime.problem is None:

@@ -193,3 +193,15 @@ def test_sigkill_during_compression_then_restart_compresses_at_once(
 
     # Taken over as soon as the dead process's lease has run out: within its short lease, not minutes.
     assert chat_until(proxy, [*history, {"role": "user", "content": "Again?"}], compressed, 20) < 15
+
+
+def test_serve_freezes_its_heap_once_the_memory_layer_is_loaded(serve: Any, tmp_path: Path) -> None:
+    # What lives as long as the process (the model, the indexes) leaves the collector's walks.
+    server = serve()
+    log = tmp_path / "serve.log"
+    deadline = time.monotonic() + 20
+    while "heap frozen after start" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    frozen = [line for line in log.read_text().splitlines() if "heap frozen after start" in line]
+    assert len(frozen) == 1 and int(frozen[0].split(": ")[-1].split()[0]) > 10_000, frozen
+    assert server.chat([{"role": "user", "content": "hello"}]).status_code == 200
