@@ -52,8 +52,7 @@ async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, fr
     loaded, move everything alive to the collector's permanent generation.
     Those objects live as long as the process, yet every full collection
     walked them all, stopping every thread (the server's loop too) for tens
-    of ms under load: with 50 streams, ``/healthz`` p99 fell from 94 and 76 ms
-    to 39 and 54 ms (docs/hardening.md).
+    of ms under load (figures in docs/hardening.md, "Under load").
     """
     await start_memory(runtime, embedder)
     if freeze_heap:
