@@ -85,6 +85,12 @@ def run(url: str, n: int) -> dict[str, object]:
     }
 
 
+def failures(log: Path, limit: int = 3) -> str:
+    """The first ``limit`` exceptions the proxy logged, each with its traceback."""
+    blocks = log.read_text(errors="replace").split("\nTraceback (most recent call last):")[1:]
+    return "\n\n".join("Traceback (most recent call last):" + b.split("\n20")[0] for b in blocks[:limit])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=10_000)
@@ -102,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         wait_ready(url + "/readyz", 300)
         result = run(url, args.n)
         print(json.dumps(result, indent=2))
+        if result["proxy_500s"]:  # the log goes with the temporary folder: show why before it does
+            print(failures(tmp / "proxy.log"), file=sys.stderr)
         return 0 if result["proxy_500s"] == 0 and result["problems"] == 0 and result["alive_after"] else 1
 
 

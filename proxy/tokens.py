@@ -143,7 +143,8 @@ class TokenCounter:
         if kind in ("text", "input_text", "output_text", "refusal"):
             return self.text(str(part.get(kind if kind == "refusal" else "text") or ""))
         if kind == "image_url":
-            detail = (part.get("image_url") or {}).get("detail")
+            image = part.get("image_url")  # a client may send the URL bare; the upstream judges the shape
+            detail = image.get("detail") if isinstance(image, Mapping) else None
             return IMAGE_LOW_TOKENS if detail == "low" else IMAGE_DEFAULT_TOKENS
         return OTHER_PART_TOKENS
 

@@ -199,7 +199,8 @@ async def default_chat(request: Request, body: dict[str, Any]) -> Response:
         events += [chunk({"content": w}) for w in words]
         events.append(chunk({}, finish="stop"))
         return stream_response(sse(events), headers=headers)
-    return JSONResponse(completion(model=body.get("model", "gpt-4o-mini")), headers=headers)
+    model = body.get("model")  # echoed only when it is a name: a fuzzed NaN must not make the fake itself fail
+    return JSONResponse(completion(model=model if isinstance(model, str) else "gpt-4o-mini"), headers=headers)
 
 
 async def default_other(request: Request, body: bytes) -> Response:

@@ -603,6 +603,12 @@ def test_messages_are_counted_as_openai_bills_them() -> None:
     )
     assert counter.message(parts) == expected  # the image bytes are not counted as text
 
+    # Found by bench/fuzz.py: a bare URL (or any non-object) as ``image_url`` made counting raise, and the
+    # plain-forwarding fallback counts too, so the request got a 500. The upstream judges the shape.
+    for odd in ("https://x/y.png", ["x"], 7, True):
+        bare = {"role": "user", "content": [{"type": "image_url", "image_url": odd}]}
+        assert counter.message(bare) == 3 + n("user") + IMAGE_DEFAULT_TOKENS
+
 
 def test_the_proxy_reports_the_client_tokens(
     make_proxy: Callable[..., Proxy], upstream: FakeUpstream
