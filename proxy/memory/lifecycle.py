@@ -37,19 +37,18 @@ _FILLER = frozenset({"a", "an", "the", "is", "are", "has", "have", "to", "of", "
 _OLD_SLUG_CUT = re.compile(r"^(?:the|a|an|my|some|any)")
 
 
-def same_slot(stored: str, new: str) -> bool:
-    """``stored`` names the slot of ``new``: the same key, or the key the old ``slug`` made of it."""
-    return stored == new or stored in _old_keys(new)
+def slot_keys(key: str) -> frozenset[str]:
+    """The stored keys that name ``key``'s slot: itself, and the keys the old ``slug`` made of it.
 
-
-def _old_keys(key: str) -> set[str]:
+    Computed once per new item; an existing item is in the slot when its key is in this set.
+    """
     parts = key.split(".")
-    keys = set()
+    keys = {key}
     for n in range(1, len(parts)):
         cut = _OLD_SLUG_CUT.sub("", parts[n], count=1)
         if cut and cut != parts[n]:
             keys.add(".".join([*parts[:n], cut, *parts[n + 1 :]]))
-    return keys
+    return frozenset(keys)
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,8 @@ def decide(
     merges, unless numbers or negation differ (then they are two facts).
     """
     active = [e for e in existing if e.status == "active"]
-    same_key = [e for e in active if same_slot(e.key, new.key)]
+    slot = slot_keys(new.key)
+    same_key = [e for e in active if e.key in slot]
     for item in same_key:
         if same_value(item.content, new.content):
             return Decision("merge", (item.id,), "same key, same value")

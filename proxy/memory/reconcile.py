@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .extraction import MemoryItem, load_json
-from .lifecycle import Decision, ExistingItem, Vector, cosine, decide, same_slot
+from .lifecycle import Decision, ExistingItem, Vector, cosine, decide, slot_keys
 
 Verdict = Literal["merge", "supersede", "add"]
 VERDICTS: frozenset[str] = frozenset({"merge", "supersede", "add"})
@@ -113,7 +113,8 @@ def close_pairs(
     active = [e for e in existing if e.status == "active"]
     pairs: list[Pair] = []
     for n, (item, vector) in enumerate(zip(batch.items, batch.vectors, strict=True)):
-        if any(same_slot(e.key, item.key) for e in active):
+        slot = slot_keys(item.key)
+        if any(e.key in slot for e in active):
             continue
         family = slot_family(item.key)
         scored = [(e, cosine(vector, e.vector)) for e in active]

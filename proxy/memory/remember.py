@@ -19,7 +19,7 @@ from ..store.interface import Items
 from ..store.item_rows import ItemRow, ItemWrite, NewItem
 from .bm25 import tokenize
 from .extraction import MemoryItem
-from .lifecycle import Decision, ExistingItem, decide, expiry_epoch, same_slot
+from .lifecycle import Decision, ExistingItem, decide, expiry_epoch, slot_keys
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
@@ -86,7 +86,8 @@ class Planned:
 
 def _still_holds(decision: Decision, item: MemoryItem, known: Sequence[ExistingItem]) -> bool:
     active = {k.id for k in known if k.status == "active"}
-    same_key = {k.id for k in known if k.status == "active" and same_slot(k.key, item.key)}
+    slot = slot_keys(item.key)
+    same_key = {k.id for k in known if k.status == "active" and k.key in slot}
     return set(decision.target_ids) <= active and same_key <= set(decision.target_ids)
 
 
