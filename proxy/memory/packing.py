@@ -18,7 +18,7 @@ from .cards import (
     render_block,
     render_card,
 )
-from .fragment_search import day_of
+from .fragment_search import CACHED_FRAGMENTS, day_of
 from .ranking import Hit
 
 # Packing stops scanning after this many candidates, or when less room is left.
@@ -113,7 +113,7 @@ class Tally:
             self.cards += 1
             return True
         day = day_of(hit.fragment.created)
-        line = _tokens(self.counter, _line(hit.fragment) + "\n")
+        line = _line_tokens(self.counter, hit.fragment)
         before = self.days.get(day)
         if before is None:
             size = _tokens(self.counter, render_card(Card("fragment", "user said", day, "", "")) + "\n") + line
@@ -133,10 +133,23 @@ class Tally:
         return _tokens(self.counter, GAP + "\n")
 
 
-@functools.lru_cache(maxsize=20_000)
+@functools.lru_cache(maxsize=1024)
 def _tokens(counter: TokenCounter, line: str) -> int:
-    """A line's tokens, remembered across requests: the same turns come back in many blocks."""
+    """A fixed line's tokens (a day's header, the gap between excerpts), remembered across requests."""
     return counter.text(line)
+
+
+@functools.lru_cache(maxsize=CACHED_FRAGMENTS)
+def _line_tokens(counter: TokenCounter, fragment: Fragment) -> int:
+    """A fragment's line's tokens (with its newline), remembered across requests.
+
+    The same turns come back in many blocks, and a process holds up to
+    ``CACHED_FRAGMENTS`` fragments in memory: one entry for each. The key is
+    the fragment (held by its user's index), not the rendered line, so an entry
+    costs no copy of the text. Sized below that, a process serving every user
+    (replicas behind round robin) counted most lines again on each request.
+    """
+    return counter.text(_line(fragment) + "\n")
 
 
 def by_day(excerpts: Sequence[Excerpt]) -> list[list[Excerpt]]:
