@@ -1,0 +1,55 @@
+"""Who a question is about: the side of the conversation that speaks as the participant it names (pure).
+
+A conversation's participants are named all over it, but mostly by the
+*other* side: the assistant's turns address the user ("Thanks, Caroline!"),
+the user's turns address the assistant, or whoever plays it. So a name that
+one role's turns say far more often than the other's is the other role's
+name, and a question about that person ("What did Caroline paint?") is
+answered by their own turns: on the LoCoMo dev set 97% of the evidence of a
+question naming one participant was said by that participant. ``query.focus``
+leaves such names out of what is searched (they say who, not what); this
+module keeps what they say about *who* as a ranking signal: the other side's
+turns keep ``OTHER_SPEAKER_WEIGHT`` of their score. A name both sides use
+alike (a friend, a city) says nothing about the speaker, and a question
+naming both participants prefers neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+Role = Literal["user", "assistant"]
+
+# A name is one side's when the other side says it at least this many times as often…
+SKEW = 3.0
+# …in at least this many turns (fewer say nothing reliable).
+MIN_MENTIONS = 10
+# The share of its score a turn keeps when the question names the other side's participant.
+OTHER_SPEAKER_WEIGHT = 0.4
+
+_OTHER: dict[str, Role] = {"user": "assistant", "assistant": "user"}
+
+
+def named_role(mentions: Mapping[str, int]) -> Role | None:
+    """The role a name belongs to, from how many turns of each role say it; None when unclear.
+
+    Said mostly by the assistant: the user's name (and the reverse).
+    """
+    by_user, by_assistant = mentions.get("user", 0), mentions.get("assistant", 0)
+    if by_assistant >= MIN_MENTIONS and by_assistant >= SKEW * by_user:
+        return "user"
+    if by_user >= MIN_MENTIONS and by_user >= SKEW * by_assistant:
+        return "assistant"
+    return None
+
+
+def speaker_named(names: Iterable[Mapping[str, int]]) -> Role | None:
+    """The one role the question's names point to (each name's ``mentions`` by role); None for none or both."""
+    roles = {named_role(m) for m in names} - {None}
+    return roles.pop() if len(roles) == 1 else None
+
+
+def speaker_weight(role: str, speaker: Role | None) -> float:
+    """The share of its score a turn said by ``role`` keeps when the question is about ``speaker``."""
+    return OTHER_SPEAKER_WEIGHT if speaker is not None and role == _OTHER[speaker] else 1.0

@@ -1,0 +1,102 @@
+"""Who a question is about: a participant's name points to the side that speaks as them, and ranking prefers it."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.memory.bm25 import BM25Index
+from proxy.memory.fragment_search import _ScopeIndex
+from proxy.memory.query import names_in
+from proxy.memory.ranking import Candidate, rank
+from proxy.memory.speakers import (
+    MIN_MENTIONS,
+    OTHER_SPEAKER_WEIGHT,
+    SKEW,
+    named_role,
+    speaker_named,
+    speaker_weight,
+)
+from proxy.store.fragments import Fragment
+
+NAMES = {"caroline", "melanie"}
+
+
+def common(term: str) -> bool:
+    return term in NAMES
+
+
+def test_the_names_of_a_question_are_its_common_capitalised_words_the_first_too() -> None:
+    assert names_in("What did Caroline paint?", common) == ["caroline"]
+    assert names_in("Caroline said what to Melanie's kids?", common) == ["caroline", "melanie"]
+    assert names_in("When did Caroline and caroline meet Biscuit?", common) == ["caroline"]
+    assert names_in("What did I paint?", common) == []
+    assert names_in("卡罗琳画了什么？", common) == []
+
+
+def test_a_name_said_mostly_by_one_side_belongs_to_the_other() -> None:
+    assert named_role({"assistant": 128, "user": 1}) == "user"  # the assistant addresses the user by name
+    assert named_role({"user": 57}) == "assistant"
+    assert named_role({"user": 40, "assistant": 30}) is None  # a friend both talk about
+    assert named_role({"assistant": MIN_MENTIONS - 1}) is None  # too few to tell
+
+
+@given(st.integers(0, 500), st.integers(0, 500))
+def test_a_name_belongs_to_at_most_one_side_and_only_with_a_clear_skew(by_user: int, by_assistant: int) -> None:
+    role = named_role({"user": by_user, "assistant": by_assistant})
+    if role == "user":
+        assert by_assistant >= SKEW * by_user and by_assistant >= MIN_MENTIONS
+    elif role == "assistant":
+        assert by_user >= SKEW * by_assistant and by_user >= MIN_MENTIONS
+    # Swapping the sides swaps the answer.
+    swapped = named_role({"user": by_assistant, "assistant": by_user})
+    assert swapped == {"user": "assistant", "assistant": "user", None: None}[role]
+
+
+def test_a_question_naming_both_sides_or_neither_prefers_no_speaker() -> None:
+    user, assistant = {"assistant": 100}, {"user": 100}
+    assert speaker_named([user]) == "user"
+    assert speaker_named([user, user]) == "user"
+    assert speaker_named([user, assistant]) is None
+    assert speaker_named([]) is None
+    assert speaker_named([{"user": 5, "assistant": 5}, assistant]) == "assistant"
+
+
+@given(st.sampled_from(["user", "assistant"]), st.sampled_from(["user", "assistant", None]))
+def test_only_the_other_sides_turns_are_weighed_down(role: str, speaker: str | None) -> None:
+    weight = speaker_weight(role, speaker)  # type: ignore[arg-type]
+    assert weight == (OTHER_SPEAKER_WEIGHT if speaker is not None and role != speaker else 1.0)
+
+
+def test_bm25_lists_the_documents_holding_a_term() -> None:
+    index: BM25Index[int] = BM25Index()
+    index.add(1, ["caroline", "paint"])
+    index.add(2, ["paint"])
+    index.add(3, ["caroline"])
+    index.remove(3)
+    assert sorted(index.holding("paint")) == [1, 2]
+    assert index.holding("caroline") == [1]
+    assert index.holding("absent") == []
+
+
+def test_the_scope_counts_the_active_turns_of_each_role_saying_a_term() -> None:
+    scope = _ScopeIndex(4)
+    for fid, role, text in [(1, "assistant", "Thanks Caroline"), (2, "assistant", "Wow Caroline"), (3, "user", "Caroline here")]:
+        scope.add(frag(fid, role, text, fid), text.lower().split(), np.zeros(4, dtype=np.float32))
+    del scope.fragments[2]  # superseded since it was loaded: no longer counted
+    assert scope.roles_saying("caroline") == {"assistant": 1, "user": 1}
+    assert scope.roles_saying("nobody") == {}
+
+
+def frag(fid: int, role: str, text: str, position: int) -> Fragment:
+    return Fragment(id=fid, session="s", hash=f"h{fid}", role=role, text=text, position=position, tokens=5, created=0.0)
+
+
+def test_a_question_about_the_user_ranks_the_users_own_turn_above_the_assistants_remark() -> None:
+    remark = Candidate(0, 1.0, frag(1, "assistant", "Wow Caroline, that painting is stunning!", 3), None)
+    told = Candidate(1, 0.6, frag(2, "user", "I painted a sunset last week.", 10), None)
+    plain = [c.fragment.id for c, _, _ in rank([remark, told], []) if c.fragment]
+    about_user = [(c.fragment.id, round(s, 3)) for c, s, _ in rank([remark, told], [], speaker="user") if c.fragment]
+    assert plain == [1, 2]
+    assert about_user == [(2, 0.6), (1, round(OTHER_SPEAKER_WEIGHT, 3))]
