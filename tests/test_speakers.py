@@ -14,6 +14,7 @@ from proxy.memory.speakers import (
     MIN_MENTIONS,
     OTHER_SPEAKER_WEIGHT,
     SKEW,
+    mentions,
     named_role,
     speaker_named,
     speaker_weight,
@@ -80,13 +81,21 @@ def test_bm25_lists_the_documents_holding_a_term() -> None:
     assert index.holding("absent") == []
 
 
-def test_the_scope_counts_the_active_turns_of_each_role_saying_a_term() -> None:
+def test_the_turns_saying_a_name_are_counted_by_role_without_the_users_questions() -> None:
     scope = _ScopeIndex(4)
-    for fid, role, text in [(1, "assistant", "Thanks Caroline"), (2, "assistant", "Wow Caroline"), (3, "user", "Caroline here")]:
-        scope.add(frag(fid, role, text, fid), text.lower().split(), np.zeros(4, dtype=np.float32))
+    turns = [
+        (1, "assistant", "Thanks Caroline"),
+        (2, "assistant", "Wow Caroline"),
+        (3, "user", "Caroline here"),
+        (4, "user", "What did Caroline paint?"),  # a recorded question: whom it asks about
+        (5, "assistant", "How are you, Caroline?"),  # addressing her
+    ]
+    for fid, role, text in turns:
+        scope.add(frag(fid, role, text, fid), text.lower().strip("?").split(), np.zeros(4, dtype=np.float32))
     del scope.fragments[2]  # superseded since it was loaded: no longer counted
-    assert scope.roles_saying("caroline") == {"assistant": 1, "user": 1}
-    assert scope.roles_saying("nobody") == {}
+    assert sorted(f.id for f in scope.saying("caroline")) == [1, 3, 4, 5]
+    assert mentions(scope.saying("caroline")) == {"assistant": 2, "user": 1}
+    assert scope.saying("nobody") == []
 
 
 def frag(fid: int, role: str, text: str, position: int) -> Fragment:

@@ -102,10 +102,10 @@ class _ScopeIndex:
         df = self.df.get(term, 0)
         return df >= COMMON_MIN_DOCS and df >= COMMON_SHARE * len(self.bm25)
 
-    def roles_saying(self, term: str) -> Counter[str]:
-        """How many of the active fragments of each role contain ``term`` (``speakers``)."""
+    def saying(self, term: str) -> list[Fragment]:
+        """The active fragments that contain ``term``."""
         fragments = self.fragments
-        return Counter(fragments[i].role for i in self.bm25.holding(term) if i in fragments)
+        return [fragments[i] for i in self.bm25.holding(term) if i in fragments]
 
     def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
         """Views of the vectors and their ids as they are now, safe to read in another thread."""

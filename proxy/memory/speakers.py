@@ -16,8 +16,12 @@ naming both participants prefers neither.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Literal
+
+from ..store.fragments import Fragment
+from .questions import question_weight
 
 Role = Literal["user", "assistant"]
 
@@ -29,6 +33,15 @@ MIN_MENTIONS = 10
 OTHER_SPEAKER_WEIGHT = 0.4
 
 _OTHER: dict[str, Role] = {"user": "assistant", "assistant": "user"}
+
+
+def mentions(saying: Iterable[Fragment]) -> Counter[str]:
+    """How many turns of each role say a name (``saying``: the turns that contain it).
+
+    A user's turn that only asks is left out: a recorded question names
+    whom it asks *about* ("What did Caroline paint?"), not whom it addresses.
+    """
+    return Counter(f.role for f in saying if question_weight(f.role, f.text) == 1.0)
 
 
 def named_role(mentions: Mapping[str, int]) -> Role | None:
