@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.memory.bm25 import BM25Index
 from proxy.memory.fragment_search import _ScopeIndex
 from proxy.memory.query import names_in
+from proxy.memory.questions import asks_only
 from proxy.memory.ranking import Candidate, rank
 from proxy.memory.speakers import (
     MIN_MENTIONS,
     OTHER_SPEAKER_WEIGHT,
     SKEW,
-    mentions,
+    Mentions,
     named_role,
     speaker_named,
     speaker_weight,
@@ -70,17 +72,6 @@ def test_only_the_other_sides_turns_are_weighed_down(role: str, speaker: str | N
     assert weight == (OTHER_SPEAKER_WEIGHT if speaker is not None and role != speaker else 1.0)
 
 
-def test_bm25_lists_the_documents_holding_a_term() -> None:
-    index: BM25Index[int] = BM25Index()
-    index.add(1, ["caroline", "paint"])
-    index.add(2, ["paint"])
-    index.add(3, ["caroline"])
-    index.remove(3)
-    assert sorted(index.holding("paint")) == [1, 2]
-    assert index.holding("caroline") == [1]
-    assert index.holding("absent") == []
-
-
 def test_the_turns_saying_a_name_are_counted_by_role_without_the_users_questions() -> None:
     scope = _ScopeIndex(4)
     turns = [
@@ -92,10 +83,18 @@ def test_the_turns_saying_a_name_are_counted_by_role_without_the_users_questions
     ]
     for fid, role, text in turns:
         scope.add(frag(fid, role, text, fid), text.lower().strip("?").split(), np.zeros(4, dtype=np.float32))
-    del scope.fragments[2]  # superseded since it was loaded: no longer counted
-    assert sorted(f.id for f in scope.saying("caroline")) == [1, 3, 4, 5]
-    assert mentions(scope.saying("caroline")) == {"assistant": 2, "user": 1}
-    assert scope.saying("nobody") == []
+    assert scope.mentions.of("caroline") == {"assistant": 3, "user": 1}
+    assert scope.mentions.of("nobody") == {"assistant": 0, "user": 0}
+    assert Mentions().of("caroline") == {}
+
+
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.text(max_size=40)), max_size=30))
+def test_mentions_count_every_turn_but_the_users_questions(turns: list[tuple[str, str]]) -> None:
+    mentions = Mentions()
+    for i, (role, text) in enumerate(turns):
+        mentions.add(frag(i, role, text, i), ["name"])
+    expected = Counter(role for role, text in turns if not (role == "user" and asks_only(text)))
+    assert {r: n for r, n in mentions.of("name").items() if n} == dict(expected)
 
 
 def frag(fid: int, role: str, text: str, position: int) -> Fragment:

@@ -219,11 +219,6 @@ class BM25Index(Generic[K]):
         ids = self._ids
         return {ids[s]: v for s, v in zip(hit.tolist(), acc[hit].tolist(), strict=True)}
 
-    def holding(self, term: str) -> list[K]:
-        """The ids of the documents that contain ``term``."""
-        ids = self._ids
-        return [ids[slot] for slot in self._postings.get(term, ())]
-
     def idf(self, term: str) -> float:
         """rank_bm25's IDF: log((N - n + 0.5) / (n + 0.5)), negatives floored at ε × mean IDF."""
         df = len(self._postings.get(term, ()))

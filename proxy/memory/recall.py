@@ -44,7 +44,7 @@ from .query import build_query, focus, fragment_hash, indexable, names_in, perio
 from .query_rewrite import extended_query
 from .ranking import Hit, Key, boosts, candidates, rank, relevant
 from .rerank import Reranker, rerank
-from .speakers import mentions, speaker_named
+from .speakers import speaker_named
 
 # Normalisation of each signal over the candidates before fusion. Min-max for
 # both: "max" for BM25 (the weakest match keeps a share) let keyword matches on
@@ -148,7 +148,7 @@ async def recall_for(
     if not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
         return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
-    speaker = speaker_named(mentions(scope.saying(t)) for t in names_in(query, scope.is_common))
+    speaker = speaker_named(scope.mentions.of(t) for t in names_in(query, scope.is_common))
     ranking = rank(cands, periods, SCAN_LIMIT, speaker)
     ranked = [Hit(fused.scored(c.at), c.fragment, c.item, score, dated) for c, score, dated in ranking]
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few

@@ -35,13 +35,31 @@ OTHER_SPEAKER_WEIGHT = 0.4
 _OTHER: dict[str, Role] = {"user": "assistant", "assistant": "user"}
 
 
-def mentions(saying: Iterable[Fragment]) -> Counter[str]:
-    """How many turns of each role say a name (``saying``: the turns that contain it).
+class Mentions:
+    """How many of a user's turns of each role contain each search term, kept as turns are indexed.
 
     A user's turn that only asks is left out: a recorded question names
     whom it asks *about* ("What did Caroline paint?"), not whom it addresses.
+    Like the index's document frequencies, counts are not taken back when a
+    turn is superseded (a rebuild starts them again).
     """
-    return Counter(f.role for f in saying if question_weight(f.role, f.text) == 1.0)
+
+    def __init__(self) -> None:
+        self._by_role: dict[str, Counter[str]] = {}
+
+    def add(self, fragment: Fragment, terms: Iterable[str]) -> None:
+        if _may_ask(fragment.text) and question_weight(fragment.role, fragment.text) < 1.0:
+            return
+        self._by_role.setdefault(fragment.role, Counter()).update(set(terms))
+
+    def of(self, term: str) -> dict[str, int]:
+        """How many turns of each role contain ``term``."""
+        return {role: counts.get(term, 0) for role, counts in self._by_role.items()}
+
+
+def _may_ask(text: str) -> bool:
+    # The cheap test before ``questions.asks_only``: most turns ask nothing.
+    return "?" in text or "？" in text or any(mark in text for mark in "吗呢么")
 
 
 def named_role(mentions: Mapping[str, int]) -> Role | None:
