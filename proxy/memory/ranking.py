@@ -1,6 +1,7 @@
 """Ranking recall's candidates (pure): each one's boost (importance × recency) for the fusion,
 which fused candidates a request may use, the relevance gate, and the final score — fused,
-+ a period bonus, + support from adjacent turns.
++ a period bonus, × the turn's weight (a user's question, the other side's turn when the
+question names one participant: ``speakers``), + support from adjacent turns.
 """
 
 from __future__ import annotations
