@@ -9,8 +9,9 @@ Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
   (the participants') are left out of what is embedded and matched;
 - a fragment said in a period the query names ("on 3 May, 2023") gets
   ``PERIOD_BONUS``; when those names point to one side of the conversation
-  (``speakers``), the other side's turns count less; and every fragment inherits ``NEIGHBOUR_WEIGHT`` of its
-  best adjacent turn's score, so an exchange outranks an isolated greeting;
+  (``speakers``), the other side's turns count less; and every fragment
+  inherits ``NEIGHBOUR_WEIGHT`` of its best adjacent turn's score, so an
+  exchange outranks an isolated greeting;
 - adjacent fragments chosen for the block merge into one card (an excerpt
   of the conversation with one header), which spends the budget on turns
   rather than on headers.

@@ -1,4 +1,4 @@
-"""Who a question is about: the side of the conversation that speaks as the participant it names (pure).
+"""Who a question is about: the side of the conversation that speaks as the participant it names.
 
 A conversation's participants are named all over it, but mostly by the
 *other* side: the assistant's turns address the user ("Thanks, Caroline!"),
@@ -11,7 +11,9 @@ leaves such names out of what is searched (they say who, not what); this
 module keeps what they say about *who* as a ranking signal: the other side's
 turns keep ``OTHER_SPEAKER_WEIGHT`` of their score. A name both sides use
 alike (a friend, a city) says nothing about the speaker, and a question
-naming both participants prefers neither.
+naming both participants prefers neither. The cost: a question that names
+the wrong person (LoCoMo's adversarial category) finds that person's turns
+first, not the other's who did it (docs/retrieval.md).
 """
 
 from __future__ import annotations
