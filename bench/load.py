@@ -15,7 +15,9 @@ every stream to its end. Measured per target: requests, errors (non-200, cut
 streams, exceptions), requests/s, full-stream latency p50/p99 and what the
 proxy adds to the direct figures, ``/healthz`` p50/p99/max polled every 50 ms
 while it runs, and the proxy's RSS every second (growth after the first
-minute: RSS at the end over RSS at 60 s). ``--profile`` records the memory-on
+minute: RSS at the end over RSS at 60 s), and its CPU time and its threads'
+context switches per request (steadier than the timings when the machine is
+busy: what the process did, not how long it waited for a core). ``--profile`` records the memory-on
 proxy with py-spy and prints where its time goes. The RSS curves are plotted
 to ``--plot`` when matplotlib is installed (``pip install -e .[bench]``).
 """
@@ -26,6 +28,7 @@ import argparse
 import asyncio
 import collections
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -58,6 +61,8 @@ class Run:
     healthz: list[float] = field(default_factory=list)
     seconds: float = 0.0
     log: Path | None = None
+    # The process's CPU seconds and its threads' context switches (voluntary, preempted) during the run.
+    work: tuple[float, int, int] = (0.0, 0, 0)
 
 
 async def client_loop(run: Run, client: httpx.AsyncClient, n: int, deadline: float) -> None:
@@ -100,8 +105,27 @@ async def sample_rss(run: Run, started: float, deadline: float) -> None:
         await asyncio.sleep(1.0)
 
 
+def cpu_and_switches(pid: int) -> tuple[float, int, int]:
+    """``pid``'s CPU seconds so far (user + system) and its live threads' context switches:
+    voluntary (waiting: the GIL, a queue, a socket) and not (preempted by the OS)."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    counts = collections.Counter[str]()
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:  # the thread ended
+            continue
+        for line in lines:
+            name, _, value = line.partition(":")
+            if name.endswith("ctxt_switches"):
+                counts[name] += int(value)
+    return cpu, counts["voluntary_ctxt_switches"], counts["nonvoluntary_ctxt_switches"]
+
+
 async def load(run: Run, clients: int, seconds: float) -> None:
     poller = start_poller(run.url, every_s=0.05)
+    before = cpu_and_switches(run.pid) if run.pid is not None else (0.0, 0, 0)
     started = time.perf_counter()
     deadline = started + seconds
     # Idle connections are dropped after 2 s, below uvicorn's 5 s keep-alive: at httpx's default
@@ -111,6 +135,9 @@ async def load(run: Run, clients: int, seconds: float) -> None:
         await asyncio.gather(sample_rss(run, started, deadline),
                              *(client_loop(run, client, n, deadline) for n in range(clients)))
     run.seconds = time.perf_counter() - started
+    if run.pid is not None:
+        cpu, waited, preempted = cpu_and_switches(run.pid)
+        run.work = (cpu - before[0], waited - before[1], preempted - before[2])
     run.healthz = sorted(json.loads(poller.communicate("")[0]))
 
 
@@ -133,6 +160,11 @@ def summary(run: Run, direct: Run | None) -> dict[str, Any]:
         "healthz_p99_ms": round(pct(run.healthz, 0.99), 1),
         "healthz_max_ms": round(run.healthz[-1], 1) if run.healthz else None,
     }
+    if run.latencies:  # the process's own work per request: steadier than timings on a busy machine
+        cpu, waited, preempted = run.work
+        row["cpu_ms_per_request"] = round(1000 * cpu / len(run.latencies), 2)
+        row["switches_per_request"] = round(waited / len(run.latencies), 1)
+        row["preemptions_per_request"] = round(preempted / len(run.latencies), 2)
     if direct is not None and direct is not run:
         row["added_p50_ms"] = round(p50 - statistics.median(direct.latencies), 1)
         row["added_p99_ms"] = round(p99 - pct(direct.latencies, 0.99), 1)

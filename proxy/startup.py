@@ -19,6 +19,8 @@ from .tokens import encoding_for
 
 log = logging.getLogger("paperclip.startup")
 
+YOUNG_OBJECTS = 20_000  # the collector's first threshold once serving (Python's default: 700)
+
 
 async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> None:
     """Load the memory layer and let it join; on failure the proxy goes on as a plain proxy."""
@@ -52,13 +54,21 @@ async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, fr
     loaded, move everything alive to the collector's permanent generation.
     Those objects live as long as the process, yet every full collection
     walked them all, stopping every thread (the server's loop too) for tens
-    of ms under load (figures in docs/hardening.md, "Under load").
+    of ms under load (figures in docs/hardening.md, "Under load"). And the
+    young generation is collected after ``YOUNG_OBJECTS`` new objects, not
+    700: a request's objects die by reference counting, so at 700 the
+    collector ran ~4 times a second under load to find little, each time
+    stopping every thread.
     """
     await start_memory(runtime, embedder)
     if freeze_heap:
         gc.collect()
         gc.freeze()
-        log.info("heap frozen after start: %d objects", gc.get_freeze_count())
+        gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
+        log.info(
+            "heap frozen after start: %d objects, the young generation collected after %d new ones",
+            gc.get_freeze_count(), gc.get_threshold()[0],
+        )
     # A SQLite file can be deleted or replaced under the process; a PostgreSQL pool reconnects.
     sqlite = urls.is_sqlite(runtime.settings.storage_url)
     if sqlite and runtime.memory is not None and runtime.problem is None:

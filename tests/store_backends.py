@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +42,13 @@ class Stores:
     responses: Any
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "sqlite-inline", "postgres"])
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
-    if request.param == "sqlite":
+    """``sqlite-inline``: the calls run on the test's own thread, as they do on the memory pipeline's."""
+    if request.param.startswith("sqlite"):
         store = await asyncio.to_thread(open_store, str(tmp_path / "p.db"), DIM)
+        if request.param == "sqlite-inline":
+            store.db.serve_inline(threading.get_ident())
         yield Stores(store.sessions, store.fragments, store.items, store.traces, store.users, store.cursors,
                      store.edits, store.listings, store.usage, store.responses)
         store.close()

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from proxy.eval.fake import fake_summary
+from proxy.startup import YOUNG_OBJECTS
 from tests.conftest import ADMIN_KEY, PROXY_KEY, base_config
 from tests.fake_upstream import FakeUpstream, completion
 from tests.servers import ServeProcess
@@ -204,4 +205,6 @@ def test_serve_freezes_its_heap_once_the_memory_layer_is_loaded(serve: Any, tmp_
         time.sleep(0.1)
     frozen = [line for line in log.read_text().splitlines() if "heap frozen after start" in line]
     assert len(frozen) == 1 and int(frozen[0].split(": ")[-1].split()[0]) > 10_000, frozen
+    # ...and a request's short-lived objects are left to reference counting, not collected 700 at a time.
+    assert f"collected after {YOUNG_OBJECTS} new ones" in frozen[0]
     assert server.chat([{"role": "user", "content": "hello"}]).status_code == 200

@@ -53,6 +53,8 @@ class MemoryLayer:
         sys.setswitchinterval(0.001)
         thread = PipelineThread()
         self.threads.append(thread)
+        if thread.ident is not None:  # the store's calls from there need no thread of their own
+            self.store.db.serve_inline(thread.ident)
         self.pipeline.complete_for = home_calls(self.pipeline.complete_for, asyncio.get_running_loop())
         return ThreadedPipeline(self.pipeline, thread)
 

@@ -26,8 +26,9 @@ memory_busy``), and its turns are indexed with the session's next request
 What runs on the pipeline's loop must not touch what belongs to the server's:
 the compression model's calls go out over the server's HTTP clients, so
 ``home_calls`` sends each one back to the server's loop. A PostgreSQL pool
-belongs to the loop that opened it, so only a SQLite store (reached through
-its own threads from any loop) is served from this thread (``layer.py``).
+belongs to the loop that opened it, so only a SQLite store (reached from any
+thread) is served from this thread (``layer.py``), and its calls made here
+run here, without a hand-off to the store's threads (``Database.serve_inline``).
 """
 
 from __future__ import annotations

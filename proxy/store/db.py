@@ -1,9 +1,18 @@
 """SQLite access: one writer thread, a pool of reader threads, sqlite-vec loaded on every connection.
 
-Datasette's pattern: all writes go through a single thread (SQLite allows
-one writer; serialising them in-process avoids ``database is locked``
-storms), reads run in parallel on their own connections under WAL. Each
-``write`` call is one explicit transaction.
+Datasette's pattern: all writes go through a single writer connection
+(SQLite allows one writer; serialising them in-process avoids ``database is
+locked`` storms), reads run in parallel on their own connections under WAL.
+Each ``write`` call is one explicit transaction.
+
+Where the calls run: on the writer's thread and a pool of reader threads,
+except on a thread named with ``serve_inline`` (the memory pipeline's own
+loop, already off the server's): there a read runs at once on that thread's
+own connection, and a write too when the writer connection is free (else it
+queues on the writer's thread as any other). sqlite3 releases the GIL while
+SQLite works, so the server's loop runs meanwhile; what it saves is two
+thread hand-offs per call (a worker woken, then the loop woken back), each a
+moment when a thread can be descheduled holding the GIL and stall the rest.
 
 Extension loading: the stdlib ``sqlite3`` where it was built with
 ``enable_load_extension``, else ``sqlean`` (a drop-in with extensions on all
@@ -69,6 +78,12 @@ class Database:
         self._write_conn: Connection | None = None
         self._all: list[Connection] = []
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()  # the writer connection: one transaction at a time
+        self._inline: frozenset[int] = frozenset()
+
+    def serve_inline(self, thread_id: int) -> None:
+        """Run reads (and writes, when the writer is free) on thread ``thread_id`` itself (see the docstring)."""
+        self._inline = self._inline | {thread_id}
 
     def _writer_conn(self) -> Connection:
         if self._write_conn is None:
@@ -86,7 +101,11 @@ class Database:
         return conn
 
     def write_sync(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn`` in one transaction on the calling thread's writer connection."""
+        """Run ``fn`` in one transaction on the writer connection, from the calling thread."""
+        with self._write_lock:
+            return self._transaction(fn)
+
+    def _transaction(self, fn: Callable[[Connection], T]) -> T:
         conn = self._writer_conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -98,10 +117,17 @@ class Database:
         return result
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
+        if threading.get_ident() in self._inline and self._write_lock.acquire(blocking=False):
+            try:
+                return self._transaction(fn)
+            finally:
+                self._write_lock.release()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._writer, self.write_sync, fn)
 
     async def read(self, fn: Callable[[Connection], T]) -> T:
+        if threading.get_ident() in self._inline:
+            return fn(self._reader_conn())
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, lambda: fn(self._reader_conn()))
 
