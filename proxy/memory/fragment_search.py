@@ -25,6 +25,7 @@ from .bm25 import BM25Index, tokenize
 from .embedder import Embedder
 from .query import Period, fragment_hash
 from .redaction import redact
+from .speakers import Mentions
 
 # How many candidates each retriever contributes before fusion. Generous on
 # purpose: the fused ranking, not either retriever alone, decides what fits
@@ -63,6 +64,7 @@ class _ScopeIndex:
         self.bm25: BM25Index[int] = BM25Index()
         # Document frequency of each term: which words are everywhere in this history.
         self.df: Counter[str] = Counter()
+        self.mentions = Mentions()  # which side says each term: who a name is (``speakers``)
         self.last_id = 0
         self.lock = asyncio.Lock()
         self.generation = -1  # the store's, when this index last read it; -1: not yet
@@ -78,6 +80,7 @@ class _ScopeIndex:
         self.fragments[doc_id] = fragment
         self.bm25.add(doc_id, terms)
         self.df.update(set(terms))
+        self.mentions.add(fragment, terms)
         self.last_id = max(self.last_id, doc_id)
         if self.size == len(self.ids):
             self._grow(max(1024, 2 * self.size))

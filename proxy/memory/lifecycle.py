@@ -33,8 +33,13 @@ _FILLER = frozenset({"a", "an", "the", "is", "are", "has", "have", "to", "of", "
 
 
 # Before 2026-11-30, ``rule_patterns.slug`` cut these words off a slot name's start even inside a word
-# ("animals" → "nimals", "apples" → "pple"); items stored then keep those keys.
+# ("animals" → "nimals", "apples" → "pple"); items stored then keep those keys. Before 2026-12-01 it
+# also cut the "s" of a last word in -is or -us ("tennis" → "tenni").
 _OLD_SLUG_CUT = re.compile(r"^(?:the|a|an|my|some|any)")
+_OLD_SLUG_S = re.compile(r"(?<=\w{2}[iu])s$")
+# A statement that an activity or habit ended: it ends every taste its slot refines
+# ("has stopped running" ends "loves running marathons", user.preference.running_marathon).
+_ENDED = re.compile(r"\b(?:stopped|quit|given up|gave up|no longer|anymore|any more)\b|不再|再也不|戒", re.I)
 
 
 def slot_keys(key: str) -> frozenset[str]:
@@ -48,7 +53,21 @@ def slot_keys(key: str) -> frozenset[str]:
         cut = _OLD_SLUG_CUT.sub("", parts[n], count=1)
         if cut and cut != parts[n]:
             keys.add(".".join([*parts[:n], cut, *parts[n + 1 :]]))
+    keys.update(_OLD_SLUG_S.sub("", k) for k in list(keys))
     return frozenset(keys)
+
+
+def slot_members(new: MemoryItem, active: Sequence[ExistingItem]) -> list[ExistingItem]:
+    """The active items ``new`` speaks for: those of its slot, and, when it says something ended,
+    those of the narrower slots under it (``user.preference.running_marathon`` under ``…running``)."""
+    slot = slot_keys(new.key)
+    ended = bool(_ENDED.search(new.content))
+    return [e for e in active if e.key in slot or (ended and _refines(e.key, new.key))]
+
+
+def _refines(key: str, broader: str) -> bool:
+    head, _, last = broader.rpartition(".")
+    return "." in head and key.startswith(f"{head}.{last}_")
 
 
 @dataclass(frozen=True)
@@ -81,14 +100,13 @@ def decide(
 ) -> Decision:
     """Add, merge or supersede, by SPEC §5's rules; only ``active`` existing items count.
 
-    Same key: the same value merges, a different value supersedes (the newer
-    statement wins — a paraphrase superseding a paraphrase loses nothing, while
+    Same key (``slot_members``: or a narrower one under an ended activity): the
+    same value merges, a different value supersedes (the newer statement wins — a paraphrase superseding a paraphrase loses nothing, while
     merging a real change would lose it). Different key: within ``dedup_cosine``
     merges, unless numbers or negation differ (then they are two facts).
     """
     active = [e for e in existing if e.status == "active"]
-    slot = slot_keys(new.key)
-    same_key = [e for e in active if e.key in slot]
+    same_key = slot_members(new, active)
     for item in same_key:
         if same_value(item.content, new.content):
             return Decision("merge", (item.id,), "same key, same value")

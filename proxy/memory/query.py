@@ -113,6 +113,19 @@ def focus(query: str, is_common: Callable[[str], bool]) -> str:
     return " ".join(kept) if len(kept) < len(words) and kept else query
 
 
+def names_in(query: str, is_common: Callable[[str], bool]) -> list[str]:
+    """The participants' names in ``query`` (the first word too), each once, as search terms.
+
+    The words ``focus`` leaves out, plus a leading one ("Caroline said what?"):
+    who the question is about (``speakers.speaker_named``).
+    """
+    out: list[str] = []
+    for word in query.split():
+        if _is_common_name(word, is_common):
+            out.extend(t for t in tokenize(_POSSESSIVE.sub("", word.strip(_EDGES))) if t not in out)
+    return out
+
+
 def _is_common_name(word: str, is_common: Callable[[str], bool]) -> bool:
     core = _POSSESSIVE.sub("", word.strip(_EDGES))
     if not core[:1].isupper():

@@ -1,6 +1,7 @@
 """Ranking recall's candidates (pure): each one's boost (importance × recency) for the fusion,
 which fused candidates a request may use, the relevance gate, and the final score — fused,
-+ a period bonus, + support from adjacent turns.
++ a period bonus, × the turn's weight (a user's question, the other side's turn when the
+question names one participant: ``speakers``), + support from adjacent turns.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .fragment_search import epoch_range
 from .fusion import Floor, Fused, Scored, boost_of
 from .query import Period
 from .questions import question_weight
+from .speakers import Role, speaker_weight
 
 Key = tuple[Literal["f", "i"], int]
 
@@ -121,19 +123,23 @@ def relevant(cands: Sequence[Candidate], fused: Fused[Key], floor: Floor) -> boo
 
 
 def rank(
-    cands: Sequence[Candidate], periods: Sequence[Period], limit: int | None = None
+    cands: Sequence[Candidate],
+    periods: Sequence[Period],
+    limit: int | None = None,
+    speaker: Role | None = None,
 ) -> list[tuple[Candidate, float, bool]]:
     """(candidate, final score, dated) best first, at most ``limit``; a non-positive final score is dropped.
 
     Final = (fused score, + ``PERIOD_BONUS`` when said in a period the query
     names (dated)) × ``question_weight`` (a user's turn that only asks counts
-    less), + ``NEIGHBOUR_WEIGHT`` × the best adjacent candidate's.
+    less) × ``speaker_weight`` (a turn by the side the question is not about
+    counts less), + ``NEIGHBOUR_WEIGHT`` × the best adjacent candidate's.
     """
     spans = [epoch_range(p) for p in periods]
     dated = [bool(spans) and c.fragment is not None and _within(c.fragment.created, spans)
              for c in cands]
     base = [
-        (c.score + (PERIOD_BONUS if d else 0.0)) * (question_weight(c.fragment.role, c.fragment.text) if c.fragment else 1.0)
+        (c.score + (PERIOD_BONUS if d else 0.0)) * _turn_weight(c.fragment, speaker)
         for c, d in zip(cands, dated, strict=True)
     ]
     final = supported_by_neighbours(cands, base)
@@ -144,6 +150,12 @@ def rank(
             break
         out.append((cands[j], final[j], dated[j]))
     return out
+
+
+def _turn_weight(fragment: Fragment | None, speaker: Role | None) -> float:
+    if fragment is None:
+        return 1.0
+    return question_weight(fragment.role, fragment.text) * speaker_weight(fragment.role, speaker)
 
 
 def supported_by_neighbours(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:

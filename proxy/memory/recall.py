@@ -8,8 +8,10 @@ Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
 - the query is *focused* first: names found all over the user's history
   (the participants') are left out of what is embedded and matched;
 - a fragment said in a period the query names ("on 3 May, 2023") gets
-  ``PERIOD_BONUS``, and every fragment inherits ``NEIGHBOUR_WEIGHT`` of its
-  best adjacent turn's score, so an exchange outranks an isolated greeting;
+  ``PERIOD_BONUS``; when those names point to one side of the conversation
+  (``speakers``), the other side's turns count less; and every fragment
+  inherits ``NEIGHBOUR_WEIGHT`` of its best adjacent turn's score, so an
+  exchange outranks an isolated greeting;
 - adjacent fragments chosen for the block merge into one card (an excerpt
   of the conversation with one header), which spends the budget on turns
   rather than on headers.
@@ -39,10 +41,11 @@ from .fusion import Floor, Normalisation, fuse
 from .item_search import ItemCandidates, ItemIndex, item_candidates
 from .packing import SCAN_LIMIT, select
 from .profile import profile_of
-from .query import build_query, focus, fragment_hash, indexable, periods_in
+from .query import build_query, focus, fragment_hash, indexable, names_in, periods_in
 from .query_rewrite import extended_query
 from .ranking import Hit, Key, boosts, candidates, rank, relevant
 from .rerank import Reranker, rerank
+from .speakers import speaker_named
 
 # Normalisation of each signal over the candidates before fusion. Min-max for
 # both: "max" for BM25 (the weakest match keeps a share) let keyword matches on
@@ -146,7 +149,8 @@ async def recall_for(
     if not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
         return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
-    ranking = rank(cands, periods, SCAN_LIMIT)
+    speaker = speaker_named(scope.mentions.of(t) for t in names_in(query, scope.is_common))
+    ranking = rank(cands, periods, SCAN_LIMIT, speaker)
     ranked = [Hit(fused.scored(c.at), c.fragment, c.item, score, dated) for c, score, dated in ranking]
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
         ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from .extraction import MemoryItem, load_json
-from .lifecycle import Decision, ExistingItem, Vector, cosine, decide, slot_keys
+from .lifecycle import Decision, ExistingItem, Vector, cosine, decide, slot_members
 
 Verdict = Literal["merge", "supersede", "add"]
 VERDICTS: frozenset[str] = frozenset({"merge", "supersede", "add"})
@@ -106,15 +106,14 @@ def close_pairs(
     """The pairs the model judges: each new item beside its closest active items.
 
     Close means cosine ≥ ``close_cosine`` or the same slot family; at most
-    ``per_item`` per new item, closest first. An item whose key an active item
-    already has is left out: the same key is the rules' to decide (a
-    different value supersedes, SPEC §5).
+    ``per_item`` per new item, closest first. An item whose slot an active item
+    already holds (``lifecycle.slot_members``) is left out: the same key is the
+    rules' to decide (a different value supersedes, SPEC §5).
     """
     active = [e for e in existing if e.status == "active"]
     pairs: list[Pair] = []
     for n, (item, vector) in enumerate(zip(batch.items, batch.vectors, strict=True)):
-        slot = slot_keys(item.key)
-        if any(e.key in slot for e in active):
+        if slot_members(item, active):
             continue
         family = slot_family(item.key)
         scored = [(e, cosine(vector, e.vector)) for e in active]

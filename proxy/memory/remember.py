@@ -19,7 +19,7 @@ from ..store.interface import Items
 from ..store.item_rows import ItemRow, ItemWrite, NewItem
 from .bm25 import tokenize
 from .extraction import MemoryItem
-from .lifecycle import Decision, ExistingItem, decide, expiry_epoch, slot_keys
+from .lifecycle import Decision, ExistingItem, decide, expiry_epoch, slot_members
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
@@ -85,10 +85,9 @@ class Planned:
 
 
 def _still_holds(decision: Decision, item: MemoryItem, known: Sequence[ExistingItem]) -> bool:
-    active = {k.id for k in known if k.status == "active"}
-    slot = slot_keys(item.key)
-    same_key = {k.id for k in known if k.status == "active" and k.key in slot}
-    return set(decision.target_ids) <= active and same_key <= set(decision.target_ids)
+    active = [k for k in known if k.status == "active"]
+    same_key = {k.id for k in slot_members(item, active)}
+    return set(decision.target_ids) <= {k.id for k in active} and same_key <= set(decision.target_ids)
 
 
 def new_item(item: MemoryItem, fragment_hashes: Sequence[str] = ()) -> NewItem:

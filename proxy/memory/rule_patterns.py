@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from .activities import CANON as _ACTIVITY_CANON
 from .extraction import MemoryType
 
 
@@ -37,7 +38,7 @@ _GLOSSARY = {
     "husband": "husband|丈夫|老公", "mother": "mother|mom|妈妈|母亲", "father": "father|dad|爸爸|父亲",
     "baby": "baby|宝宝", "friend": "friend|朋友",
 }
-_CANON = {alias: canon for canon, aliases in _GLOSSARY.items() for alias in aliases.split("|")}
+_CANON = {**_ACTIVITY_CANON, **{alias: canon for canon, aliases in _GLOSSARY.items() for alias in aliases.split("|")}}
 _FILLER = re.compile(r"(?:\s+(?:any ?more|now|too|as well|a lot|so much|very much|lately|recently"
                      r"|these days|for now|for a while|(?:last|this|next) (?:week|month|year)))+$", re.I)
 # A liked thing that points at something in the moment ("the color", "all the leaves", "my studio")
@@ -55,7 +56,7 @@ def slug(phrase: str) -> str:
     if text in _CANON:
         return _CANON[text]
     words = re.findall(r"[a-z0-9]+|[\u4e00-\u9fff]+", text)
-    if words and len(words[-1]) > 3 and words[-1].endswith("s") and not words[-1].endswith("ss"):
+    if words and len(words[-1]) > 3 and words[-1].endswith("s") and not words[-1].endswith(("ss", "is", "us")):
         words[-1] = words[-1][:-3] + "y" if words[-1].endswith("ies") else words[-1][:-1]
     joined = "_".join(words)[:40]
     return _CANON.get(joined.replace("_", " "), joined) or hashlib.sha1(text.encode()).hexdigest()[:8]

@@ -2,7 +2,8 @@
 
 It stands in when the extraction model is unreachable or its output cannot be
 repaired. Conservative on purpose: only patterns a user uses to state a fact
-about themselves (``rule_patterns``, ``health_patterns``).
+about themselves (``rule_patterns``, ``health_patterns``, ``life_patterns``,
+``activity_patterns``).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 
+from .activity_patterns import ACTIVITY_RULES
 from .extraction import MemoryItem, Turn, strip_blocks
 from .health_patterns import HEALTH_RULES
 from .life_patterns import LIFE_RULES
 from .rule_patterns import RULES, RuleHit, expiry, remind
 
-_ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES]
+_ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES, *ACTIVITY_RULES]
 
 
 def _sentences(text: str) -> Iterator[str]:

@@ -37,7 +37,7 @@ from .onnx_encoder import OnnxEncoder
 log = logging.getLogger("paperclip.embedder")
 
 # Part of every key: bump it when onnx_export writes a different graph or files.
-EXPORT_RECIPE = "1"
+EXPORT_RECIPE = "2"  # 2: attention and layer norms fused (onnx_export._fused)
 # The exported graph must reproduce torch's vectors on the probes at each load.
 MIN_PROBE_COSINE = 0.9999
 QUICK_PROBE_CHARS = 100

@@ -43,7 +43,12 @@ def export(model: str, out: Path) -> str | None:
     tokenizer = _fast_tokenizer(transformer)
     inputs = list(transformer.tokenizer.model_input_names)
     example = features(tokenizer, list(PROBES[:2]), inputs)
-    (out / GRAPH).write_bytes(_export(transformer.auto_model, inputs, example))
+    fusable = _fusable(transformer.auto_model)
+    if fusable:
+        # The fusion below recognises the eager attention's graph, not SDPA's.
+        transformer.auto_model.set_attn_implementation("eager")
+    graph = _export(transformer.auto_model, inputs, example)
+    (out / GRAPH).write_bytes(_fused(graph, transformer.auto_model.config) if fusable else graph)
     tokenizer.save(str(out / TOKENIZER))
     vectors = st_model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True)
     np.save(out / PROBE_VECTORS, np.asarray(vectors, dtype=np.float32))
@@ -171,6 +176,35 @@ def _export(auto_model: Any, inputs: list[str], example: dict[str, npt.NDArray[n
             dynamo=False,
         )
     return buffer.getvalue()
+
+
+def _fusable(auto_model: Any) -> bool:
+    """A BERT encoder: ONNX Runtime's transformer optimizer fuses its attention and layer norms."""
+    return getattr(auto_model.config, "model_type", None) == "bert"
+
+
+def _fused(graph: bytes, config: Any) -> bytes:
+    """``graph`` with each layer's attention, skip + layer norm and bias + GELU as one fused operator each.
+
+    The same arithmetic in fewer, larger kernels (vectors within 2e-7 of the
+    plain graph's; the parent's probe check still applies): ONNX Runtime runs
+    46 operators instead of 338, 3-14% less CPU for a one-sentence query
+    (docs/retrieval.md). Any failure keeps ``graph``.
+    """
+    import onnx
+
+    try:
+        from onnxruntime.transformers import optimizer
+
+        model = optimizer.optimize_model(
+            onnx.load_from_string(graph), model_type="bert", num_heads=int(config.num_attention_heads),
+            hidden_size=int(config.hidden_size), opt_level=0, use_gpu=False,
+        )
+        fused: bytes = model.model.SerializeToString()
+    except Exception as exc:  # the optimizer's failure modes are not documented
+        print(f"the transformer fusion failed, the plain graph is kept: {exc!r}", file=sys.stderr)
+        return graph
+    return fused
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,88 @@
+"""Who a question is about: the side of the conversation that speaks as the participant it names.
+
+A conversation's participants are named all over it, but mostly by the
+*other* side: the assistant's turns address the user ("Thanks, Caroline!"),
+the user's turns address the assistant, or whoever plays it. So a name that
+one role's turns say far more often than the other's is the other role's
+name, and a question about that person ("What did Caroline paint?") is
+answered by their own turns: on the LoCoMo dev set 97% of the evidence of a
+question naming one participant was said by that participant. ``query.focus``
+leaves such names out of what is searched (they say who, not what); this
+module keeps what they say about *who* as a ranking signal: the other side's
+turns keep ``OTHER_SPEAKER_WEIGHT`` of their score. A name both sides use
+alike (a friend, a city) says nothing about the speaker, and a question
+naming both participants prefers neither. The cost: a question that names
+the wrong person (LoCoMo's adversarial category) finds that person's turns
+first, not the other's who did it (docs/retrieval.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from ..store.fragments import Fragment
+from .questions import question_weight
+
+Role = Literal["user", "assistant"]
+
+# A name is one side's when the other side says it at least this many times as often…
+SKEW = 3.0
+# …in at least this many turns (fewer say nothing reliable).
+MIN_MENTIONS = 10
+# The share of its score a turn keeps when the question names the other side's participant.
+OTHER_SPEAKER_WEIGHT = 0.4
+
+_OTHER: dict[str, Role] = {"user": "assistant", "assistant": "user"}
+
+
+class Mentions:
+    """How many of a user's turns of each role contain each search term, kept as turns are indexed.
+
+    A user's turn that only asks is left out: a recorded question names
+    whom it asks *about* ("What did Caroline paint?"), not whom it addresses.
+    Like the index's document frequencies, counts are not taken back when a
+    turn is superseded (a rebuild starts them again).
+    """
+
+    def __init__(self) -> None:
+        self._by_role: dict[str, Counter[str]] = {}
+
+    def add(self, fragment: Fragment, terms: Iterable[str]) -> None:
+        if _may_ask(fragment.text) and question_weight(fragment.role, fragment.text) < 1.0:
+            return
+        self._by_role.setdefault(fragment.role, Counter()).update(set(terms))
+
+    def of(self, term: str) -> dict[str, int]:
+        """How many turns of each role contain ``term``."""
+        return {role: counts.get(term, 0) for role, counts in self._by_role.items()}
+
+
+def _may_ask(text: str) -> bool:
+    # The cheap test before ``questions.asks_only``: most turns ask nothing.
+    return "?" in text or "？" in text or any(mark in text for mark in "吗呢么")
+
+
+def named_role(mentions: Mapping[str, int]) -> Role | None:
+    """The role a name belongs to, from how many turns of each role say it; None when unclear.
+
+    Said mostly by the assistant: the user's name (and the reverse).
+    """
+    by_user, by_assistant = mentions.get("user", 0), mentions.get("assistant", 0)
+    if by_assistant >= MIN_MENTIONS and by_assistant >= SKEW * by_user:
+        return "user"
+    if by_user >= MIN_MENTIONS and by_user >= SKEW * by_assistant:
+        return "assistant"
+    return None
+
+
+def speaker_named(names: Iterable[Mapping[str, int]]) -> Role | None:
+    """The one role the question's names point to (each name's ``mentions`` by role); None for none or both."""
+    roles = {named_role(m) for m in names} - {None}
+    return roles.pop() if len(roles) == 1 else None
+
+
+def speaker_weight(role: str, speaker: Role | None) -> float:
+    """The share of its score a turn said by ``role`` keeps when the question is about ``speaker``."""
+    return OTHER_SPEAKER_WEIGHT if speaker is not None and role == _OTHER[speaker] else 1.0
