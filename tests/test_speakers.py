@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from proxy.memory.speakers import (
     OTHER_SPEAKER_WEIGHT,
     SKEW,
     Mentions,
+    addressed,
     named_role,
     speaker_named,
     speaker_weight,
@@ -72,28 +74,68 @@ def test_only_the_other_sides_turns_are_weighed_down(role: str, speaker: str | N
     assert weight == (OTHER_SPEAKER_WEIGHT if speaker is not None and role != speaker else 1.0)
 
 
-def test_the_turns_saying_a_name_are_counted_by_role_without_the_users_questions() -> None:
+def test_the_turns_addressing_a_name_are_counted_by_role_without_the_users_questions() -> None:
     scope = _ScopeIndex(4)
     turns = [
         (1, "assistant", "Thanks Caroline"),
-        (2, "assistant", "Wow Caroline"),
-        (3, "user", "Caroline here"),
+        (2, "assistant", "Wow Caroline, that is new."),
+        (3, "user", "Caroline here"),  # says the name, addresses nobody
         (4, "user", "What did Caroline paint?"),  # a recorded question: whom it asks about
         (5, "assistant", "How are you, Caroline?"),  # addressing her
+        (6, "user", "Caroline, look at this!"),
     ]
     for fid, role, text in turns:
-        scope.add(frag(fid, role, text, fid), text.lower().strip("?").split(), np.zeros(4, dtype=np.float32))
+        scope.add(frag(fid, role, text, fid), text.lower().strip("?!.").replace(",", "").split(), np.zeros(4, dtype=np.float32))
     assert scope.mentions.of("caroline") == {"assistant": 3, "user": 1}
     assert scope.mentions.of("nobody") == {"assistant": 0, "user": 0}
     assert Mentions().of("caroline") == {}
 
 
-@given(st.lists(st.tuples(st.sampled_from(["user", "assistant"]), st.text(max_size=40)), max_size=30))
-def test_mentions_count_every_turn_but_the_users_questions(turns: list[tuple[str, str]]) -> None:
+def test_a_name_only_talked_about_belongs_to_no_side() -> None:
+    """A user who tells of a sister in many turns does not make her the assistant's name."""
     mentions = Mentions()
-    for i, (role, text) in enumerate(turns):
-        mentions.add(frag(i, role, text, i), ["name"])
-    expected = Counter(role for role, text in turns if not (role == "user" and asks_only(text)))
+    for i in range(30):
+        told = f"My sister Anna and I went to the lake on day {i}. Anna loved it."
+        mentions.add(frag(i, "user", told, i), ["sister", "anna", "lake", "day", "loved"])
+        mentions.add(frag(100 + i, "assistant", "That sounds lovely, Mel!", i), ["sounds", "lovely", "mel"])
+    assert named_role(mentions.of("anna")) is None
+    assert named_role(mentions.of("mel")) == "user"  # the assistant addresses the user as Mel
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("Hey Mel! Good to see you.", {"mel"}),
+        ("Thanks, Caroline. That helps.", {"caroline"}),
+        ("That's great, Jon!", {"jon"}),
+        ("Gina, look at this painting!", {"gina"}),
+        ("I met Anna at the park yesterday.", set()),
+        ("My friend Tom, who lives in Paris, called.", set()),
+        ("我昨天见了安娜。", set()),
+    ],
+)
+def test_a_name_is_addressed_after_a_greeting_or_as_its_own_clause(text: str, names: set[str]) -> None:
+    assert addressed(text) == names
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["user", "assistant"]), st.text(max_size=40), st.booleans()),
+        max_size=30,
+    )
+)
+def test_mentions_count_the_turns_addressing_a_name_but_the_users_questions(
+    turns: list[tuple[str, str, bool]],
+) -> None:
+    mentions = Mentions()
+    texts = []
+    for i, (role, text, addresses) in enumerate(turns):
+        said = f"{text}\nThanks, Name!" if addresses else f"{text}\nI saw Name today"
+        texts.append((role, said, addresses))
+        mentions.add(frag(i, role, said, i), ["name"])
+    expected = Counter(
+        role for role, said, addresses in texts if addresses and not (role == "user" and asks_only(said))
+    )
     assert {r: n for r, n in mentions.of("name").items() if n} == dict(expected)
 
 

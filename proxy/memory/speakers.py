@@ -1,28 +1,36 @@
 """Who a question is about: the side of the conversation that speaks as the participant it names.
 
-A conversation's participants are named all over it, but mostly by the
-*other* side: the assistant's turns address the user ("Thanks, Caroline!"),
-the user's turns address the assistant, or whoever plays it. So a name that
-one role's turns say far more often than the other's is the other role's
-name, and a question about that person ("What did Caroline paint?") is
-answered by their own turns: on the LoCoMo dev set 97% of the evidence of a
-question naming one participant was said by that participant. ``query.focus``
-leaves such names out of what is searched (they say who, not what); this
-module keeps what they say about *who* as a ranking signal: the other side's
-turns keep ``OTHER_SPEAKER_WEIGHT`` of their score. A name both sides use
-alike (a friend, a city) says nothing about the speaker, and a question
-naming both participants prefers neither. The cost: a question that names
-the wrong person (LoCoMo's adversarial category) finds that person's turns
-first, not the other's who did it (docs/retrieval.md).
+A conversation's participants are addressed by the *other* side: the
+assistant's turns address the user ("Thanks, Caroline!"), the user's turns
+address the assistant, or whoever plays it. So a name that one role's turns
+address far more often than the other's is the other role's name, and a
+question about that person ("What did Caroline paint?") is answered by their
+own turns: on the LoCoMo dev set 97% of the evidence of a question naming one
+participant was said by that participant. ``query.focus`` leaves such names
+out of what is searched (they say who, not what); this module keeps what they
+say about *who* as a ranking signal: the other side's turns keep
+``OTHER_SPEAKER_WEIGHT`` of their score.
+
+Only a name in address position counts (``addressed``: "Hey Mel", "Thanks,
+Caroline", "That's great, Caroline!"). A name merely mentioned says nothing
+about who speaks: a user who tells of a sister Anna in many turns, which the
+assistant answers with "your sister", must not make Anna the assistant's
+name, or a question about Anna would be turned away from the user's own
+turns. A name both sides address alike, and a question naming both
+participants, prefer neither side. The cost: a question that names the wrong
+person (LoCoMo's adversarial category) finds that person's turns first, not
+the other's who did it (docs/retrieval.md).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from ..store.fragments import Fragment
+from .bm25 import tokenize
 from .questions import question_weight
 
 Role = Literal["user", "assistant"]
@@ -36,9 +44,30 @@ OTHER_SPEAKER_WEIGHT = 0.4
 
 _OTHER: dict[str, Role] = {"user": "assistant", "assistant": "user"}
 
+# Words that open an address: "Hey Mel", "Thanks, Caroline", "Congrats Jon!".
+_OPENERS = (
+    r"hey|hi|hiya|hello|yo|dear|thanks|thank you|thx|cheers|bye|goodbye|congrats|congratulations"
+    r"|sorry|wow|aw+"
+)
+_NAME = r"[A-Z][\w'’-]*"
+_ADDRESS = re.compile(
+    rf"\b(?i:{_OPENERS})[,!]?\s+(?P<opened>{_NAME})"  # Hey Mel / Thanks, Caroline
+    rf"|,\s*(?P<closing>{_NAME})\s*(?:[!?.…]|$)"  # That's great, Caroline!
+    rf"|^[ \t]*(?P<leading>{_NAME})[ \t]*[,!]",  # Caroline, look at this!
+    re.MULTILINE,
+)
+
+
+def addressed(text: str) -> set[str]:
+    """The search terms of the names ``text`` addresses someone by (see the module's docstring)."""
+    out: set[str] = set()
+    for match in _ADDRESS.finditer(text):
+        out.update(tokenize(match.group("opened") or match.group("closing") or match.group("leading")))
+    return out
+
 
 class Mentions:
-    """How many of a user's turns of each role contain each search term, kept as turns are indexed.
+    """How many of a user's turns of each role address someone by each search term, kept as turns are indexed.
 
     A user's turn that only asks is left out: a recorded question names
     whom it asks *about* ("What did Caroline paint?"), not whom it addresses.
@@ -52,10 +81,12 @@ class Mentions:
     def add(self, fragment: Fragment, terms: Iterable[str]) -> None:
         if _may_ask(fragment.text) and question_weight(fragment.role, fragment.text) < 1.0:
             return
-        self._by_role.setdefault(fragment.role, Counter()).update(set(terms))
+        names = addressed(fragment.text)
+        if names:
+            self._by_role.setdefault(fragment.role, Counter()).update(names.intersection(terms))
 
     def of(self, term: str) -> dict[str, int]:
-        """How many turns of each role contain ``term``."""
+        """How many turns of each role address someone as ``term``."""
         return {role: counts.get(term, 0) for role, counts in self._by_role.items()}
 
 
@@ -65,7 +96,7 @@ def _may_ask(text: str) -> bool:
 
 
 def named_role(mentions: Mapping[str, int]) -> Role | None:
-    """The role a name belongs to, from how many turns of each role say it; None when unclear.
+    """The role a name belongs to, from how many turns of each role address someone by it; None when unclear.
 
     Said mostly by the assistant: the user's name (and the reverse).
     """
