@@ -274,7 +274,7 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     try:
         for size in [int(s) for s in args.sizes.split(",")]:
-            for kind in ("sqlite", "postgres"):
+            for kind in args.stores.split(","):
                 folder = Path(tempfile.mkdtemp(prefix=f"scale-{kind}-{size}-"))
                 url = f"sqlite:///{folder / 'p.db'}" if kind == "sqlite" else pg.fresh_schema()[1]
                 db_pids = postgres_pids(pg) if kind == "postgres" else []
@@ -313,6 +313,7 @@ def table(rows: list[dict[str, Any]], users: int) -> str:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--stores", default="sqlite,postgres", help="which stores to measure, in this order")
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--light", type=int, default=100, help="fragments of each light user")
     parser.add_argument("--queries", type=int, default=200)

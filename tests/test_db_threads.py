@@ -66,3 +66,36 @@ async def test_an_inline_write_while_the_writer_is_busy_queues_instead_of_blocki
     await busy
     assert await queued != threading.get_ident()
     assert await db.read(lambda c: [r[0] for r in c.execute("SELECT n FROM t ORDER BY rowid")]) == [1, 2]
+
+
+async def test_an_inline_write_while_another_process_writes_queues_instead_of_blocking_the_loop(
+    db: Database, tmp_path: Path
+) -> None:
+    """Another replica on the same file holds SQLite's write lock: the inline thread must not wait for it."""
+    other = Database(db.path)  # its own connections, as another process's would be
+    db.serve_inline(threading.get_ident())
+    held, release = threading.Event(), threading.Event()
+
+    def long_write(c: Connection) -> None:
+        c.execute("INSERT INTO t VALUES (1)")
+        held.set()
+        release.wait(30)
+
+    try:
+        busy = asyncio.ensure_future(asyncio.to_thread(other.run_sync, long_write))
+        assert await asyncio.to_thread(held.wait, 30)
+        queued = asyncio.ensure_future(db.write(lambda c: (c.execute("INSERT INTO t VALUES (2)"), where(c))[1]))
+        ticks = 0
+        while ticks < 5:  # the loop keeps running while the write waits for the other's lock
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert not queued.done()
+        release.set()
+        await busy
+        assert await queued != threading.get_ident()  # it went to the writer's thread, which waited
+        assert await db.read(lambda c: [r[0] for r in c.execute("SELECT n FROM t ORDER BY rowid")]) == [1, 2]
+        # With the lock free again, the next write runs inline.
+        assert await db.write(where) == threading.get_ident()
+    finally:
+        release.set()
+        other.close()

@@ -8,8 +8,10 @@ Each ``write`` call is one explicit transaction.
 Where the calls run: on the writer's thread and a pool of reader threads,
 except on a thread named with ``serve_inline`` (the memory pipeline's own
 loop, already off the server's): there a read runs at once on that thread's
-own connection, and a write too when the writer connection is free (else it
-queues on the writer's thread as any other). sqlite3 releases the GIL while
+own connection, and a write too when the writer connection is free and no
+other process holds SQLite's write lock (else it queues on the writer's
+thread as any other: three replicas on one file must not stop each other's
+pipelines while one writes). sqlite3 releases the GIL while
 SQLite works, so the server's loop runs meanwhile; what it saves is two
 thread hand-offs per call (a worker woken, then the loop woken back), each a
 moment when a thread can be descheduled holding the GIL and stall the rest.
@@ -32,6 +34,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 Connection = Any  # sqlite3.Connection or sqlean's equivalent: same API
+BUSY_TIMEOUT_MS = 30_000  # how long a call waits for another process's write lock
 
 
 def _driver() -> Any:
@@ -55,7 +58,7 @@ def connect(path: str, *, readonly: bool = False) -> Connection:
     sqlite_vec.load(conn)
     conn.enable_load_extension(False)
     conn.row_factory = driver.Row
-    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     if not readonly:
         conn.execute("PRAGMA journal_mode = WAL")
@@ -105,9 +108,10 @@ class Database:
         with self._write_lock:
             return self._transaction(fn)
 
-    def _transaction(self, fn: Callable[[Connection], T]) -> T:
+    def _transaction(self, fn: Callable[[Connection], T], *, begun: bool = False) -> T:
         conn = self._writer_conn()
-        conn.execute("BEGIN IMMEDIATE")
+        if not begun:
+            conn.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)
         except BaseException:
@@ -116,10 +120,29 @@ class Database:
         conn.execute("COMMIT")
         return result
 
+    def _begin_at_once(self) -> bool:
+        """BEGIN IMMEDIATE on the writer connection without waiting; False when another process holds the lock.
+
+        Waiting here would stop the thread served inline — every request on it
+        — for as long as another process (a replica on the same file) writes.
+        """
+        conn = self._writer_conn()
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except Exception as exc:  # sqlite3's or sqlean's OperationalError: "database is locked"
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return True
+
     async def write(self, fn: Callable[[Connection], T]) -> T:
         if threading.get_ident() in self._inline and self._write_lock.acquire(blocking=False):
             try:
-                return self._transaction(fn)
+                if self._begin_at_once():
+                    return self._transaction(fn, begun=True)
             finally:
                 self._write_lock.release()
         loop = asyncio.get_running_loop()
