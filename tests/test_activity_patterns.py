@@ -122,6 +122,10 @@ def test_a_liking_does_not_end_narrower_tastes_nor_reach_other_slots() -> None:
     ended = MemoryItem("preference", "The user has stopped running.", "user.preference.running")
     rower = ExistingItem("9", "user.preference.runningboard", "The user likes runningboards.", vec(1, 0, 0))
     assert slot_members(ended, [LIKED, rower]) == [LIKED]
+    ring = MemoryItem("entity", "用户买了一个戒指。", "user.preference.running")  # 戒指 is a ring, not "gave up"
+    assert slot_members(ring, [LIKED]) == []
+    quit_zh = MemoryItem("preference", "用户戒掉了跑步。", "user.preference.running")
+    assert slot_members(quit_zh, [LIKED]) == [LIKED]
     two_segments = MemoryItem("entity", "The user no longer has a name.", "user.name")
     assert slot_members(two_segments, [ExistingItem("1", "user.name_old", "x", vec(1, 0, 0))]) == []
 

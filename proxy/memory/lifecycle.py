@@ -39,7 +39,8 @@ _OLD_SLUG_CUT = re.compile(r"^(?:the|a|an|my|some|any)")
 _OLD_SLUG_S = re.compile(r"(?<=\w{2}[iu])s$")
 # A statement that an activity or habit ended: it ends every taste its slot refines
 # ("has stopped running" ends "loves running marathons", user.preference.running_marathon).
-_ENDED = re.compile(r"\b(?:stopped|quit|given up|gave up|no longer|anymore|any more)\b|不再|再也不|戒", re.I)
+# 戒 only as "gave up X" (戒了, 戒掉, 戒咖啡了), not inside 戒指 (a ring).
+_ENDED = re.compile(r"\b(?:stopped|quit|given up|gave up|no longer|anymore|any more)\b|不再|再也不|戒掉|戒\w{0,2}了", re.I)
 
 
 def slot_keys(key: str) -> frozenset[str]:
