@@ -28,7 +28,7 @@ with ``paperclip serve`` processes in front of the fake upstream
   scale with cores. The last column is the "3 vs 1" of the first windows.
 
     python bench/scale.py [--sizes 10000,100000] [--users 200] [--light 100] [--queries 200]
-                          [--seconds 20] [--clients 12]
+                          [--seconds 20] [--clients 12] [--stores sqlite,postgres]
 """
 
 from __future__ import annotations
@@ -294,7 +294,8 @@ def table(rows: list[dict[str, Any]], users: int) -> str:
     for r in rows:
         for traffic, light, sticky in TRAFFIC:
             one, three = r[f"rps_per_core_{traffic}_1"], r[f"rps_per_core_{traffic}_3"]
-            cold = r[f"rps_per_core_cold_{traffic}_3"] / r[f"rps_per_core_cold_{traffic}_1"]
+            cold_one = r[f"rps_per_core_cold_{traffic}_1"]
+            cold = r[f"rps_per_core_cold_{traffic}_3"] / cold_one if cold_one else float("nan")
             label = f"{users} users, " if light else "1 user, "
             label += "by user" if sticky else "round robin"
             lines.append(
