@@ -130,6 +130,15 @@ def test_every_candidate_is_ranked_once_best_first_within_the_weights(
         assert max(fused.vector_norm) == 1.0  # the best cosine is the best
 
 
+@given(vector=_scores, bm25=_scores, wv=_weights)
+def test_the_order_is_score_then_vector_then_bm25_then_the_ids_text(
+    vector: dict[Key, float], bm25: dict[Key, float], wv: float
+) -> None:
+    fused = fuse(vector, bm25, wv, 1.0 - wv)
+    keys = [(-fused.score[i], -fused.vector_norm[i], -fused.bm25_norm[i], str(fused.keys[i])) for i in range(len(fused))]
+    assert keys == sorted(keys)
+
+
 @given(vector=_scores, bm25=_scores)
 def test_the_order_of_the_input_does_not_change_the_ranking(vector: dict[Key, float], bm25: dict[Key, float]) -> None:
     forward = fuse(vector, bm25, 0.6, 0.4)

@@ -161,8 +161,7 @@ def fuse(
     factor = np.array([boost.get(k, 1.0) for k in keys] if boost else np.ones(len(keys)), dtype=np.float64)
     vn, bn = _normalised(v, vector_norm), _normalised(b, bm25_norm)
     score = (vector_weight * vn + bm25_weight * bn) * factor
-    # np.lexsort sorts by its last key first: score, then vector, then BM25, then str(id).
-    order = np.lexsort((np.array([str(k) for k in keys]), -bn, -vn, -score)) if keys else np.zeros(0, np.int64)
+    order = _order(keys, score, vn, bn)
     raw_v, raw_b = v[order].tolist(), b[order].tolist()
     return Fused(
         [keys[i] for i in order.tolist()],
@@ -173,6 +172,21 @@ def fuse(
         score[order].tolist(),
         factor[order].tolist(),
     )
+
+
+def _order(keys: list[K], score: np.ndarray, vn: np.ndarray, bn: np.ndarray) -> np.ndarray:
+    """Best first: by score, then vector, then BM25 (descending), then ``str(id)``.
+
+    np.lexsort sorts by its last key first, and stably: the ids' strings (~0.2 ms
+    for 400 candidates) are only made when two candidates tie on all three scores.
+    """
+    if not keys:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((-bn, -vn, -score))
+    s, v, b = score[order], vn[order], bn[order]
+    if not ((s[1:] == s[:-1]) & (v[1:] == v[:-1]) & (b[1:] == b[:-1])).any():
+        return order
+    return np.lexsort((np.array([str(k) for k in keys]), -bn, -vn, -score))
 
 
 def _normalised(scores: np.ndarray, method: Normalisation) -> np.ndarray:
