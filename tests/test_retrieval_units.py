@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from proxy.memory.cards import render_block
 from proxy.memory.embedder import HashEmbedder
-from proxy.memory.fragment_search import FragmentIndex, _ScopeIndex, nearest
+from proxy.memory.embedder.caching import CachingEmbedder
+from proxy.memory.fragment_scope import ScopeIndex, nearest
+from proxy.memory.fragment_search import FragmentIndex
 from proxy.memory.fusion import Part, Scored
 from proxy.memory.packing import Excerpt, Tally, cards_of, place, select
 from proxy.memory.query import focus, periods_in
@@ -199,7 +201,7 @@ def test_nearest_is_exact_top_k_by_cosine() -> None:
 
 
 def test_scope_index_grows_and_scores_known_rows() -> None:
-    scope = _ScopeIndex(4)
+    scope = ScopeIndex(4)
     for i in range(1500):  # past the first capacity
         scope.add(frag(i + 1, i, created=MAY_8 + 3600 * i), [f"t{i % 7}"], np.eye(4, dtype=np.float32)[i % 4])
     matrix, ids = scope.snapshot()
@@ -209,8 +211,41 @@ def test_scope_index_grows_and_scores_known_rows() -> None:
     assert scope.fragments[1500].position == 1499
 
 
+def test_cosines_are_read_from_the_product_of_every_row_and_computed_past_it() -> None:
+    scope = ScopeIndex(4)
+    for i in range(6):
+        scope.add(frag(i + 1, i), ["t"], np.eye(4, dtype=np.float32)[i % 4])
+    query = np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32)
+    matrix, _ = scope.snapshot()
+    sims = matrix[:4] @ query  # taken before rows 5 and 6 were there
+    sims[0] = 7.0  # so that a value read from it is told from one computed
+    assert scope.cosines([1, 2, 6, 99_999], query, sims) == {1: 7.0, 2: 0.5, 6: 0.5}
+    assert scope.cosines([1], query) == {1: 0.5}
+
+
+class HashedEncoder:
+    dim = 16
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return HashEmbedder(16).embed(texts)
+
+
+async def test_a_query_vector_the_embedder_holds_needs_no_thread(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "q.db"), 16)
+    try:
+        index = FragmentIndex(store.fragments, CachingEmbedder("hashed", HashedEncoder()), TokenCounter(None))
+        fresh = index.query_vector("a new question")
+        assert not fresh.done()  # computed on the query's thread
+        np.testing.assert_array_equal(await fresh, HashEmbedder(16).embed(["a new question"])[0])
+        held = index.query_vector("a new question")
+        assert held.done()  # answered at once
+        np.testing.assert_array_equal(await held, await fresh)
+    finally:
+        store.close()
+
+
 def test_scope_index_finds_what_was_said_in_a_period_oldest_first() -> None:
-    scope = _ScopeIndex(4)
+    scope = ScopeIndex(4)
     for i in range(1, 2001):  # one fragment an hour, for ~83 days
         scope.add(frag(i, i, created=MAY_8 + 3600 * i), ["t"], np.eye(4, dtype=np.float32)[0])
     day = MAY_8 + 3600 * 1000

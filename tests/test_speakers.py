@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.memory.fragment_search import _ScopeIndex
+from proxy.memory.fragment_scope import ScopeIndex
 from proxy.memory.query import names_in
 from proxy.memory.questions import asks_only
 from proxy.memory.ranking import Candidate, rank
@@ -75,7 +75,7 @@ def test_only_the_other_sides_turns_are_weighed_down(role: str, speaker: str | N
 
 
 def test_the_turns_addressing_a_name_are_counted_by_role_without_the_users_questions() -> None:
-    scope = _ScopeIndex(4)
+    scope = ScopeIndex(4)
     turns = [
         (1, "assistant", "Thanks Caroline"),
         (2, "assistant", "Wow Caroline, that is new."),

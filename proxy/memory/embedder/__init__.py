@@ -1,6 +1,6 @@
 """Text embedders: what one is, how ``embedding.model`` picks one, and the ways a model runs.
 
-    protocol        Embedder (texts -> unit vectors), Vectors
+    protocol        Embedder (texts -> unit vectors), Vectors, Cached (recent vectors by text)
     registry        load_embedder: ``embedding.model`` / ``backend`` / ``cache_dir``
     hashing         HashEmbedder, the deterministic fake
     sentence_model  a sentence-transformers model, ONNX Runtime or torch underneath
@@ -15,7 +15,7 @@ Import from here; the modules are private to the package.
 
 from .hashing import HashEmbedder
 from .onnx_cache import OnnxUnavailable
-from .protocol import Embedder, Vectors
+from .protocol import Cached, Embedder, Vectors
 from .registry import load_embedder
 from .sentence_model import BACKENDS, BUNDLED_NAME, Backend, SentenceTransformerEmbedder
 from .torch_encoder import load_sentence_transformer
@@ -24,6 +24,7 @@ __all__ = [
     "BACKENDS",
     "BUNDLED_NAME",
     "Backend",
+    "Cached",
     "Embedder",
     "HashEmbedder",
     "OnnxUnavailable",

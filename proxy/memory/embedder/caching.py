@@ -38,14 +38,24 @@ class CachingEmbedder:
             self._remember([texts[i] for i in missing], fresh)
         return out
 
+    def cached(self, text: str) -> Vectors | None:
+        """``text``'s vector if it is still kept (a copy), else None: nothing is computed."""
+        hit = self._kept(text)
+        return None if hit is None else hit.copy()
+
     def _cached(self, text: str, out: Vectors, row: int) -> bool:
-        with self._lock:
-            hit = self._cache.get(text)
-            if hit is None:
-                return False
-            self._cache.move_to_end(text)
+        hit = self._kept(text)
+        if hit is None:
+            return False
         out[row] = hit
         return True
+
+    def _kept(self, text: str) -> Vectors | None:
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+            return hit
 
     def _remember(self, texts: list[str], vectors: Vectors) -> None:
         if self._cache_size <= 0:

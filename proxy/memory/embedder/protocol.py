@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -24,3 +24,10 @@ class Embedder(Protocol):
     dim: int
 
     def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+@runtime_checkable
+class Cached(Protocol):
+    """An embedder that keeps recent vectors by text: ``cached`` answers one without computing it."""
+
+    def cached(self, text: str) -> Vectors | None: ...
