@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy import config
 from proxy.memory.cards import render_block
-from proxy.memory.profile import kind_of, select_profile, standing
+from proxy.memory.profile import ProfileMemo, kind_of, profile_of, select_profile, standing
 from proxy.tokens import TokenCounter
 from tests.admin_helpers import admin
 from tests.conftest import Proxy
@@ -120,8 +121,39 @@ def test_byte_stable_within_budget_whatever_the_clock_and_the_input_order(
     assert render_block(again.cards) == render_block(profile.cards)
 
 
+MEMORY = config.from_dict({}, env={}).defaults.memory
+expiring = st.builds(
+    replace, facts, expires_at=st.one_of(st.none(), st.sampled_from(["2026-11-29", "2026-12-01", "2026-12-03"]))
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(expiring, max_size=10, unique_by=lambda f: f.id),
+       st.lists(st.tuples(st.integers(0, 2), st.integers(-3 * 24, 5 * 24)), min_size=1, max_size=12))
+def test_the_memo_answers_what_profile_of_would_whatever_the_clock_does(
+    items: list[Item], calls: list[tuple[int, int]]
+) -> None:
+    """Versions come and go, the clock goes forward and back across expiries: the memo never shows a stale profile."""
+    versions = [items, items[: len(items) // 2], [replace(i, importance=1.0) for i in items]]
+    memo = ProfileMemo()
+    for version, hours in calls:
+        now = NOW + dt.timedelta(hours=hours)
+        got = memo.of(version, versions[version], MEMORY, COUNTER, now)
+        assert got == profile_of(versions[version], MEMORY, COUNTER, now)
+
+
+def test_the_memo_costs_a_comparison_while_nothing_changes() -> None:
+    memo = ProfileMemo()
+    first = memo.of((3, 1.0), [VEGETARIAN, TASK], MEMORY, COUNTER, NOW)
+    assert memo.of((3, 1.0), [], MEMORY, COUNTER, NOW + dt.timedelta(days=30)) is first  # the items are not read
+    assert memo.of((4, 2.0), [], MEMORY, COUNTER, NOW).cards == ()  # a new version is
+    tomorrow = replace(TASK, expires_at="2026-11-30")  # through today
+    memo.of((5, 3.0), [tomorrow], MEMORY, COUNTER, NOW)
+    assert memo.of((5, 3.0), [tomorrow], MEMORY, COUNTER, NOW + dt.timedelta(days=1)).cards == ()
+    assert memo.of((5, 3.0), [tomorrow], replace(MEMORY, profile=False), COUNTER, NOW).cards == ()
+
+
 def test_the_profile_keys_default_on_and_a_tenant_can_turn_it_off() -> None:
-    from proxy import config
     from proxy.errors import ConfigError
 
     settings = config.from_dict(

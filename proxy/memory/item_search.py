@@ -13,6 +13,7 @@ from ..store.interface import Items
 from ..store.item_rows import ItemRow
 from .bm25 import BM25Index, tokenize
 from .lifecycle import is_expired
+from .profile import ProfileMemo
 
 
 @dataclass
@@ -22,6 +23,7 @@ class ItemScope:
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
     bm25: BM25Index[int] = field(default_factory=BM25Index)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    profile: ProfileMemo = field(default_factory=ProfileMemo)  # the profile of ``rows`` at ``version``
 
 
 @dataclass(frozen=True)

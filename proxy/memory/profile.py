@@ -26,14 +26,14 @@ import datetime as dt
 import functools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..config import Memory
 from ..tokens import TokenCounter
 from .cards import Card, CardKind, CardSource, render_block, render_card
-from .lifecycle import is_expired
+from .lifecycle import expiry_moment, is_expired
 
 MIN_IMPORTANCE = 0.5
 # Only what the user said of themself stands: an inference may be wrong, and the profile is never questioned.
@@ -170,6 +170,55 @@ def profile_of(facts: Iterable[Fact], settings: Memory, counter: TokenCounter, n
         return EMPTY
     room = settings.budget_tokens - counter.text(render_block([]))
     return select_profile(facts, now, counter, min(settings.profile_budget_tokens, room))
+
+
+class ProfileMemo:
+    """One user's last profile, answered again while nothing it depends on changed.
+
+    The profile is byte-stable: the same items, settings and counter give
+    the same cards, whatever ``now`` is — except that an item's expiry
+    passes. So the memo holds for the same ``version`` of the items (the
+    caller's: it must change whenever they do) between the last expiry
+    before the moment it was computed and the first after (``now`` may go
+    back: the eval replays dated conversations). An unchanged profile then
+    costs a comparison instead of a selection and a token count per fact.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[Hashable, ...] | None = None
+        self._profile = EMPTY
+        self._since: dt.datetime | None = None
+        self._until: dt.datetime | None = None
+
+    def of(
+        self, version: Hashable, facts: Sequence[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime
+    ) -> Profile:
+        """``profile_of(facts, settings, counter, now)``, from the memo when it holds."""
+        key = (version, settings.profile, settings.budget_tokens, settings.profile_budget_tokens, counter)
+        if key == self._key and _between(now, self._since, self._until):
+            return self._profile
+        self._profile = profile_of(facts, settings, counter, now)
+        self._key = key
+        self._since, self._until = _expiries_around(facts, now)
+        return self._profile
+
+
+def _between(now: dt.datetime, since: dt.datetime | None, until: dt.datetime | None) -> bool:
+    return (since is None or now >= since) and (until is None or now < until)
+
+
+def _expiries_around(facts: Iterable[Fact], now: dt.datetime) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """The last expiry among ``facts`` at or before ``now`` and the first after it (None: there is none)."""
+    since = until = None
+    for fact in facts:
+        moment = expiry_moment(fact.expires_at)
+        if moment is None:
+            continue
+        if moment <= now:
+            since = moment if since is None else max(since, moment)
+        else:
+            until = moment if until is None else min(until, moment)
+    return since, until
 
 
 def item_card(fact: Fact) -> Card:

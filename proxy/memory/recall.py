@@ -38,9 +38,9 @@ from .bm25 import tokenize
 from .cards import Card, render_block
 from .fragment_search import CANDIDATES, FragmentIndex, keyword_scores, vector_scores
 from .fusion import Floor, Normalisation, fuse
-from .item_search import ItemCandidates, ItemIndex, item_candidates
+from .item_search import ItemCandidates, ItemIndex, ItemScope, item_candidates
 from .packing import SCAN_LIMIT, select
-from .profile import profile_of
+from .profile import Profile, profile_of
 from .query import build_query, focus, fragment_hash, indexable, names_in, periods_in
 from .query_rewrite import extended_query
 from .ranking import Hit, Key, boosts, candidates, rank, relevant
@@ -111,16 +111,21 @@ async def recall_for(
     tenant, user = request.tenant, request.user
     scope = index.cached(tenant, user) or await index.scope(tenant, user)
     focused = focus(query, scope.is_common)
-    terms = tokenize(focused)
-    periods = periods_in(query)
-    # The query's embedding (~5 ms on a worker thread) overlaps everything
-    # that does not need it: reading what was stored since, keyword search.
-    embedding = asyncio.ensure_future(index.embed_query(focused))
+    # The query's embedding (~5 ms on a worker thread) starts first and overlaps
+    # everything that does not need it: what was stored since, keyword search,
+    # the profile, who the question is about, what the window excludes.
+    embedding = index.query_vector(focused)
     try:
+        terms = tokenize(focused)
+        periods = periods_in(query)
         scope, item_scope = await asyncio.gather(
             index.scope(tenant, user), items.scope(tenant, user) if items else _no_items()
         )
         bm25_f, dated = keyword_scores(scope, terms, periods)
+        # The profile leads the block whatever the question; its facts are never repeated below it.
+        profile = _profile(item_scope, mem, counter, _moment(request.now))
+        speaker = speaker_named(scope.mentions.of(t) for t in names_in(query, scope.is_common))
+        exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
         qvec = await embedding
     finally:
         if not embedding.done():
@@ -138,10 +143,7 @@ async def recall_for(
     fused = fuse(
         vector, bm25, mem.vector_weight, mem.bm25_weight, vector_norm=VECTOR_NORM, bm25_norm=BM25_NORM, boost=boost
     )
-    exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
     session = request.session if mem.scope == "session" else None
-    # The profile leads the block whatever the question; its facts are never repeated below it.
-    profile = profile_of(item_scope.rows if item_scope else (), mem, counter, _moment(request.now))
     cands = [
         c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
         if (c.item is None or c.item.id not in profile.item_ids) and not _held(c.fragment, request)
@@ -149,7 +151,6 @@ async def recall_for(
     if not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
         return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
-    speaker = speaker_named(scope.mentions.of(t) for t in names_in(query, scope.is_common))
     ranking = rank(cands, periods, SCAN_LIMIT, speaker)
     ranked = [Hit(fused.scored(c.at), c.fragment, c.item, score, dated) for c, score, dated in ranking]
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
@@ -159,6 +160,12 @@ async def recall_for(
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *cards]
     return Recall(query, ranked[:TRACE_HITS], shown, _block(shown), focused, touched)
+
+
+def _profile(scope: ItemScope | None, mem: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:
+    if scope is None:
+        return profile_of((), mem, counter, now)
+    return scope.profile.of(scope.version, scope.rows, mem, counter, now)
 
 
 def _held(fragment: Fragment | None, request: RecallRequest) -> bool:
