@@ -18,9 +18,17 @@ chosen texts, packing into cards. Every question is a new sentence, so the
 embedder's cache never answers; questions are as long as LoCoMo's (median 9
 words, 11 tokens). "Search" is the same call repeated, the
 query's vector then cached: everything but the model. "Query embedding" is
-the model alone on one new sentence, for scale.
+the model alone on one new sentence, for scale. Each comes with its CPU
+time (``time.process_time``: every thread of this process, the embedder's
+too), which the machine's other work moves far less than wall time.
+
+By default (``--threads served``) the store's reads run on the searching
+thread itself, with the interpreter's switch interval at 1 ms: how the proxy
+serves recall over SQLite, on its pipeline thread (``Database.serve_inline``).
+``--threads pool`` sends them to the store's reader threads instead.
 
     python bench/retrieval.py [--sizes 1000,10000,100000] [--queries 200] [--real 2000] [--out PATH]
+                              [--threads served|pool]
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -165,21 +174,26 @@ async def latency_run(index: FragmentIndex, items: ItemIndex, embedder: Embedder
     await index.scope(TENANT, USER)  # loads this user's in-memory index (once per process)
     load_s = time.perf_counter() - started
     embed_ms, search_ms, total_ms, cards = [], [], [], []
+    embed_cpu, search_cpu, total_cpu = [], [], []
     rng = random.Random(11)
     for _ in range(queries):
         question = ask(say, rng)
         request = RecallRequest(TENANT, USER, "s-question", [{"role": "user", "content": question}], [],
                                 settings.memory, time.time())
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         recall = await recall_for(index, request, counter, floor, items)  # as a request meets it
-        t1 = time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
         await recall_for(index, request, counter, floor, items)  # again: the query's vector is cached now
-        t2 = time.perf_counter()
+        c2, t2 = time.process_time(), time.perf_counter()
         embedder.embed([recall.focused + " (uncached)"])  # the model alone, for scale
-        t3 = time.perf_counter()
+        c3, t3 = time.process_time(), time.perf_counter()
         total_ms.append((t1 - t0) * 1000)
         search_ms.append((t2 - t1) * 1000)
         embed_ms.append((t3 - t2) * 1000)
+        # CPU of every thread of this process (the embedder's too): what neighbours on the machine move least.
+        total_cpu.append((c1 - c0) * 1000)
+        search_cpu.append((c2 - c1) * 1000)
+        embed_cpu.append((c3 - c2) * 1000)
         cards.append(len(recall.cards))
     return {
         "queries": queries,
@@ -189,6 +203,8 @@ async def latency_run(index: FragmentIndex, items: ItemIndex, embedder: Embedder
         "embed_p50_ms": round(pct(embed_ms, 50), 1),
         "total_p50_ms": round(pct(total_ms, 50), 1),
         "total_p99_ms": round(pct(total_ms, 99), 1),
+        "cpu_p50_ms": {"total": round(pct(total_cpu, 50), 2), "search": round(pct(search_cpu, 50), 2),
+                       "embed": round(pct(embed_cpu, 50), 2)},
         "cards_mean": round(statistics.fmean(cards), 1),
     }
 
@@ -215,6 +231,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 have = await store.fragments.count(TENANT, user)
                 await fill(store, counter, say, basis, user, OTHER_SIZE - have, have + n * 10**6)
             result["scales"] = []
+            result["threads"] = args.threads
+            if args.threads == "served":  # as ``MemoryLayer.serve`` runs recall over SQLite (pipeline/thread.py)
+                store.db.serve_inline(threading.get_ident())
+                sys.setswitchinterval(0.001)
             have = 0
             for size in args.sizes:
                 await fill(store, counter, say, basis, USER, size - have, have)
@@ -225,6 +245,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             store.close()
     result["rss_mb"]["end"] = rss_mb()
+    result["load_avg_end"] = os.getloadavg()
     result["vectors"] = (
         f"{args.real + 200} fragments embedded by the real model (the indexing runs); "
         f"the others reuse one of 256 real vectors plus {NOISE:.1f}-norm Gaussian noise, renormalised"
@@ -234,13 +255,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     lines = [
-        "| fragments (user) | search p50 | search p99 | query embedding p50 | total p50 | total p99 | BM25 load |",
-        "|---|---|---|---|---|---|---|",
+        "| fragments (user) | search p50 | search p99 | query embedding p50 | total p50 | total p99 | BM25 load"
+        " | CPU p50: total / search / embedding |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for s in result["scales"]:
         lines.append(
             f"| {s['fragments']:,} | {s['search_p50_ms']} ms | {s['search_p99_ms']} ms | {s['embed_p50_ms']} ms"
-            f" | {s['total_p50_ms']} ms | {s['total_p99_ms']} ms | {s['bm25_load_s']} s |"
+            f" | {s['total_p50_ms']} ms | {s['total_p99_ms']} ms | {s['bm25_load_s']} s"
+            f" | {s['cpu_p50_ms']['total']} / {s['cpu_p50_ms']['search']} / {s['cpu_p50_ms']['embed']} ms |"
         )
     for run in result["indexing"]:
         lines.append(f"\nindexing, {run['batch']} messages a call: {run['per_s']} fragments/s ({run['fragments']} fragments)")
@@ -250,7 +273,10 @@ def table(result: dict[str, Any]) -> str:
         f"{rss['end']['now']} MB after the runs (peak {rss['end']['peak']} MB)"
     )
     lines.append(f"vectors: {result['vectors']}; other users: {len(OTHERS)} × {OTHER_SIZE:,} fragments")
-    lines.append(f"cpus: {result['cpus']}, load average at start: {result['load_avg'][0]:.2f}")
+    lines.append(
+        f"cpus: {result['cpus']}, load average at start: {result['load_avg'][0]:.2f}, at the end:"
+        f" {result['load_avg_end'][0]:.2f}; store calls: {result['threads']}"
+    )
     return "\n".join(lines)
 
 
@@ -260,6 +286,10 @@ if __name__ == "__main__":
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--real", type=int, default=2000, help="fragments embedded by the real model")
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument(
+        "--threads", choices=("served", "pool"), default="served",
+        help="served: the store's reads on the searching thread, as the proxy serves SQLite; pool: on the store's threads",
+    )
     args = parser.parse_args()
     result = asyncio.run(main(args))
     print(table(result))
