@@ -245,20 +245,23 @@ Probe = Callable[[asyncio.Event], Awaitable[dict[str, float]]]
 
 def lock_waits(url: str) -> Probe:
     """Every 20 ms, how many of PostgreSQL's backends wait on an advisory lock (a scope's writes,
-    ``coordination.lock_scope``) and how many run a statement: their means over the window."""
+    ``coordination.lock_scope``), on the WAL (a commit's flush) and how many run a statement: their
+    means over the window."""
     async def probe(stop: asyncio.Event) -> dict[str, float]:
         import psycopg
 
-        samples = waiting = active = 0
+        samples, sums = 0, [0, 0, 0]
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
             while not stop.is_set():
                 cur = await conn.execute(
-                    "SELECT count(*) FILTER (WHERE wait_event = 'advisory'), count(*) FILTER (WHERE state = 'active')"
+                    "SELECT count(*) FILTER (WHERE wait_event = 'advisory'),"
+                    " count(*) FILTER (WHERE wait_event LIKE 'WAL%%'), count(*) FILTER (WHERE state = 'active')"
                     " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
                 row = await cur.fetchone()
-                samples, waiting, active = samples + 1, waiting + row[0], active + row[1]
+                samples, sums = samples + 1, [a + b for a, b in zip(sums, row, strict=True)]
                 await asyncio.sleep(0.02)
-        return {"advisory_waiting": waiting / samples, "active": active / samples} if samples else {}
+        names = ("advisory_waiting", "wal_waiting", "active")
+        return {name: total / samples for name, total in zip(names, sums, strict=True)} if samples else {}
     return probe
 
 
@@ -338,8 +341,9 @@ def table(rows: list[dict[str, Any]], users: int) -> str:
                 f"{three / one if one else float('nan'):>8.2f}{cold:>6.2f}")
             lines.append(f"{'':21}CPU ms per request: {r[f'cpu_ms_per_request_{traffic}_1']:.1f} with 1, "
                          f"{r[f'cpu_ms_per_request_{traffic}_3']:.1f} with 3"
-                         + "".join(f"; backends waiting on a scope's lock: {r[f'advisory_waiting_{traffic}_{n}']:.2f}"
-                                   f" of {r[f'active_{traffic}_{n}']:.2f} active with {n}"
+                         + "".join(f"; with {n}, backends in a statement {r[f'active_{traffic}_{n}']:.2f}, waiting"
+                                   f" on a scope's lock {r[f'advisory_waiting_{traffic}_{n}']:.3f},"
+                                   f" on the WAL {r[f'wal_waiting_{traffic}_{n}']:.3f}"
                                    for n in (1, 3) if f"advisory_waiting_{traffic}_{n}" in r))
     by = {(r["store"], r["fragments"]): r for r in rows}
     for size in sorted({r["fragments"] for r in rows}):
