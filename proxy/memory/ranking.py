@@ -1,7 +1,8 @@
 """Ranking recall's candidates (pure): each one's boost (importance × recency) for the fusion,
 which fused candidates a request may use, the relevance gate, and the final score — fused,
 + a period bonus, × the turn's weight (a user's question, the other side's turn when the
-question names one participant: ``speakers``), + support from adjacent turns.
+question names one participant: ``speakers``), + support from adjacent turns and from the
+best turn of the same day.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ Key = tuple[Literal["f", "i"], int]
 PERIOD_BONUS = 0.3
 # Share of its best adjacent turn's score that a fragment inherits.
 NEIGHBOUR_WEIGHT = 0.3
+# Share of the best score among the other turns of its day (session and date) that a fragment inherits.
+DAY_WEIGHT = 0.2
 # The relevance gate looks at this many of the best fused candidates.
 GATE_DEPTH = 10
 # A fragment (a turn as said) has no importance of its own: it counts as an average item.
@@ -133,7 +136,8 @@ def rank(
     Final = (fused score, + ``PERIOD_BONUS`` when said in a period the query
     names (dated)) × ``question_weight`` (a user's turn that only asks counts
     less) × ``speaker_weight`` (a turn by the side the question is not about
-    counts less), + ``NEIGHBOUR_WEIGHT`` × the best adjacent candidate's.
+    counts less), + ``NEIGHBOUR_WEIGHT`` × the best adjacent candidate's, + ``DAY_WEIGHT`` ×
+    the best other candidate's of the same day.
     """
     spans = [epoch_range(p) for p in periods]
     dated = [bool(spans) and c.fragment is not None and _within(c.fragment.created, spans)
@@ -142,7 +146,8 @@ def rank(
         (c.score + (PERIOD_BONUS if d else 0.0)) * _turn_weight(c.fragment, speaker)
         for c, d in zip(cands, dated, strict=True)
     ]
-    final = supported_by_neighbours(cands, base)
+    final = [n + d - b for n, d, b in zip(supported_by_neighbours(cands, base), supported_by_day(cands, base), base,
+                                          strict=True)]
     order = sorted(range(len(cands)), key=lambda j: -final[j])  # stable: ties keep the fused order
     out = []
     for j in order[:limit]:
@@ -175,6 +180,36 @@ def supported_by_neighbours(cands: Sequence[Candidate], base: Sequence[float]) -
                 best = base[n]
         out[j] = base[j] + NEIGHBOUR_WEIGHT * best
     return out
+
+
+def supported_by_day(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """Each base score plus ``DAY_WEIGHT`` × the best base score among the other candidates of its day.
+
+    A day: fragments of one session said on one date (a chat in sessions, a
+    day of a long chat). A day that holds a strong hit is likely where the
+    rest of the answer was said too (multi-hop and single-hop evidence sits
+    two or more turns from the hit as often as next to it), so its turns that
+    are relevant on their own move ahead of equally relevant turns of other
+    days; a day's best turn inherits from its second best. Like passage-level
+    evidence in document retrieval, the document (day) lends weight to its
+    passages (turns). Items keep their own score.
+    """
+    best: dict[tuple[str, float], tuple[float, float]] = {}  # a day's best and second best base scores
+    for c, score in zip(cands, base, strict=True):
+        if c.fragment is not None:
+            day = _day(c.fragment)
+            first, second = best.get(day, (0.0, 0.0))
+            best[day] = (score, first) if score > first else (first, max(second, score))
+    out = list(base)
+    for j, c in enumerate(cands):
+        if c.fragment is not None:
+            first, second = best[_day(c.fragment)]
+            out[j] = base[j] + DAY_WEIGHT * (second if base[j] >= first else first)
+    return out
+
+
+def _day(fragment: Fragment) -> tuple[str, float]:
+    return fragment.session, fragment.created // 86_400
 
 
 def _within(timestamp: float, spans: Sequence[tuple[float, float]]) -> bool:
