@@ -99,8 +99,9 @@ def test_a_turn_gets_a_share_of_its_best_adjacent_turn() -> None:
     far, other = frag(4, 9), frag(5, 5, session="s2")
     cands = [cand(a, 0.5), cand(b, 0.2), cand(c, 0.1), cand(far, 0.4), cand(other, 0.3)]
     out = supported_by_neighbours(cands, [0.5, 0.2, 0.1, 0.4, 0.3])
-    # b is next to a and c (takes the better, a); far and other touch nothing.
-    assert out == pytest.approx([0.5 + 0.3 * 0.2, 0.2 + 0.3 * 0.5, 0.1 + 0.3 * 0.2, 0.4, 0.3])
+    # b is next to a and c (takes the better, a); c takes half a's share from two apart, more
+    # than b's; far (three from c) and other touch nothing.
+    assert out == pytest.approx([0.5 + 0.3 * 0.2, 0.2 + 0.3 * 0.5, 0.1 + 0.15 * 0.5, 0.4, 0.3])
 
 
 def test_rank_drops_candidates_without_score() -> None:

@@ -23,8 +23,10 @@ Key = tuple[Literal["f", "i"], int]
 
 # Added to the fused score of a fragment said within a period the query names.
 PERIOD_BONUS = 0.3
-# Share of its best adjacent turn's score that a fragment inherits.
+# Share of its best adjacent turn's score that a fragment inherits; of a turn two apart (in a
+# dialogue, the same speaker's turn after the other side's reply) half as much, when that gives more.
 NEIGHBOUR_WEIGHT = 0.3
+SECOND_NEIGHBOUR_WEIGHT = NEIGHBOUR_WEIGHT / 2
 # Share of the best score among the other turns of its day (session and date) that a fragment inherits.
 DAY_WEIGHT = 0.2
 # The relevance gate looks at this many of the best fused candidates.
@@ -136,7 +138,7 @@ def rank(
     Final = (fused score, + ``PERIOD_BONUS`` when said in a period the query
     names (dated)) × ``question_weight`` (a user's turn that only asks counts
     less) × ``speaker_weight`` (a turn by the side the question is not about
-    counts less), + ``NEIGHBOUR_WEIGHT`` × the best adjacent candidate's, + ``DAY_WEIGHT`` ×
+    counts less), + what it inherits from a candidate one or two turns away, + ``DAY_WEIGHT`` ×
     the best other candidate's of the same day.
     """
     spans = [epoch_range(p) for p in periods]
@@ -164,21 +166,26 @@ def _turn_weight(fragment: Fragment | None, speaker: Role | None) -> float:
 
 
 def supported_by_neighbours(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
-    """Each base score plus ``NEIGHBOUR_WEIGHT`` × the best base score among its adjacent candidates.
+    """Each base score plus the most it inherits from a nearby candidate: ``NEIGHBOUR_WEIGHT`` ×
+    an adjacent one's base score, or ``SECOND_NEIGHBOUR_WEIGHT`` × one two positions away.
 
-    Adjacent: fragments of the same session, positions one apart. A turn next
-    to a strong hit is likely part of the same exchange (the question before
-    the answer), so it inherits part of that hit's score; items and isolated
-    turns keep their own.
+    Nearby: fragments of the same session. A turn next to a strong hit is
+    likely part of the same exchange (the question before the answer), so it
+    inherits part of that hit's score. Two apart is the same speaker going on
+    after the other side's reply: of the LoCoMo evidence a block missed in a
+    day it showed, twice as much sat two turns from a shown turn as next to
+    one, so such a turn inherits a smaller part.
+    Items and isolated turns keep their own.
     """
     at = {(c.fragment.session, c.fragment.position): j for j, c in enumerate(cands) if c.fragment}
     out = list(base)
     for (session, position), j in at.items():
         best = 0.0
-        for n in (at.get((session, position - 1)), at.get((session, position + 1))):
-            if n is not None and base[n] > best:
-                best = base[n]
-        out[j] = base[j] + NEIGHBOUR_WEIGHT * best
+        for offset, weight in ((1, NEIGHBOUR_WEIGHT), (2, SECOND_NEIGHBOUR_WEIGHT)):
+            for n in (at.get((session, position - offset)), at.get((session, position + offset))):
+                if n is not None and weight * base[n] > best:
+                    best = weight * base[n]
+        out[j] = base[j] + best
     return out
 
 

@@ -1,4 +1,4 @@
-"""Ranking's support from the day: a turn inherits part of the best other turn of its session and date."""
+"""Ranking's support: a turn inherits part of a turn one or two apart, and of the best other turn of its day."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.memory.ranking import DAY_WEIGHT, NEIGHBOUR_WEIGHT, Candidate, rank, supported_by_day
+from proxy.memory.ranking import (
+    DAY_WEIGHT,
+    NEIGHBOUR_WEIGHT,
+    SECOND_NEIGHBOUR_WEIGHT,
+    Candidate,
+    rank,
+    supported_by_day,
+    supported_by_neighbours,
+)
 from proxy.store.fragments import Fragment
 from proxy.store.item_rows import ItemRow
 
@@ -52,6 +60,17 @@ def test_rank_brings_a_relevant_turn_of_a_strong_day_before_an_equal_one_of_anot
     assert ranked[1][1] == pytest.approx(0.1 + NEIGHBOUR_WEIGHT * 0.9 + DAY_WEIGHT * 0.9)
 
 
+def test_a_turn_two_apart_inherits_less_than_an_adjacent_one() -> None:
+    hit, reply, goes_on, three_off = frag(1, 4), frag(2, 5), frag(3, 6), frag(4, 7)
+    out = supported_by_neighbours([cand(hit, 0.8), cand(goes_on, 0.2), cand(three_off, 0.1)], [0.8, 0.2, 0.1])
+    # goes_on is the hit's speaker after a reply that is no candidate; three_off is adjacent to goes_on only.
+    assert out == pytest.approx([0.8 + SECOND_NEIGHBOUR_WEIGHT * 0.2, 0.2 + max(
+        SECOND_NEIGHBOUR_WEIGHT * 0.8, NEIGHBOUR_WEIGHT * 0.1), 0.1 + NEIGHBOUR_WEIGHT * 0.2])
+    # With the reply a candidate too, the adjacent share wins when it is larger.
+    out = supported_by_neighbours([cand(hit, 0.8), cand(reply, 0.5), cand(goes_on, 0.2)], [0.8, 0.5, 0.2])
+    assert out[2] == pytest.approx(0.2 + NEIGHBOUR_WEIGHT * 0.5)
+
+
 turns = st.lists(
     st.tuples(st.sampled_from(["s1", "s2"]), st.integers(0, 2), st.integers(0, 30),
               st.floats(0.0, 2.0, allow_nan=False)),
@@ -75,3 +94,17 @@ def test_day_support_lifts_days_and_never_reorders_the_turns_of_one_day(rows: li
         for k in same_day:
             if base[j] >= base[k]:
                 assert out[j] >= out[k] - 1e-12  # the day moves as a whole; inside it, the fused order stands
+
+
+@given(turns)
+def test_neighbour_support_is_bounded_by_the_best_turn_within_two(rows: list) -> None:
+    cands = [cand(frag(i, pos, session=s, day=d), score, i) for i, (s, d, pos, score) in enumerate(rows)]
+    base = [score for *_, score in rows]
+    out = supported_by_neighbours(cands, base)
+    for c, b, o in zip(cands, base, out, strict=True):
+        assert c.fragment is not None
+        near = [base[k] for k, other in enumerate(cands) if other.fragment and other.fragment.session
+                == c.fragment.session and 0 < abs(other.fragment.position - c.fragment.position) <= 2]
+        assert b <= o <= b + NEIGHBOUR_WEIGHT * max(near, default=0.0) + 1e-12
+        if not near:
+            assert o == b
