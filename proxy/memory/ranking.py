@@ -148,8 +148,7 @@ def rank(
         (c.score + (PERIOD_BONUS if d else 0.0)) * _turn_weight(c.fragment, speaker)
         for c, d in zip(cands, dated, strict=True)
     ]
-    final = [n + d - b for n, d, b in zip(supported_by_neighbours(cands, base), supported_by_day(cands, base), base,
-                                          strict=True)]
+    final = [b + n + d for b, n, d in zip(base, neighbour_support(cands, base), day_support(cands, base), strict=True)]
     order = sorted(range(len(cands)), key=lambda j: -final[j])  # stable: ties keep the fused order
     out = []
     for j in order[:limit]:
@@ -177,15 +176,22 @@ def supported_by_neighbours(cands: Sequence[Candidate], base: Sequence[float]) -
     one, so such a turn inherits a smaller part.
     Items and isolated turns keep their own.
     """
+    return [b + n for b, n in zip(base, neighbour_support(cands, base), strict=True)]
+
+
+def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """What each candidate inherits from a nearby one (``supported_by_neighbours``)."""
     at = {(c.fragment.session, c.fragment.position): j for j, c in enumerate(cands) if c.fragment}
-    out = list(base)
-    for (session, position), j in at.items():
-        best = 0.0
+    out = [0.0] * len(base)
+    for (session, position), j in at.items():  # each pair once, from its earlier turn
         for offset, weight in ((1, NEIGHBOUR_WEIGHT), (2, SECOND_NEIGHBOUR_WEIGHT)):
-            for n in (at.get((session, position - offset)), at.get((session, position + offset))):
-                if n is not None and weight * base[n] > best:
-                    best = weight * base[n]
-        out[j] = base[j] + best
+            n = at.get((session, position + offset))
+            if n is not None:
+                share, back = weight * base[n], weight * base[j]
+                if share > out[j]:
+                    out[j] = share
+                if back > out[n]:
+                    out[n] = back
     return out
 
 
@@ -201,22 +207,29 @@ def supported_by_day(cands: Sequence[Candidate], base: Sequence[float]) -> list[
     evidence in document retrieval, the document (day) lends weight to its
     passages (turns). Items keep their own score.
     """
-    best: dict[tuple[str, float], tuple[float, float]] = {}  # a day's best and second best base scores
-    for c, score in zip(cands, base, strict=True):
-        if c.fragment is not None:
-            day = _day(c.fragment)
-            first, second = best.get(day, (0.0, 0.0))
-            best[day] = (score, first) if score > first else (first, max(second, score))
-    out = list(base)
-    for j, c in enumerate(cands):
-        if c.fragment is not None:
-            first, second = best[_day(c.fragment)]
-            out[j] = base[j] + DAY_WEIGHT * (second if base[j] >= first else first)
+    return [b + d for b, d in zip(base, day_support(cands, base), strict=True)]
+
+
+def day_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """What each candidate inherits from the best other turn of its day (``supported_by_day``)."""
+    days = [(c.fragment.session, c.fragment.created // 86_400) if c.fragment else None for c in cands]
+    first: dict[tuple[str, float], float] = {}  # a day's best base score
+    second: dict[tuple[str, float], float] = {}  # and its second best
+    for day, score in zip(days, base, strict=True):
+        if day is None:
+            continue
+        top = first.get(day)
+        if top is None or score > top:
+            first[day] = score
+            second[day] = 0.0 if top is None else top
+        elif score > second[day]:
+            second[day] = score
+    out = [0.0] * len(base)
+    for j, day in enumerate(days):
+        if day is not None:
+            top = first[day]
+            out[j] = DAY_WEIGHT * (second[day] if base[j] >= top else top)
     return out
-
-
-def _day(fragment: Fragment) -> tuple[str, float]:
-    return fragment.session, fragment.created // 86_400
 
 
 def _within(timestamp: float, spans: Sequence[tuple[float, float]]) -> bool:
