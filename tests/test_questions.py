@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.memory.questions import QUESTION_WEIGHT, asks_only, question_weight
-from proxy.memory.ranking import Candidate, rank
+from proxy.memory.ranking import DAY_WEIGHT, Candidate, rank
 from proxy.store.fragments import Fragment
 
 
@@ -38,13 +38,15 @@ def test_only_a_users_asking_turn_is_weighed_down() -> None:
 
 
 def test_ranking_puts_an_old_question_below_the_exchange_that_answers_it() -> None:
-    def frag(fid: int, role: str, text: str, position: int) -> Fragment:
-        return Fragment(id=fid, session="s", hash=f"h{fid}", role=role, text=text, position=position, tokens=5,
+    def frag(fid: int, role: str, text: str, position: int, session: str = "s") -> Fragment:
+        return Fragment(id=fid, session=session, hash=f"h{fid}", role=role, text=text, position=position, tokens=5,
                         created=0.0)
 
     asked = Candidate(0, 1.0, frag(1, "user", "When did Caroline go to the support group?", 10), None)
-    other = Candidate(1, 0.6, frag(2, "user", "I went to the support group on 7 May.", 3), None)
+    other = Candidate(1, 0.6, frag(2, "user", "I went to the support group on 7 May.", 3, "earlier"), None)
     reply = Candidate(2, 0.2, frag(3, "assistant", "On 7 May 2023.", 11), None)
     ranked = [(c.fragment.id if c.fragment else 0, round(s, 3)) for c, s, _ in rank([asked, other, reply], [])]
-    # The question keeps 0.3 of its score; its reply inherits 0.3 of that, as any neighbour does.
-    assert ranked == [(2, 0.6), (1, round(0.3 + 0.3 * 0.2, 3)), (3, round(0.2 + 0.3 * 0.3, 3))]
+    # The question keeps 0.3 of its score; its reply inherits 0.3 of that, as any neighbour does
+    # (and each inherits DAY_WEIGHT of the other, the best other turn of their day).
+    assert ranked == [(2, 0.6), (1, round(0.3 + 0.3 * 0.2 + DAY_WEIGHT * 0.2, 3)),
+                      (3, round(0.2 + 0.3 * 0.3 + DAY_WEIGHT * 0.3, 3))]

@@ -83,9 +83,11 @@ def test_rank_lifts_a_turn_next_to_a_strong_hit_and_a_named_day() -> None:
     d = frag(4, 3, session="s2", created=MAY_8 + 40 * 86400)
     cands = [cand(a, 0.9), cand(c, 0.3), cand(b, 0.25), cand(d, 0.2)]
     ranked = rank(cands, [(dt.date(2023, 6, 17), dt.date(2023, 6, 17))])
-    # f2 inherits from f1 next to it; f4 was said on the day the query names.
+    # f2 inherits from f1 next to it; f4 was said on the day the query names; f1, f2 and f3
+    # share a day (f1 inherits from f3, its day's second best; the others from f1).
     assert [c.fragment.id for c, _, _ in ranked if c.fragment] == [1, 2, 4, 3]
-    assert [score for _, score, _ in ranked] == pytest.approx([0.9 + 0.3 * 0.25, 0.25 + 0.3 * 0.9, 0.5, 0.3])
+    assert [score for _, score, _ in ranked] == pytest.approx(
+        [0.9 + 0.3 * 0.25 + 0.2 * 0.3, 0.25 + 0.3 * 0.9 + 0.2 * 0.9, 0.5, 0.3 + 0.2 * 0.9])
     assert ranked[2][2] and not ranked[0][2]
 
 
@@ -99,8 +101,9 @@ def test_a_turn_gets_a_share_of_its_best_adjacent_turn() -> None:
     far, other = frag(4, 9), frag(5, 5, session="s2")
     cands = [cand(a, 0.5), cand(b, 0.2), cand(c, 0.1), cand(far, 0.4), cand(other, 0.3)]
     out = supported_by_neighbours(cands, [0.5, 0.2, 0.1, 0.4, 0.3])
-    # b is next to a and c (takes the better, a); far and other touch nothing.
-    assert out == pytest.approx([0.5 + 0.3 * 0.2, 0.2 + 0.3 * 0.5, 0.1 + 0.3 * 0.2, 0.4, 0.3])
+    # b is next to a and c (takes the better, a); c takes half a's share from two apart, more
+    # than b's; far (three from c) and other touch nothing.
+    assert out == pytest.approx([0.5 + 0.3 * 0.2, 0.2 + 0.3 * 0.5, 0.1 + 0.15 * 0.5, 0.4, 0.3])
 
 
 def test_rank_drops_candidates_without_score() -> None:

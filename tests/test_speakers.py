@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from proxy.memory.fragment_scope import ScopeIndex
 from proxy.memory.query import names_in
 from proxy.memory.questions import asks_only
-from proxy.memory.ranking import Candidate, rank
+from proxy.memory.ranking import DAY_WEIGHT, Candidate, rank
 from proxy.memory.speakers import (
     MIN_MENTIONS,
     OTHER_SPEAKER_WEIGHT,
@@ -149,4 +149,6 @@ def test_a_question_about_the_user_ranks_the_users_own_turn_above_the_assistants
     plain = [c.fragment.id for c, _, _ in rank([remark, told], []) if c.fragment]
     about_user = [(c.fragment.id, round(s, 3)) for c, s, _ in rank([remark, told], [], speaker="user") if c.fragment]
     assert plain == [1, 2]
-    assert about_user == [(2, 0.6), (1, round(OTHER_SPEAKER_WEIGHT, 3))]
+    # Both said on one day: each also inherits DAY_WEIGHT of the other.
+    assert about_user == [(2, round(0.6 + DAY_WEIGHT * OTHER_SPEAKER_WEIGHT, 3)),
+                          (1, round(OTHER_SPEAKER_WEIGHT + DAY_WEIGHT * 0.6, 3))]

@@ -1,7 +1,8 @@
 """Ranking recall's candidates (pure): each one's boost (importance × recency) for the fusion,
 which fused candidates a request may use, the relevance gate, and the final score — fused,
 + a period bonus, × the turn's weight (a user's question, the other side's turn when the
-question names one participant: ``speakers``), + support from adjacent turns.
+question names one participant: ``speakers``), + support from adjacent turns and from the
+best turn of the same day.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ Key = tuple[Literal["f", "i"], int]
 
 # Added to the fused score of a fragment said within a period the query names.
 PERIOD_BONUS = 0.3
-# Share of its best adjacent turn's score that a fragment inherits.
+# Share of its best adjacent turn's score that a fragment inherits; of a turn two apart (in a
+# dialogue, the same speaker's turn after the other side's reply) half as much, when that gives more.
 NEIGHBOUR_WEIGHT = 0.3
+SECOND_NEIGHBOUR_WEIGHT = NEIGHBOUR_WEIGHT / 2
+# Share of the best score among the other turns of its day (session and date) that a fragment inherits.
+DAY_WEIGHT = 0.2
 # The relevance gate looks at this many of the best fused candidates.
 GATE_DEPTH = 10
 # A fragment (a turn as said) has no importance of its own: it counts as an average item.
@@ -133,7 +138,8 @@ def rank(
     Final = (fused score, + ``PERIOD_BONUS`` when said in a period the query
     names (dated)) × ``question_weight`` (a user's turn that only asks counts
     less) × ``speaker_weight`` (a turn by the side the question is not about
-    counts less), + ``NEIGHBOUR_WEIGHT`` × the best adjacent candidate's.
+    counts less), + what it inherits from a candidate one or two turns away, + ``DAY_WEIGHT`` ×
+    the best other candidate's of the same day.
     """
     spans = [epoch_range(p) for p in periods]
     dated = [bool(spans) and c.fragment is not None and _within(c.fragment.created, spans)
@@ -142,7 +148,7 @@ def rank(
         (c.score + (PERIOD_BONUS if d else 0.0)) * _turn_weight(c.fragment, speaker)
         for c, d in zip(cands, dated, strict=True)
     ]
-    final = supported_by_neighbours(cands, base)
+    final = [b + n + d for b, n, d in zip(base, neighbour_support(cands, base), day_support(cands, base), strict=True)]
     order = sorted(range(len(cands)), key=lambda j: -final[j])  # stable: ties keep the fused order
     out = []
     for j in order[:limit]:
@@ -159,21 +165,70 @@ def _turn_weight(fragment: Fragment | None, speaker: Role | None) -> float:
 
 
 def supported_by_neighbours(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
-    """Each base score plus ``NEIGHBOUR_WEIGHT`` × the best base score among its adjacent candidates.
+    """Each base score plus the most it inherits from a nearby candidate: ``NEIGHBOUR_WEIGHT`` ×
+    an adjacent one's base score, or ``SECOND_NEIGHBOUR_WEIGHT`` × one two positions away.
 
-    Adjacent: fragments of the same session, positions one apart. A turn next
-    to a strong hit is likely part of the same exchange (the question before
-    the answer), so it inherits part of that hit's score; items and isolated
-    turns keep their own.
+    Nearby: fragments of the same session. A turn next to a strong hit is
+    likely part of the same exchange (the question before the answer), so it
+    inherits part of that hit's score. Two apart is the same speaker going on
+    after the other side's reply: of the LoCoMo evidence a block missed in a
+    day it showed, twice as much sat two turns from a shown turn as next to
+    one, so such a turn inherits a smaller part.
+    Items and isolated turns keep their own.
     """
+    return [b + n for b, n in zip(base, neighbour_support(cands, base), strict=True)]
+
+
+def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """What each candidate inherits from a nearby one (``supported_by_neighbours``)."""
     at = {(c.fragment.session, c.fragment.position): j for j, c in enumerate(cands) if c.fragment}
-    out = list(base)
-    for (session, position), j in at.items():
-        best = 0.0
-        for n in (at.get((session, position - 1)), at.get((session, position + 1))):
-            if n is not None and base[n] > best:
-                best = base[n]
-        out[j] = base[j] + NEIGHBOUR_WEIGHT * best
+    out = [0.0] * len(base)
+    for (session, position), j in at.items():  # each pair once, from its earlier turn
+        for offset, weight in ((1, NEIGHBOUR_WEIGHT), (2, SECOND_NEIGHBOUR_WEIGHT)):
+            n = at.get((session, position + offset))
+            if n is not None:
+                share, back = weight * base[n], weight * base[j]
+                if share > out[j]:
+                    out[j] = share
+                if back > out[n]:
+                    out[n] = back
+    return out
+
+
+def supported_by_day(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """Each base score plus ``DAY_WEIGHT`` × the best base score among the other candidates of its day.
+
+    A day: fragments of one session said on one date (a chat in sessions, a
+    day of a long chat). A day that holds a strong hit is likely where the
+    rest of the answer was said too (multi-hop and single-hop evidence sits
+    two or more turns from the hit as often as next to it), so its turns that
+    are relevant on their own move ahead of equally relevant turns of other
+    days; a day's best turn inherits from its second best. Like passage-level
+    evidence in document retrieval, the document (day) lends weight to its
+    passages (turns). Items keep their own score.
+    """
+    return [b + d for b, d in zip(base, day_support(cands, base), strict=True)]
+
+
+def day_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """What each candidate inherits from the best other turn of its day (``supported_by_day``)."""
+    days = [(c.fragment.session, c.fragment.created // 86_400) if c.fragment else None for c in cands]
+    first: dict[tuple[str, float], float] = {}  # a day's best base score
+    second: dict[tuple[str, float], float] = {}  # and its second best
+    for day, score in zip(days, base, strict=True):
+        if day is None:
+            continue
+        top = first.get(day)
+        if top is None or score > top:
+            first[day] = score
+            second[day] = 0.0 if top is None else top
+        elif score > second[day]:
+            second[day] = score
+    out = [0.0] * len(base)
+    for j, day in enumerate(days):
+        if day is not None:
+            top = first[day]
+            out[j] = DAY_WEIGHT * (second[day] if base[j] >= top else top)
     return out
 
 

@@ -11,7 +11,8 @@ Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
   ``PERIOD_BONUS``; when those names point to one side of the conversation
   (``speakers``), the other side's turns count less; and every fragment
   inherits ``NEIGHBOUR_WEIGHT`` of its best adjacent turn's score, so an
-  exchange outranks an isolated greeting;
+  exchange outranks an isolated greeting, and ``DAY_WEIGHT`` of the best
+  other turn of its day, so a day with a strong hit lends weight to its turns;
 - adjacent fragments chosen for the block merge into one card (an excerpt
   of the conversation with one header), which spends the budget on turns
   rather than on headers.
