@@ -29,6 +29,7 @@ with ``paperclip serve`` processes in front of the fake upstream
 
     python bench/scale.py [--sizes 10000,100000] [--users 200] [--light 100] [--queries 200]
                           [--seconds 20] [--clients 12] [--stores sqlite,postgres]
+                          [--traffic sticky,many,one] [--lock-waits]
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ async def warm(client: httpx.AsyncClient, urls: list[str], users: list[str], sti
 
 
 async def throughput(urls: list[str], users: list[str], sticky: bool, pids: list[int], seconds: float,
-                     clients: int, say: Sentences) -> dict[str, float]:
+                     clients: int, say: Sentences, probe: Probe | None = None) -> dict[str, float]:
     """The mix for ``seconds`` twice after ``warm``: the first window (cold) and the second (steady)."""
     rng = random.Random(2)
     route = by_user(urls) if sticky else round_robin(urls)
@@ -208,14 +209,15 @@ async def throughput(urls: list[str], users: list[str], sticky: bool, pids: list
             await chat(client, route(user), user, history)
 
         cold = await window(request, pids, seconds, clients)
-        steady = await window(request, pids, seconds, clients)
+        steady = await window(request, pids, seconds, clients, probe)
     return {**steady, "rps_per_core_cold": cold["rps_per_core"]}
 
 
 async def window(request: Callable[[], Awaitable[None]], pids: list[int], seconds: float,
-                 clients: int) -> dict[str, float]:
+                 clients: int, probe: Probe | None = None) -> dict[str, float]:
     """``clients`` concurrent loops of ``request`` for ``seconds``: requests/s and the CPU they cost."""
-    done = 0
+    done, stop = 0, asyncio.Event()
+    sampled = asyncio.ensure_future(probe(stop) if probe else asyncio.sleep(0, {}))
     cpu0, own0, t0 = cpu_seconds(pids), time.process_time(), time.perf_counter()
     deadline = t0 + seconds
 
@@ -227,11 +229,40 @@ async def window(request: Callable[[], Awaitable[None]], pids: list[int], second
 
     await asyncio.gather(*(worker() for _ in range(clients)))
     wall, own = time.perf_counter() - t0, time.process_time() - own0
+    stop.set()
+    waits = await sampled
     await asyncio.sleep(2)  # after-response indexing finishes: its CPU counts too
     cpu = cpu_seconds(pids) - cpu0
     busy = cpu / wall
     return {"rps": done / wall, "busy_cores": busy, "rps_per_core": done / wall / busy if busy else 0.0,
-            "client_cores": own / wall, "load_1min": os.getloadavg()[0]}
+            "client_cores": own / wall, "cpu_ms_per_request": cpu / done * 1000 if done else 0.0,
+            "load_1min": os.getloadavg()[0], **waits}
+
+
+Probe = Callable[[asyncio.Event], Awaitable[dict[str, float]]]
+"""Samples the database until the event is set: what the window's requests waited on there."""
+
+
+def lock_waits(url: str) -> Probe:
+    """Every 20 ms, how many of PostgreSQL's backends wait on an advisory lock (a scope's writes,
+    ``coordination.lock_scope``), on the WAL (a commit's flush) and how many run a statement: their
+    means over the window."""
+    async def probe(stop: asyncio.Event) -> dict[str, float]:
+        import psycopg
+
+        samples, sums = 0, [0, 0, 0]
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            while not stop.is_set():
+                cur = await conn.execute(
+                    "SELECT count(*) FILTER (WHERE wait_event = 'advisory'),"
+                    " count(*) FILTER (WHERE wait_event LIKE 'WAL%%'), count(*) FILTER (WHERE state = 'active')"
+                    " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                row = await cur.fetchone()
+                samples, sums = samples + 1, [a + b for a, b in zip(sums, row, strict=True)]
+                await asyncio.sleep(0.02)
+        names = ("advisory_waiting", "wal_waiting", "active")
+        return {name: total / samples for name, total in zip(names, sums, strict=True)} if samples else {}
+    return probe
 
 
 def postgres_pids(server: PgServer) -> list[int]:
@@ -259,8 +290,11 @@ async def measure(kind: str, size: int, url: str, folder: Path, upstream: str, d
             if n == 1:
                 row.update(await retrieval(urls[0], args.queries, say))
             for traffic, light, sticky in TRAFFIC:
+                if traffic not in args.traffic.split(","):
+                    continue
+                probe = lock_waits(url) if args.lock_waits and kind == "postgres" else None
                 result = await throughput(urls, users if light else [HEAVY], sticky, pids, args.seconds,
-                                          args.clients, say)
+                                          args.clients, say, probe)
                 row.update({f"{k}_{traffic}_{n}": v for k, v in result.items()})
         finally:
             for replica in replicas:
@@ -293,6 +327,8 @@ def table(rows: list[dict[str, Any]], users: int) -> str:
     lines = [head]
     for r in rows:
         for traffic, light, sticky in TRAFFIC:
+            if f"rps_per_core_{traffic}_1" not in r:
+                continue  # not run (--traffic)
             one, three = r[f"rps_per_core_{traffic}_1"], r[f"rps_per_core_{traffic}_3"]
             cold_one = r[f"rps_per_core_cold_{traffic}_1"]
             cold = r[f"rps_per_core_cold_{traffic}_3"] / cold_one if cold_one else float("nan")
@@ -303,6 +339,12 @@ def table(rows: list[dict[str, Any]], users: int) -> str:
                 f"{r[f'rps_{traffic}_1']:>7.1f}{r[f'busy_cores_{traffic}_1']:>8.2f}{one:>11.1f}  "
                 f"{r[f'rps_{traffic}_3']:>7.1f}{r[f'busy_cores_{traffic}_3']:>8.2f}{three:>11.1f}"
                 f"{three / one if one else float('nan'):>8.2f}{cold:>6.2f}")
+            lines.append(f"{'':21}CPU ms per request: {r[f'cpu_ms_per_request_{traffic}_1']:.1f} with 1, "
+                         f"{r[f'cpu_ms_per_request_{traffic}_3']:.1f} with 3"
+                         + "".join(f"; with {n}, backends in a statement {r[f'active_{traffic}_{n}']:.2f}, waiting"
+                                   f" on a scope's lock {r[f'advisory_waiting_{traffic}_{n}']:.3f},"
+                                   f" on the WAL {r[f'wal_waiting_{traffic}_{n}']:.3f}"
+                                   for n in (1, 3) if f"advisory_waiting_{traffic}_{n}" in r))
     by = {(r["store"], r["fragments"]): r for r in rows}
     for size in sorted({r["fragments"] for r in rows}):
         if ("sqlite", size) in by and ("postgres", size) in by:
@@ -320,6 +362,9 @@ if __name__ == "__main__":
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--clients", type=int, default=12)
+    parser.add_argument("--traffic", default="sticky,many,one", help="which mixes to run: by user, round robin, one user")
+    parser.add_argument("--lock-waits", action="store_true",
+                        help="PostgreSQL: sample its backends' advisory-lock waits in each steady window")
     arguments = parser.parse_args()
     print(f"load average before: {os.getloadavg()}", file=sys.stderr)
     print(table(asyncio.run(main(arguments)), arguments.users))

@@ -16,6 +16,7 @@ import numpy as np
 from psycopg.rows import dict_row
 
 from . import user_export as fmt
+from . import user_restore as plan
 from .coordination import bump_generation, lock_scope
 from .postgres import PgConnection, PgDatabase
 
@@ -53,8 +54,9 @@ class PgUserStore:
         fragment_vectors: np.ndarray,
     ) -> dict[str, int]:
         """Write an export (already validated) back for (tenant, user), with fresh vectors."""
+        steps = plan.steps(user, data, item_vectors, fragment_vectors)
         async with self.db.transaction() as conn:
-            return await _restore(conn, tenant, user, data, item_vectors, fragment_vectors)
+            return await plan.run_async(steps, lambda step: _restore_step(conn, tenant, user, step))
 
     async def session_activity(self, tenant: str, session: str) -> dict[str, Any] | None:
         """Who a session belongs to and how much of it is indexed; None when nothing names it."""
@@ -144,92 +146,34 @@ async def _forget(conn: PgConnection, tenant: str, user: str) -> dict[str, int]:
     return counts
 
 
-async def _restore(
-    conn: PgConnection,
-    tenant: str,
-    user: str,
-    data: Mapping[str, Any],
-    item_vectors: np.ndarray,
-    fragment_vectors: np.ndarray,
-) -> dict[str, int]:
-    counts = {
-        "fragments": await _restore_fragments(conn, tenant, user, data["fragments"], fragment_vectors),
-        "items": await _restore_items(conn, tenant, user, data["items"], item_vectors),
-        "summaries": 0,
-        "prefixes": 0,
-        "traces": 0,
-    }
-    for session in data["sessions"]:
-        summaries, prefixes = await _restore_session(conn, tenant, user, session)
-        counts["summaries"] += summaries
-        counts["prefixes"] += prefixes
-    for trace in data["traces"]:
-        counts["traces"] += await _insert(conn, "traces", fmt.RESTORED_TRACE, tenant, fmt.trace_values(user, trace))
-    return counts
-
-
-async def _insert(
-    conn: PgConnection, table: str, columns: str, tenant: str, values: Sequence[Any], returning: str = ""
-) -> Any:
-    """INSERT one row of ``tenant`` unless it is there; the row count, or with ``returning`` that value."""
-    marks = ", ".join(["%s"] * (len(values) + 1))
-    sql = f"INSERT INTO {table} (tenant, {columns}) VALUES ({marks})"
-    if returning:
-        return await _one(conn, f"{sql} RETURNING {returning}", (tenant, *values))
-    cur = await conn.execute(f"{sql} ON CONFLICT DO NOTHING", (tenant, *values))
-    return int(cur.rowcount)
-
-
-async def _restore_fragments(
-    conn: PgConnection, tenant: str, user: str, fragments: Sequence[Mapping[str, Any]], vectors: np.ndarray
-) -> int:
-    added = 0
-    await lock_scope(conn, tenant, user)
-    for f, vec in zip(fragments, vectors, strict=True):
-        values = (*fmt.fragment_values(user, f), np.asarray(vec, dtype=np.float32))
-        added += await _insert(conn, "fragments", f"{fmt.RESTORED_FRAGMENT}, embedding", tenant, values)
-    return added
-
-
-async def _restore_items(
-    conn: PgConnection, tenant: str, user: str, items: Sequence[Mapping[str, Any]], vectors: np.ndarray
-) -> int:
-    new_ids: dict[int, int] = {}
-    added = 0
-    for item, vec in zip(items, vectors, strict=True):
-        found = await _one(
-            conn, f"SELECT id FROM items WHERE {_WHO} AND key = %s AND content = %s",
-            (tenant, user, item["key"], item["content"]),
-        )
-        if found is not None:
-            new_ids[item["id"]] = int(found)
-            continue
-        values = (*fmt.item_values(user, item), np.asarray(vec, dtype=np.float32))
-        new_ids[item["id"]] = int(
-            await _insert(conn, "items", f"{fmt.RESTORED_ITEM}, embedding", tenant, values, returning="id")
-        )
-        added += 1
-    for successor, item_id in fmt.successors(items, new_ids):
-        await conn.execute(
-            "UPDATE items SET superseded_by = %s WHERE id = %s AND superseded_by IS NULL", (successor, item_id)
-        )
-    return added
-
-
-async def _restore_session(
-    conn: PgConnection, tenant: str, user: str, session: Mapping[str, Any]
-) -> tuple[int, int]:
-    name = session["session"]
-    summaries = prefixes = 0
-    for s in session["summaries"]:
-        summaries += await _insert(conn, "summaries", fmt.RESTORED_SUMMARY, tenant, fmt.summary_values(user, name, s))
-    for p in session["prefixes"]:
-        prefixes += await _insert(conn, "prefixes", fmt.RESTORED_PREFIX, tenant, fmt.prefix_values(user, name, p))
-    if session["extraction_cursor"] is not None:
-        await conn.execute(
-            "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (%s, %s, %s)"
-            " ON CONFLICT (tenant, session)"
-            " DO UPDATE SET upto = greatest(extraction_cursors.upto, excluded.upto)",
-            (tenant, name, session["extraction_cursor"]),
-        )
-    return summaries, prefixes
+async def _restore_step(conn: PgConnection, tenant: str, user: str, step: plan.Step) -> Any:
+    """One step of ``user_restore.steps`` in PostgreSQL."""
+    match step:
+        case plan.LockScope():
+            await lock_scope(conn, tenant, user)
+        case plan.Insert(table, columns, values, vector, new_id):
+            if vector is not None:
+                columns, values = f"{columns}, embedding", (*values, np.asarray(vector, dtype=np.float32))
+            marks = ", ".join(["%s"] * (len(values) + 1))
+            sql = f"INSERT INTO {table} (tenant, {columns}) VALUES ({marks}) ON CONFLICT DO NOTHING"
+            if new_id:
+                return int(await _one(conn, f"{sql} RETURNING id", (tenant, *values)) or 0)
+            cur = await conn.execute(sql, (tenant, *values))
+            return int(cur.rowcount)
+        case plan.FindItem(key, content):
+            found = await _one(
+                conn, f"SELECT id FROM items WHERE {_WHO} AND key = %s AND content = %s", (tenant, user, key, content)
+            )
+            return None if found is None else int(found)
+        case plan.Supersede(successor, item_id):
+            await conn.execute(
+                "UPDATE items SET superseded_by = %s WHERE id = %s AND superseded_by IS NULL", (successor, item_id)
+            )
+        case plan.Cursor(session, upto):
+            await conn.execute(
+                "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (%s, %s, %s)"
+                " ON CONFLICT (tenant, session)"
+                " DO UPDATE SET upto = greatest(extraction_cursors.upto, excluded.upto)",
+                (tenant, session, upto),
+            )
+    return None

@@ -1,113 +1,132 @@
-"""Writing a user's export back: rows and fresh vectors, skipping what is already there."""
+"""Writing a user's export back, for both stores: which rows, in which order, what counts.
+
+The rules live once, in ``steps``: a generator that yields each write as a
+``Step`` and is sent back its result. Each store runs it in its own SQL and
+driver (``run`` for SQLite's synchronous connection, ``run_async`` for
+PostgreSQL's), so the two restores cannot drift apart: they differ only in
+how one step is written (``users.py``, ``pg_users.py``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import user_export as fmt
-from .db import Connection
-from .fragments import scope_of
 
 
-def restore_user(
-    c: Connection,
-    tenant: str,
-    user: str,
-    data: Mapping[str, Any],
-    item_vectors: np.ndarray,
-    fragment_vectors: np.ndarray,
-) -> dict[str, int]:
-    counts = {
-        "fragments": _restore_fragments(c, tenant, user, data["fragments"], fragment_vectors),
-        "items": _restore_items(c, tenant, user, data["items"], item_vectors),
+@dataclass(frozen=True)
+class LockScope:
+    """Be the scope's only fragment writer until the restore commits (``coordination.lock_scope``)."""
+
+
+@dataclass(frozen=True)
+class Insert:
+    """Insert one row of the tenant unless it is there (same key).
+
+    Result: the row count (0: it was there), or with ``new_id`` the new
+    row's id. ``vector``: the row's embedding (fragments and items).
+    """
+
+    table: str
+    columns: str
+    values: tuple[Any, ...]
+    vector: np.ndarray | None = None
+    new_id: bool = False
+
+
+@dataclass(frozen=True)
+class FindItem:
+    """The id of the user's item with this key and content, or None."""
+
+    key: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Supersede:
+    """Item ``item_id`` was superseded by ``successor`` (unless it already points at one)."""
+
+    successor: int
+    item_id: int
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The session's extraction cursor is at least ``upto``."""
+
+    session: str
+    upto: int
+
+
+Step = LockScope | Insert | FindItem | Supersede | Cursor
+Steps = Generator[Step, Any, dict[str, int]]
+"""A restore: yields the steps, is sent each one's result, returns the counts."""
+
+
+def steps(user: str, data: Mapping[str, Any], item_vectors: np.ndarray, fragment_vectors: np.ndarray) -> Steps:
+    """The restore of ``data`` for ``user`` as steps; returns the counts of rows added per kind."""
+    counts: dict[str, int] = {
+        "fragments": (yield from _fragments(user, data["fragments"], fragment_vectors)),
+        "items": (yield from _items(user, data["items"], item_vectors)),
         "summaries": 0,
         "prefixes": 0,
         "traces": 0,
     }
     for session in data["sessions"]:
-        summaries, prefixes = _restore_session(c, tenant, user, session)
-        counts["summaries"] += summaries
-        counts["prefixes"] += prefixes
+        name = session["session"]
+        for s in session["summaries"]:
+            counts["summaries"] += yield Insert("summaries", fmt.RESTORED_SUMMARY, fmt.summary_values(user, name, s))
+        for p in session["prefixes"]:
+            counts["prefixes"] += yield Insert("prefixes", fmt.RESTORED_PREFIX, fmt.prefix_values(user, name, p))
+        if session["extraction_cursor"] is not None:
+            yield Cursor(name, session["extraction_cursor"])
     for trace in data["traces"]:
-        counts["traces"] += _insert(c, "traces", fmt.RESTORED_TRACE, tenant, fmt.trace_values(user, trace))
+        counts["traces"] += yield Insert("traces", fmt.RESTORED_TRACE, fmt.trace_values(user, trace))
     return counts
 
 
-def _insert(c: Connection, table: str, columns: str, tenant: str, values: Sequence[Any]) -> int:
-    """INSERT OR IGNORE one row of ``tenant``; the row count (0: it was there already)."""
-    marks = ", ".join("?" * (len(values) + 1))
-    return int(
-        c.execute(f"INSERT OR IGNORE INTO {table} (tenant, {columns}) VALUES ({marks})", (tenant, *values)).rowcount
-    )
-
-
-def _restore_fragments(
-    c: Connection, tenant: str, user: str, fragments: Sequence[Mapping[str, Any]], vectors: np.ndarray
-) -> int:
-    scope = scope_of(tenant, user)
+def _fragments(user: str, fragments: Sequence[Mapping[str, Any]], vectors: np.ndarray) -> Generator[Step, Any, int]:
+    yield LockScope()
     added = 0
     for f, vec in zip(fragments, vectors, strict=True):
-        if _insert(c, "fragments", fmt.RESTORED_FRAGMENT, tenant, fmt.fragment_values(user, f)):
-            _vector(c, "vec_fragments", _last_id(c), vec, scope)
-            added += 1
+        added += yield Insert("fragments", fmt.RESTORED_FRAGMENT, fmt.fragment_values(user, f), vec)
     return added
 
 
-def _restore_items(
-    c: Connection, tenant: str, user: str, items: Sequence[Mapping[str, Any]], vectors: np.ndarray
-) -> int:
-    scope = scope_of(tenant, user)
+def _items(user: str, items: Sequence[Mapping[str, Any]], vectors: np.ndarray) -> Generator[Step, Any, int]:
     new_ids: dict[int, int] = {}
     added = 0
     for item, vec in zip(items, vectors, strict=True):
-        found = c.execute(
-            "SELECT id FROM items WHERE tenant = ? AND user = ? AND key = ? AND content = ?",
-            (tenant, user, item["key"], item["content"]),
-        ).fetchone()
+        found = yield FindItem(item["key"], item["content"])
         if found is not None:
-            new_ids[item["id"]] = int(found[0])
+            new_ids[item["id"]] = int(found)
             continue
-        _insert(c, "items", fmt.RESTORED_ITEM, tenant, fmt.item_values(user, item))
-        new_ids[item["id"]] = new_id = _last_id(c)
-        _vector(c, "vec_items", new_id, vec, scope)
+        new_ids[item["id"]] = yield Insert("items", fmt.RESTORED_ITEM, fmt.item_values(user, item), vec, new_id=True)
         added += 1
     for successor, item_id in fmt.successors(items, new_ids):
-        c.execute(
-            "UPDATE items SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL", (successor, item_id)
-        )
+        yield Supersede(successor, item_id)
     return added
 
 
-def _restore_session(
-    c: Connection, tenant: str, user: str, session: Mapping[str, Any]
-) -> tuple[int, int]:
-    name = session["session"]
-    summaries = sum(
-        _insert(c, "summaries", fmt.RESTORED_SUMMARY, tenant, fmt.summary_values(user, name, s))
-        for s in session["summaries"]
-    )
-    prefixes = sum(
-        _insert(c, "prefixes", fmt.RESTORED_PREFIX, tenant, fmt.prefix_values(user, name, p))
-        for p in session["prefixes"]
-    )
-    if session["extraction_cursor"] is not None:
-        c.execute(
-            "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (?, ?, ?)"
-            " ON CONFLICT (tenant, session) DO UPDATE SET upto = max(upto, excluded.upto)",
-            (tenant, name, session["extraction_cursor"]),
-        )
-    return summaries, prefixes
+def run(plan: Steps, execute: Callable[[Step], Any]) -> dict[str, int]:
+    """Run ``plan`` with a synchronous ``execute``; its counts."""
+    result = None
+    try:
+        while True:
+            result = execute(plan.send(result))
+    except StopIteration as done:
+        return dict(done.value)
 
 
-def _last_id(c: Connection) -> int:
-    return int(c.execute("SELECT last_insert_rowid()").fetchone()[0])
-
-
-def _vector(c: Connection, table: str, rowid: int, vec: np.ndarray, scope: str) -> None:
-    c.execute(
-        f"INSERT INTO {table} (rowid, embedding, scope) VALUES (?, ?, ?)",
-        (rowid, np.asarray(vec, dtype=np.float32).tobytes(), scope),
-    )
+async def run_async(plan: Steps, execute: Callable[[Step], Awaitable[Any]]) -> dict[str, int]:
+    """Run ``plan`` with an asynchronous ``execute``; its counts."""
+    result = None
+    try:
+        while True:
+            result = await execute(plan.send(result))
+    except StopIteration as done:
+        return dict(done.value)

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from . import user_export as fmt
+from . import user_restore as plan
 from .db import Connection, Database
-from .fragments import bump_generation
+from .fragments import bump_generation, scope_of
 from .user_export import EXPORT_VERSION as EXPORT_VERSION
-from .user_restore import restore_user
 
 _OWNED = fmt.OWNED
 
@@ -64,9 +64,8 @@ class UserStore:
         Rows already present (same fragment hash, same item key and content,
         same summary id) are skipped, so importing twice adds nothing.
         """
-        return await self.db.write(
-            lambda c: restore_user(c, tenant, user, data, item_vectors, fragment_vectors)
-        )
+        steps = plan.steps(user, data, item_vectors, fragment_vectors)
+        return await self.db.write(lambda c: plan.run(steps, lambda step: _restore_step(c, tenant, user, step)))
 
     async def session_activity(self, tenant: str, session: str) -> dict[str, Any] | None:
         """Who a session belongs to and how much of it is indexed; None when nothing names it."""
@@ -146,6 +145,43 @@ def _forget(c: Connection, tenant: str, user: str) -> dict[str, int]:
     # Other processes' in-memory indexes watch this to drop the scope (migrations m004).
     bump_generation(c, tenant, user)
     return counts
+
+
+# ---------------------------------------------------------------- restore
+
+
+def _restore_step(c: Connection, tenant: str, user: str, step: plan.Step) -> Any:
+    """One step of ``user_restore.steps`` in SQLite (one writer: the scope needs no lock)."""
+    match step:
+        case plan.Insert(table, columns, values, vector, new_id):
+            marks = ", ".join("?" * (len(values) + 1))
+            sql = f"INSERT OR IGNORE INTO {table} (tenant, {columns}) VALUES ({marks})"
+            if not c.execute(sql, (tenant, *values)).rowcount:
+                return 0
+            rowid = int(c.execute("SELECT last_insert_rowid()").fetchone()[0])
+            if vector is not None:
+                c.execute(
+                    f"INSERT INTO vec_{table} (rowid, embedding, scope) VALUES (?, ?, ?)",
+                    (rowid, np.asarray(vector, dtype=np.float32).tobytes(), scope_of(tenant, user)),
+                )
+            return rowid if new_id else 1
+        case plan.FindItem(key, content):
+            row = c.execute(
+                "SELECT id FROM items WHERE tenant = ? AND user = ? AND key = ? AND content = ?",
+                (tenant, user, key, content),
+            ).fetchone()
+            return None if row is None else int(row[0])
+        case plan.Supersede(successor, item_id):
+            c.execute(
+                "UPDATE items SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL", (successor, item_id)
+            )
+        case plan.Cursor(session, upto):
+            c.execute(
+                "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (?, ?, ?)"
+                " ON CONFLICT (tenant, session) DO UPDATE SET upto = max(upto, excluded.upto)",
+                (tenant, session, upto),
+            )
+    return None
 
 
 # ---------------------------------------------------------------- sessions
