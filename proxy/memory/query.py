@@ -134,6 +134,52 @@ def _is_common_name(word: str, is_common: Callable[[str], bool]) -> bool:
     return bool(terms) and all(is_common(t) for t in terms)
 
 
+# --- a verb's other forms ---------------------------------------------------------
+
+# Search terms are words as written (plurals aside): "camped" does not meet "camping".
+_INFLECTED_MIN = 5  # shorter words ("need", "ring", "bed") are left alone
+
+
+def inflected(terms: Sequence[str]) -> list[str]:
+    """``terms`` plus the other -ing / -ed forms of each English word, each once, in order.
+
+    "camped" → camp, camping; "painting" → paint, painted; "research" →
+    researching, researched. Over-generation ("campe") is harmless: a form no
+    fragment contains matches nothing. Chinese and short words are kept as they are.
+    """
+    out = list(dict.fromkeys(terms))
+    seen = set(out)
+    for term in list(out):
+        for form in sorted(_forms(term)):
+            if form not in seen:
+                seen.add(form)
+                out.append(form)
+    return out
+
+
+def _forms(term: str) -> set[str]:
+    if len(term) < _INFLECTED_MIN or not (term.isascii() and term.isalpha()):
+        return set()
+    bases = set()
+    if term.endswith("ied"):
+        bases.add(term[:-3] + "y")
+    for suffix in ("ing", "ed"):
+        stem = term[: -len(suffix)]
+        if term.endswith(suffix) and len(stem) >= 3:
+            bases |= {stem, stem + "e"}
+            if stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
+                bases.add(stem[:-1])  # running → run, stopped → stop
+    forms = set()
+    for base in bases or {term}:
+        if base.endswith("e"):
+            forms |= {base, base[:-1] + "ing", base + "d"}
+        elif base.endswith("y"):
+            forms |= {base, base + "ing", base[:-1] + "ied"}
+        else:
+            forms |= {base, base + "ing", base + "ed"}
+    return forms - {term}
+
+
 Period = tuple[dt.date, dt.date]
 
 _MONTHS = {

@@ -6,7 +6,8 @@ weights, so an item competes with the turns it came from on equal terms.
 Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
 
 - the query is *focused* first: names found all over the user's history
-  (the participants') are left out of what is embedded and matched;
+  (the participants') are left out of what is embedded and matched; BM25
+  also matches the other -ing / -ed forms of its words, at half weight;
 - a fragment said in a period the query names ("on 3 May, 2023") gets
   ``PERIOD_BONUS``; when those names point to one side of the conversation
   (``speakers``), the other side's turns count less; and every fragment
@@ -42,7 +43,7 @@ from .fusion import Floor, Normalisation, fuse
 from .item_search import ItemCandidates, ItemIndex, ItemScope, item_candidates
 from .packing import SCAN_LIMIT, select
 from .profile import Profile, profile_of
-from .query import build_query, focus, fragment_hash, indexable, names_in, periods_in
+from .query import build_query, focus, fragment_hash, indexable, inflected, names_in, periods_in
 from .query_rewrite import extended_query
 from .ranking import Hit, Key, boosts, candidates, rank, relevant
 from .rerank import Reranker, rerank
@@ -56,6 +57,10 @@ VECTOR_NORM: Normalisation = "minmax"
 BM25_NORM: Normalisation = "minmax"
 # Ranked candidates kept in the trace (and read by the eval's recall@k).
 TRACE_HITS = 50
+# BM25 searches the question's words and their other -ing / -ed forms (``query.inflected``):
+# "camped" meets "camping". A word asked counts this many times, each other form once — a
+# form is weaker evidence than the word itself (counted once, the forms cost split B).
+ASKED_TERM_WEIGHT = 2
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,8 @@ async def recall_for(
     # the profile, who the question is about, what the window excludes.
     embedding = index.query_vector(focused)
     try:
-        terms = tokenize(focused)
+        asked = tokenize(focused)
+        terms = [*asked * (ASKED_TERM_WEIGHT - 1), *inflected(asked)]
         periods = periods_in(query)
         scope, item_scope = await asyncio.gather(
             index.scope(tenant, user), items.scope(tenant, user) if items else _no_items()
