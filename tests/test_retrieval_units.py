@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from proxy.memory.cards import render_block
 from proxy.memory.embedder import HashEmbedder
 from proxy.memory.embedder.caching import CachingEmbedder
-from proxy.memory.fragment_scope import ScopeIndex, nearest
+from proxy.memory.fragment_scope import ScopeIndex, top_of
 from proxy.memory.fragment_search import FragmentIndex
 from proxy.memory.fusion import Part, Scored
 from proxy.memory.packing import Excerpt, Tally, cards_of, place, select
@@ -190,17 +190,17 @@ def test_select_truncates_a_single_huge_turn_rather_than_losing_it() -> None:
     assert counter.text(render_block(cards)) <= 300
 
 
-def test_nearest_is_exact_top_k_by_cosine() -> None:
+def test_top_of_is_exact_top_k_by_cosine() -> None:
     rng = np.random.default_rng(3)
     matrix = rng.normal(size=(500, 16)).astype(np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     ids = np.arange(1000, 1500, dtype=np.int64)
     query = matrix[42]
-    found = nearest(matrix, ids, query, 5)
+    found = top_of(matrix @ query, ids, 5)
     expected = sorted(range(500), key=lambda i: -float(matrix[i] @ query))[:5]
     assert set(found) == {1000 + i for i in expected}
     assert found[1042] == pytest.approx(1.0)
-    assert nearest(matrix[:3], ids[:3], query, 10).keys() == {1000, 1001, 1002}
+    assert top_of(matrix[:3] @ query, ids[:3], 10).keys() == {1000, 1001, 1002}
 
 
 def test_scope_index_grows_and_scores_known_rows() -> None:
@@ -273,7 +273,7 @@ async def test_in_memory_knn_agrees_with_sqlite_vec_and_stays_in_its_user(tmp_pa
         query = rng.normal(size=16).astype(np.float32)
         query /= np.linalg.norm(query)
         matrix, ids = scope.snapshot()
-        mine = nearest(matrix, ids, query, 10)
+        mine = top_of(matrix @ query, ids, 10)
         theirs = dict(await store.fragments.knn("t", "ana", query, 10))
         assert mine.keys() == theirs.keys()
         assert all(mine[i] == pytest.approx(theirs[i], abs=1e-5) for i in mine)

@@ -97,11 +97,6 @@ class ScopeIndex:
         return out
 
 
-def nearest(matrix: np.ndarray, ids: np.ndarray, query: np.ndarray, k: int) -> dict[int, float]:
-    """The ``k`` rows of ``matrix`` most similar to ``query`` (unit vectors: dot = cosine), by id."""
-    return top_of(matrix @ query if len(ids) else np.zeros(0, np.float32), ids, k)
-
-
 def top_of(sims: np.ndarray, ids: np.ndarray, k: int) -> dict[int, float]:
     """The ``k`` best of ``sims`` (one per row of ``ids``), by id."""
     if not len(ids) or k <= 0:
