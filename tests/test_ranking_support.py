@@ -13,9 +13,9 @@ from proxy.memory.ranking import (
     NEIGHBOUR_WEIGHT,
     SECOND_NEIGHBOUR_WEIGHT,
     Candidate,
+    day_support,
+    neighbour_support,
     rank,
-    supported_by_day,
-    supported_by_neighbours,
 )
 from proxy.store.fragments import Fragment
 from proxy.store.item_rows import ItemRow
@@ -26,6 +26,16 @@ MAY_8 = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC).timestamp()
 def frag(fid: int, position: int, *, session: str = "s1", day: int = 0) -> Fragment:
     return Fragment(id=fid, session=session, hash=f"h{fid}", role="user", text="words", position=position,
                     tokens=1, created=MAY_8 + day * 86_400 + position)
+
+
+def supported_by_day(cands: list[Candidate], base: list[float]) -> list[float]:
+    """Each base score as ``rank`` adds the day's support to it."""
+    return [b + s for b, s in zip(base, day_support(cands, base), strict=True)]
+
+
+def supported_by_neighbours(cands: list[Candidate], base: list[float]) -> list[float]:
+    """Each base score as ``rank`` adds the neighbours' support to it."""
+    return [b + s for b, s in zip(base, neighbour_support(cands, base), strict=True)]
 
 
 def cand(f: Fragment, score: float, at: int = 0) -> Candidate:

@@ -19,7 +19,7 @@ from proxy.memory.fragment_search import FragmentIndex
 from proxy.memory.fusion import Part, Scored
 from proxy.memory.packing import Excerpt, Tally, cards_of, place, select
 from proxy.memory.query import focus, periods_in
-from proxy.memory.ranking import Candidate, Hit, Key, boosts, rank, supported_by_neighbours
+from proxy.memory.ranking import Candidate, Hit, Key, boosts, neighbour_support, rank
 from proxy.store import open_store
 from proxy.store.fragments import Fragment, NewFragment
 from proxy.store.item_rows import ItemRow, ItemWrite, NewItem
@@ -100,7 +100,8 @@ def test_a_turn_gets_a_share_of_its_best_adjacent_turn() -> None:
     a, b, c = frag(1, 4), frag(2, 5), frag(3, 6)
     far, other = frag(4, 9), frag(5, 5, session="s2")
     cands = [cand(a, 0.5), cand(b, 0.2), cand(c, 0.1), cand(far, 0.4), cand(other, 0.3)]
-    out = supported_by_neighbours(cands, [0.5, 0.2, 0.1, 0.4, 0.3])
+    base = [0.5, 0.2, 0.1, 0.4, 0.3]
+    out = [b + s for b, s in zip(base, neighbour_support(cands, base), strict=True)]
     # b is next to a and c (takes the better, a); c takes half a's share from two apart, more
     # than b's; far (three from c) and other touch nothing.
     assert out == pytest.approx([0.5 + 0.3 * 0.2, 0.2 + 0.3 * 0.5, 0.1 + 0.15 * 0.5, 0.4, 0.3])

@@ -164,9 +164,10 @@ def _turn_weight(fragment: Fragment | None, speaker: Role | None) -> float:
     return question_weight(fragment.role, fragment.text) * speaker_weight(fragment.role, speaker)
 
 
-def supported_by_neighbours(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
-    """Each base score plus the most it inherits from a nearby candidate: ``NEIGHBOUR_WEIGHT`` ×
-    an adjacent one's base score, or ``SECOND_NEIGHBOUR_WEIGHT`` × one two positions away.
+def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """What each candidate inherits from a nearby one, added to its base score in ``rank``: the most of
+    ``NEIGHBOUR_WEIGHT`` × an adjacent one's base score and ``SECOND_NEIGHBOUR_WEIGHT`` × one two
+    positions away.
 
     Nearby: fragments of the same session. A turn next to a strong hit is
     likely part of the same exchange (the question before the answer), so it
@@ -174,13 +175,8 @@ def supported_by_neighbours(cands: Sequence[Candidate], base: Sequence[float]) -
     after the other side's reply: of the LoCoMo evidence a block missed in a
     day it showed, twice as much sat two turns from a shown turn as next to
     one, so such a turn inherits a smaller part.
-    Items and isolated turns keep their own.
+    Items and isolated turns inherit nothing.
     """
-    return [b + n for b, n in zip(base, neighbour_support(cands, base), strict=True)]
-
-
-def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
-    """What each candidate inherits from a nearby one (``supported_by_neighbours``)."""
     at = {(c.fragment.session, c.fragment.position): j for j, c in enumerate(cands) if c.fragment}
     out = [0.0] * len(base)
     for (session, position), j in at.items():  # each pair once, from its earlier turn
@@ -195,8 +191,9 @@ def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list
     return out
 
 
-def supported_by_day(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
-    """Each base score plus ``DAY_WEIGHT`` × the best base score among the other candidates of its day.
+def day_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """What each candidate inherits from its day, added to its base score in ``rank``: ``DAY_WEIGHT`` ×
+    the best base score among the other candidates of its day.
 
     A day: fragments of one session said on one date (a chat in sessions, a
     day of a long chat). A day that holds a strong hit is likely where the
@@ -205,13 +202,8 @@ def supported_by_day(cands: Sequence[Candidate], base: Sequence[float]) -> list[
     are relevant on their own move ahead of equally relevant turns of other
     days; a day's best turn inherits from its second best. Like passage-level
     evidence in document retrieval, the document (day) lends weight to its
-    passages (turns). Items keep their own score.
+    passages (turns). Items inherit nothing.
     """
-    return [b + d for b, d in zip(base, day_support(cands, base), strict=True)]
-
-
-def day_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
-    """What each candidate inherits from the best other turn of its day (``supported_by_day``)."""
     days = [(c.fragment.session, c.fragment.created // 86_400) if c.fragment else None for c in cands]
     first: dict[tuple[str, float], float] = {}  # a day's best base score
     second: dict[tuple[str, float], float] = {}  # and its second best
