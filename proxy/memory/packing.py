@@ -111,7 +111,7 @@ class Tally:
         self.counter = counter
         self.budget = budget
         self.cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
-        self.used = counter.text(render_block([]))
+        self.used = _tokens(counter, render_block([]))
         self.days: dict[str, int] = {}  # each day's card: its tokens so far
         self.cards = 0
         self.capped = False  # a card counted as ``cap``: ``pack`` must truncate it
