@@ -6,7 +6,6 @@ are never indexed or extracted again: change the markers in both places.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -31,11 +30,6 @@ FRAGMENT_LABEL = "conversation"
 GAP = "…"
 # Below this many tokens of room, a truncated card says too little to be worth it.
 MIN_TRUNCATED_TOKENS = 24
-
-# Rendered cards whose token counts are kept (``card_cost``): a request counts
-# each chosen card twice (fitting it, then the block), and the same turns come
-# back in many requests' blocks.
-COUNTED_CARDS = 4096
 
 # A block and the blank line ``inject`` puts after it.
 _BLOCK_RE = re.compile(
@@ -89,12 +83,7 @@ def render_block(cards: Iterable[Card]) -> str:
 
 def card_cost(card: Card, counter: TokenCounter) -> int:
     """The tokens ``card`` adds to a block: its rendering and newline (see ``pack``)."""
-    return _counted(counter, render_card(card) + "\n")
-
-
-@functools.lru_cache(maxsize=COUNTED_CARDS)
-def _counted(counter: TokenCounter, text: str) -> int:
-    return counter.text(text)
+    return counter.text(render_card(card) + "\n")
 
 
 def strip_injected(text: str) -> str:
@@ -123,7 +112,7 @@ def pack(
     # a card starts with "[", which the tokenizer never joins to what precedes
     # it (checked on 3,000 random blocks of LoCoMo turns, Chinese and odd
     # punctuation), so each card is counted once, not the growing block.
-    used = _counted(counter, render_block([]))
+    used = counter.text(render_block([]))
     cap = max(budget_tokens // 2, MIN_TRUNCATED_TOKENS)
     for card in cards_in_rank_order:
         if len(chosen) >= top_k or used >= budget_tokens:
