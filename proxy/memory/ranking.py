@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, overload
 
 from ..store.fragments import Fragment
 from ..store.item_rows import ItemRow
@@ -64,6 +64,35 @@ class Candidate(NamedTuple):
     item: ItemRow | None
 
 
+class Hits(Sequence[Hit]):
+    """``rank``'s result as hits, each built on its first read.
+
+    Packing stops reading once the budget is full and the trace reads the
+    first few, so most ranked candidates never need a ``Hit`` (nor the
+    fusion's ``Scored``) at all.
+    """
+
+    def __init__(self, fused: Fused[Key], ranking: Sequence[tuple[Candidate, float, bool]]) -> None:
+        self._fused, self._ranking = fused, ranking
+        self._built: list[Hit | None] = [None] * len(ranking)
+
+    def __len__(self) -> int:
+        return len(self._ranking)
+
+    @overload
+    def __getitem__(self, i: int) -> Hit: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Hit]: ...
+    def __getitem__(self, i: int | slice) -> Hit | list[Hit]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        hit = self._built[i]
+        if hit is None:
+            c, score, dated = self._ranking[i]
+            hit = self._built[i] = Hit(self._fused.scored(c.at), c.fragment, c.item, score, dated)
+        return hit
+
+
 def candidates(
     fused: Fused[Key],
     meta: Mapping[int, Fragment],
@@ -72,17 +101,17 @@ def candidates(
     session: str | None,
 ) -> list[Candidate]:
     """The usable fused candidates, in fused order."""
-    out = []
-    scores = fused.score
+    out: list[Candidate] = []
+    add, frag_of, row_of, scores = out.append, meta.get, rows.get, fused.score
     for at, (kind, number) in enumerate(fused.keys):
         if kind == "f":
-            frag = meta.get(number)
+            frag = frag_of(number)
             if frag is not None and frag.hash not in exclude and (session is None or frag.session == session):
-                out.append(Candidate(at, scores[at], frag, None))
+                add(Candidate(at, scores[at], frag, None))
         else:
-            row = rows.get(number)
+            row = row_of(number)
             if row is not None and (session is None or row.session == session):
-                out.append(Candidate(at, scores[at], None, row))
+                add(Candidate(at, scores[at], None, row))
     return out
 
 
@@ -142,26 +171,22 @@ def rank(
     the best other candidate's of the same day.
     """
     spans = [epoch_range(p) for p in periods]
-    dated = [bool(spans) and c.fragment is not None and _within(c.fragment.created, spans)
-             for c in cands]
-    base = [
-        (c.score + (PERIOD_BONUS if d else 0.0)) * _turn_weight(c.fragment, speaker)
-        for c, d in zip(cands, dated, strict=True)
-    ]
+    dated: list[bool] = []
+    base: list[float] = []
+    for _, score, frag, _ in cands:  # one pass: whether it is dated, then its base score
+        d = bool(spans) and frag is not None and _within(frag.created, spans)
+        weight = 1.0 if frag is None else question_weight(frag.role, frag.text) * speaker_weight(frag.role, speaker)
+        dated.append(d)
+        base.append((score + (PERIOD_BONUS if d else 0.0)) * weight)
     final = [b + n + d for b, n, d in zip(base, neighbour_support(cands, base), day_support(cands, base), strict=True)]
-    order = sorted(range(len(cands)), key=lambda j: -final[j])  # stable: ties keep the fused order
+    # Best first; reverse=True keeps ties in fused order as a stable sort does.
+    order = sorted(range(len(cands)), key=final.__getitem__, reverse=True)
     out = []
     for j in order[:limit]:
         if final[j] <= 0:
             break
         out.append((cands[j], final[j], dated[j]))
     return out
-
-
-def _turn_weight(fragment: Fragment | None, speaker: Role | None) -> float:
-    if fragment is None:
-        return 1.0
-    return question_weight(fragment.role, fragment.text) * speaker_weight(fragment.role, speaker)
 
 
 def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
@@ -177,17 +202,21 @@ def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list
     one, so such a turn inherits a smaller part.
     Items and isolated turns inherit nothing.
     """
-    at = {(c.fragment.session, c.fragment.position): j for j, c in enumerate(cands) if c.fragment}
+    sessions: dict[str, dict[int, int]] = {}  # a session's turns: position → index, the last one kept
+    for j, (_, _, frag, _) in enumerate(cands):
+        if frag is not None:
+            sessions.setdefault(frag.session, {})[frag.position] = j
     out = [0.0] * len(base)
-    for (session, position), j in at.items():  # each pair once, from its earlier turn
-        for offset, weight in ((1, NEIGHBOUR_WEIGHT), (2, SECOND_NEIGHBOUR_WEIGHT)):
-            n = at.get((session, position + offset))
-            if n is not None:
-                share, back = weight * base[n], weight * base[j]
-                if share > out[j]:
-                    out[j] = share
-                if back > out[n]:
-                    out[n] = back
+    for at in sessions.values():
+        for position, j in at.items():  # each pair once, from its earlier turn
+            for offset, weight in ((1, NEIGHBOUR_WEIGHT), (2, SECOND_NEIGHBOUR_WEIGHT)):
+                n = at.get(position + offset)
+                if n is not None:
+                    share, back = weight * base[n], weight * base[j]
+                    if share > out[j]:
+                        out[j] = share
+                    if back > out[n]:
+                        out[n] = back
     return out
 
 
@@ -204,7 +233,7 @@ def day_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float
     evidence in document retrieval, the document (day) lends weight to its
     passages (turns). Items inherit nothing.
     """
-    days = [(c.fragment.session, c.fragment.created // 86_400) if c.fragment else None for c in cands]
+    days = [(frag.session, frag.created // 86_400) if frag is not None else None for _, _, frag, _ in cands]
     first: dict[tuple[str, float], float] = {}  # a day's best base score
     second: dict[tuple[str, float], float] = {}  # and its second best
     for day, score in zip(days, base, strict=True):
