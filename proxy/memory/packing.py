@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -63,7 +64,7 @@ def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int
     chosen: list[Excerpt] = []
     edges: frozenset[tuple[str, float, int]] = frozenset()  # where a turn would join ``chosen``
     taken: frozenset[tuple[str, float, int]] = frozenset()  # where its turns are
-    for hit in ranked[:SCAN_LIMIT]:
+    for hit in itertools.islice(ranked, SCAN_LIMIT):  # no slice: a lazy ranking builds only the hits read
         if budget - tally.used < MIN_ROOM:
             break
         frag = hit.fragment

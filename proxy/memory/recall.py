@@ -45,7 +45,7 @@ from .packing import SCAN_LIMIT, select
 from .profile import Profile, profile_of
 from .query import build_query, focus, fragment_hash, indexable, inflected, names_in, periods_in
 from .query_rewrite import extended_query
-from .ranking import Hit, Key, boosts, candidates, rank, relevant
+from .ranking import Hit, Hits, Key, boosts, candidates, rank, relevant
 from .rerank import Reranker, rerank
 from .speakers import speaker_named
 
@@ -159,14 +159,14 @@ async def recall_for(
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
         return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
     ranking = rank(cands, periods, SCAN_LIMIT, speaker)
-    ranked = [Hit(fused.scored(c.at), c.fragment, c.item, score, dated) for c, score, dated in ranking]
+    ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
         ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)
     cards = select(ranked, counter, mem.top_k, mem.budget_tokens - profile.tokens)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *cards]
-    return Recall(query, ranked[:TRACE_HITS], shown, _block(shown), focused, touched)
+    return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched)
 
 
 def _profile(scope: ItemScope | None, mem: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:
