@@ -23,12 +23,13 @@ with ``paperclip serve`` processes in front of the fake upstream
 
 How a mix is measured: three replicas run throughout; "1 replica" sends
 the mix to the first of them only (the other two idle), "3 replicas" round
-robin (or by user) to all three. After one untimed window of the mix on
-all three (what each replica learns once: a line's token count, the users'
-indexes), the two alternate for ``--samples`` pairs in the order 1, 3, 3, 1,
-1, 3, ..., each timed window of ``--seconds`` preceded by ``--warmup``
-seconds of the same traffic, untimed (the replica that was idle catches up
-with what the others wrote meanwhile). So both arms see the same machine,
+robin (or by user) to all three. After a request per replica and user and
+``2 x --warmup`` seconds of the mix on all three, untimed (what each
+replica learns once: the users' indexes, a line's token count), the two
+alternate for ``--samples`` pairs in the order 1, 3, 3, 1, 1, 3, ..., each
+timed window of ``--seconds`` preceded by ``--warmup`` seconds of the same
+traffic, untimed (the replica that was idle catches up with what the
+others wrote meanwhile). So both arms see the same machine,
 the same database and the same growing index, within seconds of each
 other, and one disturbed window cannot decide the figure. Busy cores = CPU
 seconds of the replicas that receive the requests and of PostgreSQL's
@@ -36,11 +37,16 @@ processes (those that exited in the window too: autovacuum workers) over
 the wall time; requests/s per busy core is the figure that says whether
 replicas scale with cores. Reported: each arm's medians over its windows,
 and "3 vs 1" = the median of the pairs' ratios (a pair = two neighbouring
-windows), with their range.
+windows), with their range. Printed with them, to tell a run's causes
+apart: the database's share of the busy cores, the checkpoints and
+autovacuum runs that landed in each arm's windows, the CPU time of a fixed
+piece of work in the load generator (what a CPU second was worth), and the
+cores the replicas and the database take idle.
 
-    python bench/scale.py [--sizes 10000,100000] [--users 200] [--light 100] [--queries 200]
+    python bench/scale.py [--sizes 10000,100000] [--users 200] [--light 100] [--queries 150]
                           [--seconds 10] [--warmup 3] [--samples 3] [--clients 12]
                           [--stores sqlite,postgres] [--traffic sticky,many,one] [--lock-waits]
+                          [--py-spy FOLDER]
 """
 
 from __future__ import annotations
@@ -238,17 +244,31 @@ async def throughput(urls: list[str], users: list[str], sticky: bool, pids: list
 
     async with client(args.clients) as http:
         await warm(http, urls, users, sticky, args.clients, say)
-        await run_for(sender(http, len(urls)), args.seconds, args.clients)
+        await run_for(sender(http, len(urls)), 2 * args.warmup, args.clients)
     windows = []
     for n in arms(args.samples):
         # A client per window: a replica that sat idle has closed its keep-alive connections.
         async with client(args.clients) as http:
             send = sender(http, n)
             await run_for(send, args.warmup, args.clients)
-            result = await window(send, pids[:n] + db_pids, args.seconds, args.clients, probe)
+            spies = spy(pids[:n], args.py_spy, args.seconds, f"{n}-{len(windows)}")
+            result = await window(send, pids[:n], db_pids, args.seconds, args.clients, probe)
+            for proc in spies:
+                proc.wait(timeout=60)
         windows.append({"replicas": n, **result})
         print(f"  {n} replica(s): " + ", ".join(f"{k} {v:.3g}" for k, v in result.items()), file=sys.stderr)
     return windows
+
+
+def spy(pids: list[int], folder: str | None, seconds: float, name: str) -> list[subprocess.Popen[bytes]]:
+    """With ``--py-spy FOLDER``: each replica's stacks through the window, 50 a second (raw, one file each)."""
+    if folder is None:
+        return []
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    command = [str(Path(sys.executable).with_name("py-spy")), "record", "--nonblocking", "-r", "50",
+               "-d", str(int(seconds)), "-f", "raw"]
+    return [subprocess.Popen([*command, "-o", f"{folder}/{name}-{pid}.txt", "-p", str(pid)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for pid in pids]
 
 
 async def run_for(request: Callable[[], Awaitable[None]], seconds: float, clients: int) -> int:
@@ -265,22 +285,23 @@ async def run_for(request: Callable[[], Awaitable[None]], seconds: float, client
     return done
 
 
-async def window(request: Callable[[], Awaitable[None]], pids: list[int], seconds: float,
-                 clients: int, probe: Probe | None = None) -> dict[str, float]:
-    """``run_for`` timed: requests/s and the CPU they cost."""
+async def window(request: Callable[[], Awaitable[None]], replica_pids: list[int], db_pids: list[int],
+                 seconds: float, clients: int, probe: Probe | None = None) -> dict[str, float]:
+    """``run_for`` timed: requests/s and the CPU they cost (the replicas' and the database's)."""
     stop = asyncio.Event()
     sampled = asyncio.ensure_future(probe(stop) if probe else asyncio.sleep(0, {}))
     speed = asyncio.ensure_future(core_speed(stop))
-    cpu0, own0, t0 = cpu_seconds(pids), time.process_time(), time.perf_counter()
+    db0, cpu0, own0, t0 = cpu_seconds(db_pids), cpu_seconds(replica_pids), time.process_time(), time.perf_counter()
     done = await run_for(request, seconds, clients)
     wall, own = time.perf_counter() - t0, time.process_time() - own0
     stop.set()
-    waits, unit = await sampled, await speed
-    await asyncio.sleep(2)  # after-response indexing finishes: its CPU counts too
-    cpu = cpu_seconds(pids) - cpu0
+    # After-response indexing finishes (its CPU counts too) while the probes read their last figures.
+    waits, unit, _ = await asyncio.gather(sampled, speed, asyncio.sleep(2))
+    db = cpu_seconds(db_pids) - db0
+    cpu = cpu_seconds(replica_pids) - cpu0 + db
     busy = cpu / wall
     return {"rps": done / wall, "busy_cores": busy, "rps_per_core": done / wall / busy if busy else 0.0,
-            "client_cores": own / wall, "cpu_ms_per_request": cpu / done * 1000 if done else 0.0,
+            "db_cores": db / wall, "client_cores": own / wall, "cpu_ms_per_request": cpu / done * 1000 if done else 0.0,
             "load_1min": os.getloadavg()[0], "unit_us": unit, **waits}
 
 
@@ -313,7 +334,8 @@ Probe = Callable[[asyncio.Event], Awaitable[dict[str, float]]]
 def database_work(url: str, lock_waits: bool) -> Probe:
     """PostgreSQL's background work that landed in the window (checkpoints, autovacuum and autoanalyze
     runs of the schema's tables) and, with ``lock_waits``, every 20 ms how many of its backends wait on
-    an advisory lock (a scope's writes, ``coordination.lock_scope``), on the WAL (a commit's flush) and
+    an advisory lock (a scope's writes, ``coordination.lock_scope``), on the WAL (a commit's flush), on a
+    shared-memory lock (LWLock: a buffer's pages, the WAL's insertion) and
     how many run a statement: their means over the window."""
     counters = ("SELECT (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter),"
                 " (SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables"
@@ -322,21 +344,22 @@ def database_work(url: str, lock_waits: bool) -> Probe:
     async def probe(stop: asyncio.Event) -> dict[str, float]:
         import psycopg
 
-        samples, sums = 0, [0, 0, 0]
+        samples, sums = 0, [0, 0, 0, 0]
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
             before = await (await conn.execute(counters)).fetchone()
             while not stop.is_set():
                 if lock_waits:
                     cur = await conn.execute(
                         "SELECT count(*) FILTER (WHERE wait_event = 'advisory'),"
-                        " count(*) FILTER (WHERE wait_event LIKE 'WAL%%'), count(*) FILTER (WHERE state = 'active')"
+                        " count(*) FILTER (WHERE wait_event LIKE 'WAL%%'), count(*) FILTER (WHERE state = 'active'),"
+                        " count(*) FILTER (WHERE wait_event_type = 'LWLock')"
                         " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
                     row = await cur.fetchone()
                     samples, sums = samples + 1, [a + b for a, b in zip(sums, row, strict=True)]
                 await asyncio.sleep(0.02)
             await asyncio.sleep(1)  # a worker's counts reach the statistics when it ends
             after = await (await conn.execute(counters)).fetchone()  # autocommit: a fresh statistics snapshot
-        names = ("advisory_waiting", "wal_waiting", "active")
+        names = ("advisory_waiting", "wal_waiting", "active", "lwlock_waiting")
         waits = {name: total / samples for name, total in zip(names, sums, strict=True)} if samples else {}
         return {"checkpoints": after[0] - before[0], "autovacuums": float(after[1] - before[1]), **waits}
     return probe
@@ -437,7 +460,8 @@ def table(rows: list[dict[str, Any]], users: int) -> str:
                 f"{statistics.median(pairs):>8.2f}  {' '.join(f'{p:.2f}' for p in pairs)}")
             extra = "".join(f"; with {n}, backends in a statement {r[f'active_{traffic}_{n}']:.2f}, waiting"
                             f" on a scope's lock {r[f'advisory_waiting_{traffic}_{n}']:.3f},"
-                            f" on the WAL {r[f'wal_waiting_{traffic}_{n}']:.3f}"
+                            f" on the WAL {r[f'wal_waiting_{traffic}_{n}']:.3f},"
+                            f" on a shared-memory lock {r[f'lwlock_waiting_{traffic}_{n}']:.3f}"
                             for n in (1, 3) if f"advisory_waiting_{traffic}_{n}" in r)
             if f"checkpoints_{traffic}_1" in r:
                 extra += "; checkpoints, autovacuums in the windows of 1 / 3: " + " / ".join(
@@ -445,7 +469,8 @@ def table(rows: list[dict[str, Any]], users: int) -> str:
                     f"{sum(w['autovacuums'] for w in r[f'windows_{traffic}'] if w['replicas'] == n):.0f}"
                     for n in (1, 3))
             lines.append(f"{'':21}CPU ms per request: {r[f'cpu_ms_per_request_{traffic}_1']:.1f} with 1, "
-                         f"{r[f'cpu_ms_per_request_{traffic}_3']:.1f} with 3; load average "
+                         f"{r[f'cpu_ms_per_request_{traffic}_3']:.1f} with 3 (the database's cores"
+                         f" {r[f'db_cores_{traffic}_1']:.2f}, {r[f'db_cores_{traffic}_3']:.2f}); load average "
                          f"{min(w['load_1min'] for w in r[f'windows_{traffic}']):.1f}–"
                          f"{max(w['load_1min'] for w in r[f'windows_{traffic}']):.1f}; CPU µs of a fixed work"
                          f" unit {r[f'unit_us_{traffic}_1']:.0f} with 1, {r[f'unit_us_{traffic}_3']:.0f} with 3"
@@ -472,6 +497,7 @@ if __name__ == "__main__":
     parser.add_argument("--samples", type=int, default=3, help="pairs of windows (1 and 3 replicas) per mix")
     parser.add_argument("--clients", type=int, default=12)
     parser.add_argument("--traffic", default="sticky,many,one", help="which mixes to run: by user, round robin, one user")
+    parser.add_argument("--py-spy", metavar="FOLDER", help="record each timed window's replicas with py-spy")
     parser.add_argument("--lock-waits", action="store_true",
                         help="PostgreSQL: sample its backends' advisory-lock and WAL waits in each window")
     arguments = parser.parse_args()
