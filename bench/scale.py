@@ -392,6 +392,12 @@ def summary(windows: list[dict[str, float]]) -> dict[str, Any]:
     pairs = [windows[i:i + 2] for i in range(0, len(windows) - 1, 2)]
     out["pairs"] = [next(w for w in p if w["replicas"] == 3)["rps_per_core"]
                     / next(w for w in p if w["replicas"] == 1)["rps_per_core"] for p in pairs]
+    # The same ratio with each window's CPU seconds scaled to what the fixed work unit cost in it: what the
+    # ratio would have been had a CPU second bought the same work in both windows (a diagnostic, not the figure).
+    out["pairs_at_equal_speed"] = [
+        ratio * (three.get("unit_us", 1.0) / one.get("unit_us", 1.0) if one.get("unit_us") else 1.0)
+        for ratio, (one, three) in zip(out["pairs"], (sorted(p, key=lambda w: w["replicas"]) for p in pairs),
+                                       strict=True)]
     out["windows"] = windows
     return out
 
@@ -415,7 +421,7 @@ async def measure(kind: str, size: int, url: str, folder: Path, upstream: str, d
             print(f"{kind} {size} {traffic}:", file=sys.stderr)
             probe = database_work(url, args.lock_waits) if kind == "postgres" else None
             windows = await throughput(urls, users if light else [HEAVY], sticky, pids, db_pids, args, say, probe)
-            row.update({f"{k}_{traffic}" if k in ("pairs", "windows") else f"{k[:-2]}_{traffic}{k[-2:]}": v
+            row.update({f"{k}_{traffic}" if k.startswith(("pairs", "windows")) else f"{k[:-2]}_{traffic}{k[-2:]}": v
                         for k, v in summary(windows).items()})
     finally:
         for replica in replicas:
@@ -475,6 +481,9 @@ def table(rows: list[dict[str, Any]], users: int) -> str:
                          f"{max(w['load_1min'] for w in r[f'windows_{traffic}']):.1f}; CPU µs of a fixed work"
                          f" unit {r[f'unit_us_{traffic}_1']:.0f} with 1, {r[f'unit_us_{traffic}_3']:.0f} with 3"
                          + extra)
+            even = r[f"pairs_at_equal_speed_{traffic}"]
+            lines.append(f"{'':21}3 vs 1 had a CPU second bought the same work in both windows of a pair:"
+                         f" {statistics.median(even):.2f} ({' '.join(f'{p:.2f}' for p in even)})")
         lines.append(f"{'':21}idle: {r['idle_replica_cores']:.3f} cores per replica (the busiest),"
                      f" {r['idle_db_cores']:.3f} the database's")
     by = {(r["store"], r["fragments"]): r for r in rows}

@@ -28,9 +28,11 @@ def test_the_summary_is_each_arms_median_and_the_ratio_of_each_pair(per_core: li
     values = {1: [one for one, _ in per_core], 3: [three for _, three in per_core]}
     taken = {1: iter(values[1]), 3: iter(values[3])}
     for n in order:
-        windows.append({"replicas": n, "rps_per_core": next(taken[n]), "rps": 1.0})
+        windows.append({"replicas": n, "rps_per_core": next(taken[n]), "rps": 1.0, "unit_us": 300.0 if n == 1 else 360.0})
     out = summary(windows)
     assert out["rps_per_core_1"] == statistics.median(values[1])
     assert out["rps_per_core_3"] == statistics.median(values[3])
     assert out["pairs"] == [three / one for one, three in per_core]
     assert out["windows"] == windows
+    # A CPU second that bought 20% less work in the 3-replica windows: at equal speed, 20% more per core.
+    assert out["pairs_at_equal_speed"] == [three / one * 1.2 for one, three in per_core]
