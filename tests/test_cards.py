@@ -39,7 +39,7 @@ def test_multi_turn_fragment_renders_one_line_per_turn() -> None:
     text = "User: I fly to Lisbon on the 14th.\nAssistant: Noted, Lisbon on the 14th.\n…\nUser: Back on the 20th."
     card = Card("fragment", "user said", "2026-11-02", text, "f2,f3,f7")
     assert render_card(card) == (
-        "[conversation · 2026-11-02]\n"
+        "[2026-11-02]\n"
         "User: I fly to Lisbon on the 14th.\n"
         "Assistant: Noted, Lisbon on the 14th.\n"
         "…\n"

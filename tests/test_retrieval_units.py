@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.memory.cards import render_block
+from proxy.memory.cards import pack, render_block
 from proxy.memory.embedder import HashEmbedder
 from proxy.memory.embedder.caching import CachingEmbedder
 from proxy.memory.fragment_scope import ScopeIndex, top_of
@@ -182,6 +182,22 @@ def test_the_tally_counts_the_block_as_the_tokenizer_does(turns: list[tuple[int,
         chosen = trial
         assert tally.used == counter.text(render_block(cards_of(chosen)))
     assert tally.cards == len(cards_of(chosen))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 20), st.sampled_from(LINES), st.integers(1, 60)),
+                min_size=1, max_size=30),
+       st.integers(40, 400), st.integers(1, 8))
+def test_select_keeps_budget_and_top_k_and_what_pack_makes_of_its_cards(
+    turns: list[tuple[int, int, str, int]], budget: int, top_k: int
+) -> None:
+    """The block is counted once, not re-packed card by card: the result must be what ``pack`` would keep."""
+    counter = TokenCounter("gpt-4o-mini")
+    ranked = [hit(frag(i + 1, pos, f"{text} " * times, created=MAY_8 + d * 86400), 1 - i / 100)
+              for i, (d, pos, text, times) in enumerate(turns)]
+    cards = select(ranked, counter, top_k=top_k, budget=budget)
+    assert counter.text(render_block(cards)) <= budget and len(cards) <= top_k
+    assert pack(cards, counter, top_k, budget) == cards
 
 
 def test_select_truncates_a_single_huge_turn_rather_than_losing_it() -> None:

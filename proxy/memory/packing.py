@@ -76,13 +76,25 @@ def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int
             # unless a turn of its place is in one already.
             if (frag is None or _edge(frag) not in taken) and tally.add(hit, 0):
                 chosen = [*chosen, Excerpt(hit, (hit,))]
-                if frag is not None:
-                    edges, taken = _edges(chosen), taken | {_edge(frag)}
+                if frag is not None:  # it touches no excerpt: only its own edges are new
+                    edges, taken = edges | {_edge(frag, -1), _edge(frag, 1)}, taken | {_edge(frag)}
             continue
         trial = place(chosen, hit)
         if trial is not None and tally.add(hit, len(chosen) + 1 - len(trial)):  # it joined 1 or 2
             chosen, edges, taken = trial, _edges(trial), taken | {_edge(frag)}
-    return pack(cards_of(chosen), counter, top_k, budget)
+    return fitted(cards_of(chosen), tally, top_k)
+
+
+def fitted(cards: list[Card], tally: Tally, top_k: int) -> list[Card]:
+    """``cards`` as the tally counted them, checked by one count of the whole block.
+
+    ``pack`` re-counts card by card and truncates: needed only when a card
+    was counted at the cap (one turn or item longer than half the budget) or
+    the tokenizer did not add up as the tally did.
+    """
+    if not tally.capped and tally.counter.text(render_block(cards)) <= tally.budget:
+        return cards
+    return pack(cards, tally.counter, top_k, tally.budget)
 
 
 class Tally:
@@ -99,9 +111,10 @@ class Tally:
         self.counter = counter
         self.budget = budget
         self.cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
-        self.used = counter.text(render_block([]))
+        self.used = _tokens(counter, render_block([]))
         self.days: dict[str, int] = {}  # each day's card: its tokens so far
         self.cards = 0
+        self.capped = False  # a card counted as ``cap``: ``pack`` must truncate it
 
     def add(self, hit: Hit, joined: int) -> bool:
         """Count ``hit`` in, joining ``joined`` excerpts of its day (0: a new excerpt), if it fits."""
@@ -110,6 +123,7 @@ class Tally:
             if self.used + min(size, self.cap) > self.budget:
                 return False
             self.used += min(size, self.cap)
+            self.capped |= size > self.cap
             self.cards += 1
             return True
         day = day_of(hit.fragment.created)
@@ -126,6 +140,7 @@ class Tally:
             return False
         self.used, self.days[day] = used, size
         self.cards += before is None
+        self.capped |= size > self.cap
         return True
 
     @functools.cached_property
