@@ -62,9 +62,7 @@ async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, fr
     """
     await start_memory(runtime, embedder)
     if freeze_heap:
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
+        settle_heap()
         log.info(
             "heap frozen after start: %d objects, the young generation collected after %d new ones",
             gc.get_freeze_count(), gc.get_threshold()[0],
@@ -73,6 +71,13 @@ async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, fr
     sqlite = urls.is_sqlite(runtime.settings.storage_url)
     if sqlite and runtime.memory is not None and runtime.problem is None:
         await watch_database(runtime, runtime.settings.sqlite_path)
+
+
+def settle_heap() -> None:
+    """What is alive now joins the collector's permanent generation; the young one is collected less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
 
 
 def _warm_up() -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.memory import fragment_search
 from proxy.memory.cards import pack, render_block
 from proxy.memory.embedder import HashEmbedder
 from proxy.memory.embedder.caching import CachingEmbedder
@@ -261,6 +265,40 @@ async def test_a_query_vector_the_embedder_holds_needs_no_thread(tmp_path: Path)
         assert held.done()  # answered at once
         np.testing.assert_array_equal(await held, await fresh)
     finally:
+        store.close()
+
+
+class GatedEncoder(HashedEncoder):
+    """Holds the query's thread inside the model until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        assert self.release.wait(10)
+        return super().encode(texts)
+
+
+async def test_a_query_waits_for_its_thread_to_begin_only_when_the_thread_is_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fragment_search, "QUERY_START_WAIT_S", 30.0)  # a wait that never ends early would show
+    store = open_store(str(tmp_path / "w.db"), 16)
+    encoder = GatedEncoder()
+    try:
+        index = FragmentIndex(store.fragments, CachingEmbedder("gated", encoder), TokenCounter(None))
+        started = time.perf_counter()
+        first = index.query_vector("first question")  # the thread is free: returns once it has begun
+        second = index.query_vector("second question")  # the thread is busy with the first: no wait
+        assert time.perf_counter() - started < 5.0
+        assert not first.done() and not second.done()
+        encoder.release.set()
+        np.testing.assert_array_equal(await first, HashEmbedder(16).embed(["first question"])[0])
+        np.testing.assert_array_equal(await second, HashEmbedder(16).embed(["second question"])[0])
+        await asyncio.sleep(0)  # the futures' done callbacks
+        assert index._queries == 0  # so the next query waits for the thread again
+    finally:
+        encoder.release.set()
         store.close()
 
 

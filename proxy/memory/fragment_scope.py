@@ -89,7 +89,10 @@ class ScopeIndex:
         """Cosines of ``ids`` to ``query``: read from ``sims`` (the product of every row) where it has the row."""
         found = [(i, self.rows[i]) for i in ids if i in self.rows]
         known = len(sims) if sims is not None else 0
-        out = {i: float(sims[row]) for i, row in found if row < known} if sims is not None else {}
+        read = [(i, row) for i, row in found if row < known]
+        out: dict[int, float] = {}
+        if sims is not None and read:  # one gather, not a numpy scalar per id
+            out = dict(zip([i for i, _ in read], sims[[row for _, row in read]].tolist(), strict=True))
         rest = [(i, row) for i, row in found if row >= known]
         if rest:  # rows added after ``sims`` was taken
             more = self.matrix[[row for _, row in rest]] @ query

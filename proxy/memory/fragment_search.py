@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +46,11 @@ CACHED_FRAGMENTS = 100_000
 # Up to this many vectors the k-NN runs on the event loop (~1 ms at 20k);
 # past it, in a worker thread.
 INLINE_ROWS = 20_000
+# After starting a query's embedding, the loop waits up to this long for the
+# embedding thread to begin (it lets go of the GIL meanwhile): otherwise the
+# thread waits for the loop's keyword search to give up the GIL, up to the
+# interpreter's switch interval, before the model even starts.
+QUERY_START_WAIT_S = 0.001
 _LOAD_BATCH = 5_000
 
 
@@ -74,6 +80,7 @@ class FragmentIndex:
         self._query_pool = ThreadPoolExecutor(1, thread_name_prefix="paperclip-embed-query")
         self._scopes: OrderedDict[tuple[str, str], ScopeIndex] = OrderedDict()
         self._held = embedder.cached if isinstance(embedder, Cached) else None
+        self._queries = 0  # query embeddings submitted and not yet done (counted on the event loop)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embeddings for background work (indexing, extraction, admin)."""
@@ -84,6 +91,8 @@ class FragmentIndex:
         """One query's embedding on the request path, started at once for the caller to overlap.
 
         A vector the embedder still holds (``cached``) is answered here, without a thread's round trip.
+        Otherwise, when no other query's embedding is under way, this returns once the thread has
+        begun (at most ``QUERY_START_WAIT_S``).
         """
         loop = asyncio.get_running_loop()
         held = self._held(text) if self._held is not None else None
@@ -91,9 +100,20 @@ class FragmentIndex:
             done: asyncio.Future[np.ndarray] = loop.create_future()
             done.set_result(held)
             return done
-        return loop.run_in_executor(self._query_pool, self._embed_one, text)
+        idle = self._queries == 0  # else the thread is busy with another query: no wait
+        self._queries += 1
+        started = threading.Event()
+        future = loop.run_in_executor(self._query_pool, self._embed_one, text, started)
+        future.add_done_callback(self._query_done)
+        if idle:
+            started.wait(QUERY_START_WAIT_S)
+        return future
 
-    def _embed_one(self, text: str) -> np.ndarray:
+    def _query_done(self, _: asyncio.Future[np.ndarray]) -> None:
+        self._queries -= 1
+
+    def _embed_one(self, text: str, started: threading.Event) -> np.ndarray:
+        started.set()
         return np.asarray(self.embedder.embed([text])[0])
 
     async def index(

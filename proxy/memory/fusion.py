@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -27,20 +27,20 @@ Normalisation = Literal["minmax", "max"]
 RECENCY_FLOOR = 0.5
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(NamedTuple):
     """One signal of a candidate: ``raw`` as given (None when absent), ``norm`` in [0, 1]."""
 
     raw: float | None
     norm: float
 
 
-@dataclass(frozen=True)
-class Scored(Generic[K]):
+class Scored(NamedTuple, Generic[K]):
     """A fused candidate, with its parts kept for traces.
 
     ``score`` = (vector_weight × vector.norm + bm25_weight × bm25.norm) × ``boost``,
     where ``boost`` is the product of the recency and importance factors.
+    Named tuples, not dataclasses: a request makes ~120 of them (three
+    objects each), and a frozen dataclass costs ~4x as much to build.
     """
 
     id: K
