@@ -1,4 +1,4 @@
-"""bench/scale.py's method: 1- and 3-replica windows interleaved in pairs, medians and the pairs' ratios."""
+"""bench/scale.py's method (bench/replica_windows.py): 1- and 3-replica windows interleaved in pairs, medians and the pairs' ratios."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import statistics
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.scale import arms, summary
+from bench.replica_windows import arms, summary
 
 
 @given(st.integers(min_value=1, max_value=20))
