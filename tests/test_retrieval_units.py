@@ -397,3 +397,47 @@ def test_an_items_boost_reads_its_importance_and_when_it_was_last_stated() -> No
     assert boosts(keys, {1: frag}, {2: row}, 30 * 86_400.0, None, 0.0) is None
     out = boosts(keys, {1: frag}, {2: row}, 30 * 86_400.0, 30.0, 0.5)
     assert out == {("f", 1): pytest.approx(0.75 * 0.75), ("i", 2): pytest.approx(1.0)}
+
+
+async def test_a_question_naming_someone_all_over_the_history_passes_the_gate(tmp_path: Path) -> None:
+    """The gate (``ranking.relevant``) is for questions about nothing the user said; one that names a
+    participant of their history (``query.names_someone``) is about it, however vague its other words.
+    A sentence's first word is capitalised whatever it is: "Wow" all over a chatty history names nobody."""
+    from proxy import config
+    from proxy.memory.fusion import Floor
+    from proxy.memory.recall import RecallRequest, recall_for
+
+    store = open_store(str(tmp_path / "n.db"), 64)
+    try:
+        index = FragmentIndex(store.fragments, HashEmbedder(64), TokenCounter(None))
+        turns = [(i, "user", f"Wow, Biscuit chased toy number {i} around the garden.") for i in range(40)]
+        await index.index("t", "ana", "s", turns, "keep", created=MAY_8)
+        memory = config.from_dict({}, env={}).defaults.memory
+        closed = Floor(min_cosine=2.0, keyword_min_cosine=2.0, min_bm25=1e9)  # nothing clears it
+
+        async def cards(question: str) -> int:
+            ask = RecallRequest("t", "ana", "q", [{"role": "user", "content": question}], [], memory, MAY_8)
+            return len((await recall_for(index, ask, TokenCounter(None), closed)).cards)
+
+        assert await cards("Would Biscuit enjoy a quieter flat?") >= 1
+        assert await cards("Would Gandalf enjoy a quieter flat?") == 0  # a name the history does not hold
+        assert await cards("would biscuit enjoy a quieter flat?") == 0  # not written as a name
+        assert await cards("Wow, would a quieter flat be nicer?") == 0  # the first word
+        assert await cards("Thanks. Wow, would a quieter flat be nicer?") == 0  # a sentence's first word
+    finally:
+        store.close()
+
+
+def test_a_name_counts_where_no_sentence_begins() -> None:
+    from proxy.memory.query import names_someone
+
+    common = {"caroline", "wow", "hey"}.__contains__
+    assert names_someone("What did Caroline paint?", common)
+    assert names_someone("Hey, what did Caroline's kids paint?", common)
+    assert names_someone("Hey Caroline", common)
+    assert not names_someone("Caroline said what?", common)  # a sentence's first word says nothing
+    assert not names_someone("Hey, what is the capital of France?", common)
+    assert not names_someone('I said "no." Wow, what now?', common)
+    assert not names_someone("Fine! Hey there.", common)
+    assert not names_someone("what did caroline paint?", common)
+    assert not names_someone("卡罗琳画了什么？", common)

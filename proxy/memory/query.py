@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -124,6 +125,26 @@ def names_in(query: str, is_common: Callable[[str], bool]) -> list[str]:
         if _is_common_name(word, is_common):
             out.extend(t for t in tokenize(_POSSESSIVE.sub("", word.strip(_EDGES))) if t not in out)
     return out
+
+
+def names_someone(query: str, is_common: Callable[[str], bool]) -> bool:
+    """Whether ``query`` names a participant of the user's history where no sentence begins.
+
+    A question about someone all over the history ("Would Biscuit like a
+    quieter flat?") is about that history, however vague its other words. A
+    sentence's first word is capitalised whatever it is, and a chatty
+    history is full of "Hey", "Wow" and "Great": there it says nothing.
+    """
+    words = query.split()
+    return any(
+        _is_common_name(word, is_common)
+        for before, word in itertools.pairwise(words)
+        if not before.rstrip(_CLOSERS).endswith(_SENTENCE_ENDS)
+    )
+
+
+_SENTENCE_ENDS = (".", "!", "?", "…", ":", "。", "！", "？")
+_CLOSERS = "\"'”’)]"
 
 
 def _is_common_name(word: str, is_common: Callable[[str], bool]) -> bool:

@@ -21,8 +21,10 @@ Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
 The user's profile of standing facts (``profile``) leads the block on every
 request, within ``memory.profile_budget_tokens`` of ``memory.budget_tokens``;
 the items it shows are not candidates. Nothing else is injected unless one
-of the best candidates clears the relevance ``Floor`` on raw scores; past
-that gate the ranking fills the rest of the budget.
+of the best candidates clears the relevance ``Floor`` on raw scores, or the
+question names someone all over the user's history (``names_someone``: a
+participant, so it is about that history however vague its other words);
+past that gate the ranking fills the rest of the budget.
 """
 
 from __future__ import annotations
@@ -43,7 +45,16 @@ from .fusion import Floor, Normalisation, fuse
 from .item_search import ItemCandidates, ItemIndex, ItemScope, item_candidates
 from .packing import SCAN_LIMIT, select
 from .profile import Profile, profile_of
-from .query import build_query, focus, fragment_hash, indexable, inflected, names_in, periods_in
+from .query import (
+    build_query,
+    focus,
+    fragment_hash,
+    indexable,
+    inflected,
+    names_in,
+    names_someone,
+    periods_in,
+)
 from .query_rewrite import extended_query
 from .ranking import Hit, Hits, Key, boosts, candidates, rank, relevant
 from .rerank import Reranker, rerank
@@ -132,6 +143,7 @@ async def recall_for(
         # The profile leads the block whatever the question; its facts are never repeated below it.
         profile = _profile(item_scope, mem, counter, _moment(request.now))
         speaker = speaker_named(scope.mentions.of(t) for t in names_in(query, scope.is_common))
+        about_someone = names_someone(query, scope.is_common)
         exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
         qvec = await embedding
     finally:
@@ -155,7 +167,7 @@ async def recall_for(
         c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
         if (c.item is None or c.item.id not in profile.item_ids) and not _held(c.fragment, request)
     ]
-    if not relevant(cands, fused, floor.for_query(focused)):
+    if not about_someone and not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
         return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
     ranking = rank(cands, periods, SCAN_LIMIT, speaker)
