@@ -29,7 +29,7 @@ NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
     ],
 )
 def test_a_health_or_diet_statement_is_a_standing_fact(said: str, key: str, words: str) -> None:
-    (item,) = rule_extract([(3, "user", said)], NOW)
+    (item,) = [i for i in rule_extract([(3, "user", said)], NOW) if i.key == key]
     assert (item.key, item.turns, item.expires_at) == (key, (3,), None)
     assert words in item.content and item.importance >= 0.9
     assert kind_of(SimpleNamespace(key=item.key, type=item.type)) == "health"  # type: ignore[arg-type]
@@ -56,3 +56,52 @@ def test_not_about_the_user_or_not_a_statement(said: str) -> None:
 def test_a_move_or_a_quit_takes_the_slot_of_the_earlier_value(earlier: str, later: str, key: str) -> None:
     first, second = rule_extract([(1, "user", earlier), (3, "user", later)], NOW)
     assert first.key == second.key == key and first.content != second.content and second.turns == (3,)
+
+
+@pytest.mark.parametrize(
+    ("said", "key", "content"),
+    [
+        ("I keep kosher, so no pork or shellfish.", "user.diet", "The user keeps kosher."),
+        ("I only eat halal food.", "user.diet", "The user eats only halal food."),
+        ("I follow a strict vegetarian diet.", "user.diet", "The user is vegetarian."),
+        ("I'm on a vegan diet these days.", "user.diet", "The user is vegan."),
+        ("I'm no longer vegetarian.", "user.diet", "The user is no longer vegetarian."),
+        ("I'm not vegan anymore, I eat fish now.", "user.diet", "The user is no longer vegan."),
+        ("I'm expecting a baby in March!", "user.health.pregnancy", "The user is pregnant."),
+        ("I'm expecting my first child in May.", "user.health.pregnancy", "The user is pregnant."),
+        ("I take warfarin every day.", "user.health.medication.warfarin", "The user takes warfarin."),
+        ("I'm on blood thinners since my surgery.", "user.health.medication.blood_thinner",
+         "The user takes blood thinners."),
+        ("I can't eat pork for religious reasons.", "user.diet.pork", "The user can't eat pork."),
+        ("My cat Luna can't eat chicken, she's allergic.", "user.cat_luna.diet.chicken",
+         "The user's cat Luna can't eat chicken."),
+        ("Our dog Rex has a severe allergy to beef.", "user.dog_rex.allergy.beef", "The user's dog Rex is allergic to beef."),
+        ("My son has a peanut allergy.", "user.son.allergy.peanut", "The user's son is allergic to peanut."),
+        ("我的猫不能吃鸡肉。", "user.cat.diet.鸡肉", "用户的猫不能吃鸡肉。"),
+        ("我在服用华法林。", "user.health.medication.华法林", "用户在服用华法林。"),
+        ("我怀了宝宝，很开心。", "user.health.pregnancy", "用户怀孕了。"),
+        ("我不吃素了。", "user.diet", "用户不再吃素了。"),
+    ],
+)
+def test_more_ways_of_saying_a_health_fact(said: str, key: str, content: str) -> None:
+    """A diet kept or ended, a pregnancy expected, a medication, a food someone in the user's care must avoid."""
+    (item,) = [i for i in rule_extract([(2, "user", said)], NOW) if i.key == key]
+    assert item.content == content and item.importance >= 0.9 and item.expires_at is None
+    assert kind_of(SimpleNamespace(key=item.key, type=item.type)) == "health"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "I can't eat another bite.", "I can't drink tonight, I'm driving.", "I can't have that.",
+        "I can't eat anything right now.", "I'm expecting a call from my boss.", "I take the bus every day.",
+        "I am not vegetarian.", "I'm not vegan.", "Can I eat pork?", "My friend can't eat gluten?",
+    ],
+)
+def test_a_remark_of_the_moment_is_no_health_fact(said: str) -> None:
+    assert [i.key for i in rule_extract([(1, "user", said)], NOW) if kind_of(i) == "health"] == []  # type: ignore[arg-type]
+
+
+def test_a_diet_ended_takes_the_diet_slot() -> None:
+    first, second = rule_extract([(1, "user", "I'm strictly vegetarian."), (5, "user", "I'm no longer vegetarian.")], NOW)
+    assert first.key == second.key == "user.diet" and "no longer" in second.content
