@@ -3,10 +3,10 @@
 "I'm a native Spanish speaker" / "我的母语是粤语" (``user.language``), "Please
 always answer in French" (``user.language.reply``), "My dog is called
 Pepper" / "My daughter Mia is 6" / "我的狗叫豆豆" (``user.<who>.name``), "I
-work as a nurse" (``user.occupation``) and a home said any way ("We just
-relocated to Austin", "I now live in Seattle", "My new address is …",
-"我现在住在北京": ``user.location.home``, the slot a later move supersedes)
-are identity slots the profile shows; "I drink three cups of coffee a day"
+work as a nurse" (``user.occupation``) and a home said any way ("I live in
+Lyon", "We just relocated to Austin", "I now live in Seattle", "My new
+address is …", "我现在住在北京", "我搬到杭州了": ``user.location.home``, the slot
+a later move supersedes) are identity slots the profile shows; "I drink three cups of coffee a day"
 / "我每天都喝三杯咖啡" is a preference of the slot (``user.preference.<thing>``)
 that quitting it later names ("我戒咖啡了"), so the key rule supersedes the
 habit and its turn instead of leaving it a plain turn that keeps being
@@ -140,10 +140,11 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
                 r"|turned|turns|can't|cannot|just|and|who|will|gets|needs)\b)"), _named),
     (re.compile(r"\b(?i:(?:I|we)(?:'ve| have)? (?:just |recently |finally |now )?(?:relocated|moved) (?:to|into)) "
                 + _PLACE), _home),
-    (re.compile(r"\b(?i:(?:I|we) (?:now|currently) live in|we live in|I'm based in|I am based in) " + _PLACE), _home),
+    (re.compile(r"\b(?i:(?:I|we) (?:now |currently )?live in|I'm based in|I am based in) " + _PLACE), _home),
     (re.compile(r"\b(?i:my (?:new |home |current |delivery |shipping )?address is) (?P<address>\d[^.;!?\n]{4,80})"),
      _home),
-    (re.compile(r"我(?:现在|目前|已经)住在(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|[，。！？,.!?\s])"), _home),
+    (re.compile(r"我(?:现在|目前|已经)?住在(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|[，。！？,.!?\s])"), _home),
+    (re.compile(r"我\w{0,4}?搬到了?(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|了|[，。！？,.!?\s])"), _home),
     (re.compile(r"我(?:的)?(?:新|家庭|收货)?地址(?:是|为)[:：]?(?P<address>[^。！？!?\n]{4,60})"), _home),
     (re.compile(r"\b(?i:(?:please |and )?(?:always|from now on,?|going forward,?) (?:please )?(?:answer|reply|respond"
                 r"|write|talk)(?: to me)? in) (?P<lang>[A-Z][a-z]+)\b"), _reply_language),

@@ -1,7 +1,8 @@
 """The rule-based extractor's patterns: each statement a user makes about themselves, and the fact it gives.
 
 English and Chinese: names, allergies, likes and dislikes, deadlines, card
-and order numbers, reminders, places. ``RULES`` pairs each pattern with the
+and order numbers, reminders, where the user is for now (a home is
+``life_patterns``'). ``RULES`` pairs each pattern with the
 function that turns a match into facts (``RuleHit``); keys follow the
 convention in ``extraction``.
 """
@@ -214,11 +215,8 @@ def remind(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 
 def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """Where the user is for now ("I'm in Paris this week"); a home is ``life_patterns``' (``user.location.home``)."""
     place = m.group("place")
-    if m.group().startswith("我住") or "搬到" in m.group():  # a move is the new home: it supersedes the old
-        return [RuleHit("entity", "user.location.home", f"用户住在{place}。", 0.6)]
-    if re.match(r"i live|i(?:'ve| have)? (?:just |recently )?moved", m.group(), re.I):
-        return [RuleHit("entity", "user.location.home", f"The user lives in {place}.", 0.6)]
     if not expiry(s, now):
         return []  # "I'm in Paris" with no time frame is too ambiguous to keep.
     if re.search(r"[\u4e00-\u9fff]", s):
@@ -289,11 +287,6 @@ RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"提醒我(?P<what>[^。！？!?\n]+)"), remind),
     (re.compile(r"\bI(?:'m| am) (?:currently |staying |traveling |travelling )?(?:in|at) "
                 r"(?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
-    (re.compile(r"\b(?i:I live in) (?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
-    (re.compile(r"我住在(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|[，。！？,.!?\s])"), _place),
-    (re.compile(r"\b(?i:I(?:'ve| have)? (?:just |recently )?moved to) (?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"),
-     _place),
-    (re.compile(r"我\w{0,4}?搬到了?(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|了|[，。！？,.!?\s])"), _place),
     (re.compile(f"我{_ZH_ADV}戒(?P<what>辣|烟|酒|咖啡|糖|肉)了?"), _preference),
     (re.compile(r"(?:这周|本周|这几天|今天|明天|这个周末)我?(?:在|去)(?P<place>[\u4e00-\u9fff]{2,6}?)"
                 r"(?:出差|旅行|旅游|度假|玩|开会)"), _place),
