@@ -15,7 +15,7 @@ import re
 from datetime import datetime
 
 from .activities import BODY_PARTS, OBJECT_VERBS, VERBS, ZH_ACTIVITY, ZH_BODY_PARTS, gerund
-from .rule_patterns import Rule, RuleHit, slug, third_person_object
+from .rule_patterns import Rule, RuleHit, first_group, slug, third_person_object
 
 _HEALTH_IMPORTANCE = 0.9
 _ACTIVITY_IMPORTANCE = 0.6
@@ -30,12 +30,8 @@ _REASON = re.compile(r"\b(?:since|after|because of|due to|ever since)\s+(?P<why>
 _ZH_REASON = re.compile(rf"(?P<why>(?:{ZH_BODY_PARTS})(?:做了|动了|受了?)?(?:手术|受伤|伤|骨折|扭伤))")
 
 
-def _first(m: re.Match[str], *names: str) -> str:
-    return next((g for g in (m.groupdict().get(n) for n in names) if g), "")
-
-
 def _activity(m: re.Match[str]) -> str:
-    if ing := _first(m, "ing"):
+    if ing := first_group(m, "ing"):
         return ing.lower()
     if m.groupdict().get("ov"):
         return gerund(m.group("ov"), m.group("obj"))
@@ -49,7 +45,7 @@ def _reason(s: str) -> str:
 
 def _stopped(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I don't run anymore", "I stopped playing tennis", "我不跑步了": the activity's slot, ended."""
-    if what := _first(m, "zh"):
+    if what := first_group(m, "zh"):
         why = _ZH_REASON.search(s)
         text = f"用户{'因' + why.group('why') + '，' if why else ''}不再{what}了。"
         return [RuleHit("preference", f"user.preference.{slug(what)}", text, _ACTIVITY_IMPORTANCE)]
@@ -60,7 +56,7 @@ def _stopped(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _taken_up(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I swim now", "I've taken up cycling", "现在改游泳了": the activity the user does instead."""
-    if what := _first(m, "zh"):
+    if what := first_group(m, "zh"):
         return [RuleHit("preference", f"user.preference.{slug(what)}", f"用户现在改为{what}。", _ACTIVITY_IMPORTANCE)]
     what = _activity(m)
     return [RuleHit("preference", f"user.preference.{slug(what)}", f"The user has taken up {what}.",
@@ -69,11 +65,11 @@ def _taken_up(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _body(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"my knee surgery", "I hurt my back", "膝盖做了手术": a health constraint on that part of the body."""
-    part = _first(m, "part", "zhpart")
+    part = first_group(m, "part", "zhpart")
     if m.groupdict().get("zhpart"):
         text = f"用户的{part}{'做过手术' if '手术' in m.group() else '受过伤'}。"
         return [RuleHit("entity", f"user.health.{slug(part)}", text, _HEALTH_IMPORTANCE)]
-    event = _first(m, "event").lower()
+    event = first_group(m, "event").lower()
     if event == "injury":
         text = f"The user has {'an' if part[0] in 'aeiouAEIOU' else 'a'} {part.lower()} injury."
     elif event:

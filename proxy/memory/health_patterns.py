@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from .rule_patterns import _CLAUSE_OPENERS, Rule, RuleHit, _allergy, _clause, slug
+from .rule_patterns import Rule, RuleHit, _allergy, first_group, listed, slug
 
 _DIETS = r"vegetarian|vegan|pescatarian|pescetarian|plant-based|kosher|halal"
 _ADVERBS = r"(?:(?:now|strictly|strict|fully|completely|been|always|mostly|a|an|totally)\s+){0,3}"
@@ -56,7 +56,7 @@ def _diet_ended(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I'm no longer vegetarian", "I eat meat again", "我不吃素了": the diet's slot, ended."""
     if re.search(r"[\u4e00-\u9fff]", m.group()):
         return [RuleHit("entity", "user.diet", "用户不再吃素了。", _HEALTH_IMPORTANCE)]
-    diet = next((d.lower() for d in (m.groupdict().get(g) for g in ("diet", "diet2", "diet3")) if d), "")
+    diet = first_group(m, "diet", "diet2", "diet3").lower()
     text = f"The user is no longer {diet}." if diet else "The user eats meat again."
     return [RuleHit("entity", "user.diet", text, _HEALTH_IMPORTANCE)]
 
@@ -87,11 +87,9 @@ def _cannot_eat(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _foods(said: str) -> list[str]:
     """The foods of "pork for religious reasons", "dairy or eggs": none for "another bite" or "tonight"."""
-    head = _FOOD_END.split(_clause(said))[0]
     out = []
-    for what in (w.strip() for w in re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or|nor)\s+|[、和或]", head)):
-        first = what.split(" ", 1)[0].lower() if what else ""
-        if not what or first in _NOT_A_FOOD or first in _CLAUSE_OPENERS or len(what.split()) > 3:
+    for what in (_FOOD_END.split(w)[0].strip() for w in listed(said)):
+        if not what or what.split(" ", 1)[0].lower() in _NOT_A_FOOD or len(what.split()) > 3:
             break
         out.append(what)
     return out

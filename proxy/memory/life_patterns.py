@@ -1,18 +1,22 @@
-"""The rule-based extractor's patterns for the user's life: their language, the names of their people and pets, their habits.
+"""The rule-based extractor's patterns for the user's life: their language, home, job, people and pets, habits.
 
-"I'm a native Spanish speaker" / "我的母语是粤语" (``user.language``), "Please
-always answer in French" (``user.language.reply``), "My dog is called
-Pepper" / "My daughter Mia is 6" / "我的狗叫豆豆" (``user.<who>.name``), "I
-work as a nurse" (``user.occupation``) and a home said any way ("I live in
-Lyon", "We just relocated to Austin", "I now live in Seattle", "My new
-address is …", "我现在住在北京", "我搬到杭州了": ``user.location.home``, the slot
-a later move supersedes) are identity slots the profile shows; "I drink three cups of coffee a day"
-/ "我每天都喝三杯咖啡" is a preference of the slot (``user.preference.<thing>``)
-that quitting it later names ("我戒咖啡了"), so the key rule supersedes the
-habit and its turn instead of leaving it a plain turn that keeps being
-recalled, as does a switch ("I've switched from coffee to tea") or a taste
-gone ("I'm not into sushi anymore"). English and Chinese, the user's own
-statements only.
+Identity slots the profile shows: the native language ("I'm a native Spanish
+speaker", "我的母语是粤语": ``user.language``) and the one replies should be in
+("Please always answer in French": ``user.language.reply``); the names of the
+people and pets in the user's life ("My dog is called Pepper", "My daughter
+Mia is 6", "我的狗叫豆豆": ``user.<who>.name``); an occupation ("I work as a
+nurse": ``user.occupation``); and a home however it is said ("I live in
+Lyon", "We just relocated to Austin", "My new address is …", "我搬到杭州了":
+``user.location.home``, the one slot a later move supersedes). Where the user
+is for now ("I'm in Paris this week") is an event that expires
+(``user.location.current``).
+
+Tastes: "I drink three cups of coffee a day" / "我每天都喝三杯咖啡" is a
+preference of the slot (``user.preference.<thing>``) that quitting it later
+names ("我戒咖啡了"), so the key rule supersedes the habit and its turn instead
+of leaving it a plain turn that keeps being recalled; so do a switch ("I've
+switched from coffee to tea") and a taste gone ("I'm not into sushi
+anymore"). English and Chinese, the user's own statements only.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from .rule_patterns import (
     Rule,
     RuleHit,
     _clause,
+    expiry,
+    first_group,
+    said_on,
     slug,
     third_person_object,
 )
@@ -75,8 +82,19 @@ def _home(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     return [RuleHit("entity", "user.location.home", f"The user lives in {place}.", 0.6)]
 
 
+def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """Where the user is for now ("I'm in Paris this week", "这周我在上海出差"): an event, gone with its time frame."""
+    place = m.group("place")
+    if not expiry(s, now):
+        return []  # "I'm in Paris" with no time frame is too ambiguous to keep.
+    if re.search(r"[\u4e00-\u9fff]", s):
+        return [RuleHit("event", "user.location.current", f"用户在{said_on(now)}说：“{s}”", 0.4)]
+    return [RuleHit("event", "user.location.current",
+                f"On {said_on(now)} the user said they are in {place}: \"{s}\"", 0.4)]
+
+
 def _occupation(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
-    job = " ".join((m.groupdict().get("job") or m.group("job2")).split())
+    job = " ".join(first_group(m, "job", "job2").split())
     if re.search(r"[\u4e00-\u9fff]", job):
         return [RuleHit("entity", "user.occupation", f"用户是{job}。", 0.7)]
     article = "an" if job[:1].lower() in "aeiou" else "a"
@@ -94,7 +112,7 @@ def _favourite(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _gone_off(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I'm not into sushi anymore", "I've gone off coffee": a taste ended, in its slot."""
-    what = _clause(m.groupdict().get("what") or m.group("what2"))
+    what = _clause(first_group(m, "what", "what2"))
     if not what or len(what.split()) > 4 or what.split()[0].lower() in _NOT_A_TASTE:
         return []
     return [RuleHit("preference", f"user.preference.{slug(what)}",
@@ -126,7 +144,7 @@ _KIN = (r"dog|cat|puppy|kitten|pet|bird|rabbit|hamster|horse|son|daughter|wife|h
 
 def _language(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I'm a native Spanish speaker", "我的母语是粤语": the language the user thinks in."""
-    lang = next((g for g in (m.groupdict().get(n) for n in ("lang", "lang2", "lang3")) if g), "")
+    lang = first_group(m, "lang", "lang2", "lang3")
     if re.search(r"[\u4e00-\u9fff]", lang):
         return [RuleHit("entity", "user.language", f"用户的母语是{lang}。", 0.8)]
     return [RuleHit("entity", "user.language", f"The user's native language is {lang}.", 0.8)]
@@ -145,6 +163,10 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
      _home),
     (re.compile(r"我(?:现在|目前|已经)?住在(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|[，。！？,.!?\s])"), _home),
     (re.compile(r"我\w{0,4}?搬到了?(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|了|[，。！？,.!?\s])"), _home),
+    (re.compile(r"\bI(?:'m| am) (?:currently |staying |traveling |travelling )?(?:in|at) "
+                r"(?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
+    (re.compile(r"(?:这周|本周|这几天|今天|明天|这个周末)我?(?:在|去)(?P<place>[\u4e00-\u9fff]{2,6}?)"
+                r"(?:出差|旅行|旅游|度假|玩|开会)"), _place),
     (re.compile(r"我(?:的)?(?:新|家庭|收货)?地址(?:是|为)[:：]?(?P<address>[^。！？!?\n]{4,60})"), _home),
     (re.compile(r"\b(?i:(?:please |and )?(?:always|from now on,?|going forward,?) (?:please )?(?:answer|reply|respond"
                 r"|write|talk)(?: to me)? in) (?P<lang>[A-Z][a-z]+)\b"), _reply_language),

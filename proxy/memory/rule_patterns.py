@@ -1,7 +1,7 @@
 """The rule-based extractor's patterns: each statement a user makes about themselves, and the fact it gives.
 
 English and Chinese: names, allergies, likes and dislikes, deadlines, card
-and order numbers, reminders, where the user is for now (a home is
+and order numbers, reminders (where the user lives and is for now are
 ``life_patterns``'). ``RULES`` pairs each pattern with the
 function that turns a match into facts (``RuleHit``); keys follow the
 convention in ``extraction``.
@@ -70,7 +70,25 @@ def _clause(text: str) -> str:
     return _FILLER.sub("", head.strip(" '\"")).strip()
 
 
-def _said(now: datetime) -> str:
+def listed(text: str) -> list[str]:
+    """The things of "peanuts, tree nuts and shellfish", up to a part that opens a new clause ("please…")."""
+    out = []
+    for what in (t.strip() for t in _LIST.split(_clause(text))):
+        if what.split(" ", 1)[0].lower() in _CLAUSE_OPENERS:
+            break
+        out.append(what)
+    return out
+
+
+_LIST = re.compile(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or|nor)\s+|[、和及或]")
+
+
+def first_group(m: re.Match[str], *names: str) -> str:
+    """The first of the named groups that matched, or "" (a pattern of alternatives names each its own)."""
+    return next((g for g in (m.groupdict().get(n) for n in names) if g), "")
+
+
+def said_on(now: datetime) -> str:
     return now.strftime("%Y-%m-%d")
 
 
@@ -100,14 +118,7 @@ _CLAUSE_OPENERS = frozenset({"please", "so", "but", "because", "since", "which",
 def _allergy(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     who = (m.groupdict().get("who") or "").strip()
     # "peanuts, tree nuts and shellfish" are three allergies, each its own slot.
-    things = re.split(r",\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+|[、和及]", _clause(m.group("what")))
-    hits = []
-    for what in (t.strip() for t in things):
-        if what.split(" ", 1)[0].lower() in _CLAUSE_OPENERS:
-            break
-        if hit := _one_allergy(m, who, what):
-            hits.append(hit)
-    return hits
+    return [hit for what in listed(m.group("what")) if (hit := _one_allergy(m, who, what))]
 
 
 def _one_allergy(m: re.Match[str], who: str, what: str) -> RuleHit | None:
@@ -176,9 +187,9 @@ def _deadline(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     mine = re.search(r"\bI (?:must|have to|need to|should|'ve got to)\b|我[^，。]{0,8}?(?:必须|一定要|得|需要)", s)
     kind: MemoryType = "task" if mine else "constraint"
     if re.search(r"[\u4e00-\u9fff]", s):
-        return [RuleHit(kind, f"user.deadline.{_topic(s)}", f"用户在{_said(now)}提出的期限：“{s}”", 0.8)]
+        return [RuleHit(kind, f"user.deadline.{_topic(s)}", f"用户在{said_on(now)}提出的期限：“{s}”", 0.8)]
     return [RuleHit(kind, f"user.deadline.{_topic(s)}",
-                f'The user stated a deadline on {_said(now)}: "{s}"', 0.8)]
+                f'The user stated a deadline on {said_on(now)}: "{s}"', 0.8)]
 
 
 def _card(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
@@ -212,17 +223,6 @@ def remind(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     words = [w for w in re.findall(r"[a-z0-9]+", what.lower()) if w not in _STOP]
     return [RuleHit("task", f"user.task.{'_'.join(words[:4]) or slug(what)}",
                 f"The user asked to be reminded {m.group('prep')} {what}.", 0.7)]
-
-
-def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
-    """Where the user is for now ("I'm in Paris this week"); a home is ``life_patterns``' (``user.location.home``)."""
-    place = m.group("place")
-    if not expiry(s, now):
-        return []  # "I'm in Paris" with no time frame is too ambiguous to keep.
-    if re.search(r"[\u4e00-\u9fff]", s):
-        return [RuleHit("event", "user.location.current", f"用户在{_said(now)}说：“{s}”", 0.4)]
-    return [RuleHit("event", "user.location.current",
-                f"On {_said(now)} the user said they are in {place}: \"{s}\"", 0.4)]
 
 
 # Markers of a temporary fact and how long it stays true.
@@ -285,9 +285,5 @@ RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"(?:^|[,:;]\s*|\b(?:please|pls|can you|could you|would you|will you|and|also)\s+)(?:please\s+)?"
                 r"remind me (?P<prep>to|that|about) (?P<what>[^.!?;\n]+)", re.I), remind),
     (re.compile(r"提醒我(?P<what>[^。！？!?\n]+)"), remind),
-    (re.compile(r"\bI(?:'m| am) (?:currently |staying |traveling |travelling )?(?:in|at) "
-                r"(?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
     (re.compile(f"我{_ZH_ADV}戒(?P<what>辣|烟|酒|咖啡|糖|肉)了?"), _preference),
-    (re.compile(r"(?:这周|本周|这几天|今天|明天|这个周末)我?(?:在|去)(?P<place>[\u4e00-\u9fff]{2,6}?)"
-                r"(?:出差|旅行|旅游|度假|玩|开会)"), _place),
 ]
