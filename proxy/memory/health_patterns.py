@@ -46,7 +46,7 @@ _HEALTH_IMPORTANCE = 0.9
 
 
 def _diet(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
-    if diet := (m.groupdict().get("diet") or "").lower():
+    if diet := first_group(m, "diet").lower():
         text = _DIET_TEXT.get(diet, f"The user is {diet}.")
         return [RuleHit("entity", "user.diet", text, _HEALTH_IMPORTANCE)]
     return [RuleHit("entity", "user.diet", f"用户吃素：“{m.group()}”。", _HEALTH_IMPORTANCE)]
@@ -74,15 +74,12 @@ def _cannot_eat(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     who = (m.groupdict().get("who") or "").strip()
     holder = f"user.{slug(who)}" if who else "user"
     verb = m.group("verb")
-    hits = []
-    for what in _foods(m.group("what")):
-        if re.search(r"[\u4e00-\u9fff]", m.group()):
-            text = f"用户的{who}不能{verb}{what}。" if who else f"用户不能{verb}{what}。"
-        else:
-            subject = f"The user's {who}" if who else "The user"
-            text = f"{subject} can't {verb.lower()} {what}."
-        hits.append(RuleHit("constraint", f"{holder}.diet.{slug(what)}", text, _HEALTH_IMPORTANCE))
-    return hits
+    zh = bool(re.search(r"[\u4e00-\u9fff]", m.group()))
+    subject = (f"用户的{who}" if who else "用户") if zh else (f"The user's {who}" if who else "The user")
+    return [RuleHit("constraint", f"{holder}.diet.{slug(what)}",
+                    f"{subject}不能{verb}{what}。" if zh else f"{subject} can't {verb.lower()} {what}.",
+                    _HEALTH_IMPORTANCE)
+            for what in _foods(m.group("what"))]
 
 
 def _foods(said: str) -> list[str]:
