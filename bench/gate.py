@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from proxy.eval import locomo
 from proxy.eval.harness import Harness, Options, open_harness
 from proxy.eval.replay import Stats, _fragment_lookup, replay
-from proxy.memory.fusion import Floor
-from proxy.memory.ranking import GATE_DEPTH
-from proxy.memory.recall import Recall
+from proxy.memory.recall.ranking import GATE_DEPTH
+from proxy.memory.recall.recall import Recall
+from proxy.memory.search.fusion import Floor
 
 GRID = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55)
 KEYWORD_GRID = (0.2, 0.3, 0.35, 0.4, 0.45, 0.5)  # keyword_min_cosine, never above min_cosine

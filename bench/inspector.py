@@ -32,12 +32,11 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from proxy.memory.bm25 import tokenize  # noqa: E402
-from proxy.memory.embedder import load_embedder  # noqa: E402
+from proxy.memory.search.bm25 import tokenize  # noqa: E402
+from proxy.memory.search.embedder import load_embedder  # noqa: E402
 from proxy.store import open_store  # noqa: E402
-from proxy.store.fragments import NewFragment  # noqa: E402
-from proxy.store.item_rows import NewItem, _insert  # noqa: E402
-from proxy.store.sessions import SummaryRow  # noqa: E402
+from proxy.store.records import NewFragment, NewItem, SummaryRow  # noqa: E402
+from proxy.store.sqlite.sqlite_items import _insert  # noqa: E402
 from tests.inspector_helpers import signed_in  # noqa: E402
 from tests.servers import free_port  # noqa: E402
 

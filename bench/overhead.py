@@ -478,9 +478,10 @@ def accounting_cost(calls: int = 20000) -> dict[str, float]:
     import logging
 
     sys.path.insert(0, str(REPO))
-    from proxy import config, requestlog
-    from proxy.accounting import Accounting, Finished
+    from proxy import config
     from proxy.metrics import Metrics
+    from proxy.server import requestlog
+    from proxy.server.accounting import Accounting, Finished
     from proxy.tenancy import KeyRing
 
     settings = config.from_dict({"tenants": {"bench": {"api_keys": [PROXY_KEY]}}, "server": {"log_format": "json"}}, env={})

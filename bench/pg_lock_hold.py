@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.retrieval import Sentences, pct
 from bench.scale import DIM, HEAVY, TENANT, fill
 from proxy.store import open_postgres
-from proxy.store.coordination import scope_lock_key
-from proxy.store.pg_fragments import _insert_locked
+from proxy.store.postgres.pg_coordination import scope_lock_key
+from proxy.store.postgres.pg_fragments import _insert_locked
 from tests.pg import PgServer
 
 

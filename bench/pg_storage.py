@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy.store.postgres import PgDatabase, nearest
+from proxy.store.postgres.pg_database import PgDatabase, nearest
 from tests.pg import PgServer
 
 DIM = 384

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from proxy.config import from_dict
-from proxy.memory.profile import ProfileMemo, profile_of
+from proxy.memory.recall.profile import ProfileMemo, profile_of
 from proxy.tokens import TokenCounter
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)

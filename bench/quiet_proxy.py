@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import uvicorn
 
 from proxy import config
-from proxy.app import create_app
-from proxy.usage_ledger import UsageLedger
+from proxy.server.app import create_app
+from proxy.server.usage_ledger import UsageLedger
 
 
 class Silent:
@@ -38,8 +38,7 @@ def main() -> None:
     parser.add_argument("--config", required=True)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    app = create_app(config.load(args.config))
-    app.state.runtime.accounting = Silent()
+    app = create_app(config.load(args.config), accounting=Silent())  # type: ignore[arg-type]
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False,
                 server_header=False, date_header=False)
 

@@ -56,16 +56,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proxy import config  # noqa: E402
-from proxy.memory import bm25  # noqa: E402
-from proxy.memory.embedder import Embedder, load_embedder  # noqa: E402
-from proxy.memory.fragment_search import FragmentIndex  # noqa: E402
-from proxy.memory.fusion import Floor  # noqa: E402
-from proxy.memory.item_search import ItemIndex  # noqa: E402
-from proxy.memory.query import fragment_hash  # noqa: E402
-from proxy.memory.recall import RecallRequest, recall_for  # noqa: E402
-from proxy.startup import settle_heap  # noqa: E402
+from proxy.memory.recall.query import fragment_hash  # noqa: E402
+from proxy.memory.recall.recall import RecallRequest, recall_for  # noqa: E402
+from proxy.memory.search import bm25  # noqa: E402
+from proxy.memory.search.embedder import Embedder, load_embedder  # noqa: E402
+from proxy.memory.search.fragment_index import FragmentIndex  # noqa: E402
+from proxy.memory.search.fusion import Floor  # noqa: E402
+from proxy.memory.search.item_index import ItemIndex  # noqa: E402
+from proxy.server.startup import settle_heap  # noqa: E402
 from proxy.store import Store, open_store  # noqa: E402
-from proxy.store.fragments import NewFragment  # noqa: E402
+from proxy.store.records import NewFragment  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "retrieval.json"

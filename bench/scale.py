@@ -68,10 +68,10 @@ from bench.replica_windows import (  # noqa: E402
     window,
 )
 from bench.retrieval import Sentences, ask, pct  # noqa: E402
-from proxy.memory import bm25  # noqa: E402
+from proxy.memory.search import bm25  # noqa: E402
 from proxy.store import Store, open_postgres, open_store  # noqa: E402
-from proxy.store.fragments import NewFragment  # noqa: E402
-from proxy.store.postgres import PgDatabase  # noqa: E402
+from proxy.store.postgres.pg_database import PgDatabase  # noqa: E402
+from proxy.store.records import NewFragment  # noqa: E402
 from tests.pg import PgServer  # noqa: E402
 from tests.servers import ServeProcess, free_port  # noqa: E402
 

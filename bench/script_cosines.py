@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from proxy.eval.scenarios import DATA
-from proxy.memory.embedder.registry import load_embedder
+from proxy.memory.search.embedder.registry import load_embedder
 
 
 def percentiles(values: list[float]) -> dict[str, float]:

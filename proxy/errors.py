@@ -4,19 +4,28 @@
     ├── ClientError                the client's request is wrong (4xx)
     │   ├── BadRequest             400 invalid_request_error (bad JSON, bad body)
     │   ├── Unauthorized           401 invalid_api_key
+    │   ├── Forbidden              403 permission_denied (a key acting beyond its tenant or scope)
+    │   ├── CsrfRefused            403 csrf_token_invalid (an inspector form not from the inspector)
     │   ├── NotFound               404
+    │   ├── MethodNotAllowed       405 (a known admin path, another method)
     │   └── PayloadTooLarge        413
     ├── UpstreamError              the upstream could not be reached (5xx)
     │   ├── UpstreamUnreachable    502 (connect refused, DNS, protocol error)
     │   ├── UpstreamUnavailable    503 (pool exhausted)
     │   └── UpstreamTimeout        504 (connect or first-byte timeout)
-    └── MemoryNotReady             503 memory_not_ready: the memory layer is still loading
-                                   (admin calls answer it; a chat request degrades to
-                                   plain forwarding with reason ``starting``)
+    └── Degraded                   503: the memory layer cannot help this request, and says why
+        │                          (``reason``): a chat request is forwarded plainly with
+        │                          ``X-Paperclip-Degraded: <reason>``, an admin call answers 503
+        ├── MemoryNotReady         reason ``starting``: the memory layer is still loading
+        ├── MemoryUnavailable      reason ``memory_unavailable``: it is off (its database is gone)
+        └── MemoryBusy             reason ``memory_busy``: recording is too far behind
     ClientGone                     the client disconnected: nobody is left to answer
     ConfigError                    a bad config file; the CLI exits 2
+    └── PromptError                a prompt folder, file or variable is wrong
+    InvalidExport                  a file that is not an export this version can read (import)
+    OnnxUnavailable                a model that does not run on ONNX Runtime (the embedder falls back)
 
-httpx exceptions are translated into this tree in ``upstream.translate`` only.
+httpx exceptions are translated into this tree in ``upstream.clients.translate`` only.
 An upstream *response* with a 4xx/5xx status is never an exception here: it is
 passed through to the client as it came.
 """
@@ -56,9 +65,24 @@ class Unauthorized(ClientError):
     code = "invalid_api_key"
 
 
+class Forbidden(ClientError):
+    status = 403
+    code = "permission_denied"
+
+
+class CsrfRefused(ClientError):
+    status = 403
+    code = "csrf_token_invalid"
+
+
 class NotFound(ClientError):
     status = 404
     code = "not_found"
+
+
+class MethodNotAllowed(ClientError):
+    status = 405
+    code = "method_not_allowed"
 
 
 class PayloadTooLarge(ClientError):
@@ -86,10 +110,32 @@ class UpstreamTimeout(UpstreamError):
     code = "upstream_timeout"
 
 
-class MemoryNotReady(PaperclipError):
+class Degraded(PaperclipError):
+    """The memory layer steps aside for this request; ``reason`` is the ``X-Paperclip-Degraded`` value."""
+
     status = 503
+    code = "degraded"
+    reason = "degraded"
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message, code=reason)
+        if reason is not None:
+            self.reason = reason
+
+
+class MemoryNotReady(Degraded):
     code = "memory_not_ready"
-    reason = "starting"  # the X-Paperclip-Degraded reason of a chat request meanwhile
+    reason = "starting"
+
+
+class MemoryUnavailable(Degraded):
+    code = "memory_unavailable"
+    reason = "memory_unavailable"
+
+
+class MemoryBusy(Degraded):
+    code = "memory_busy"
+    reason = "memory_busy"
 
 
 class ClientGone(Exception):
@@ -106,6 +152,21 @@ class ConfigError(Exception):
         self.problem = problem
 
 
+class PromptError(ConfigError):
+    """A prompt folder, file or variable is wrong: ``<file>: <key>: <problem>``."""
+
+
+class InvalidExport(ValueError):
+    """The file is not an export this version of Paperclip can read; the message says where."""
+
+
+class OnnxUnavailable(Exception):
+    """The model does not run on ONNX Runtime; ``expected`` when its shape is simply not exportable."""
+
+    def __init__(self, reason: str, *, expected: bool = False) -> None:
+        super().__init__(reason)
+        self.expected = expected
+
+
 def envelope(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
-

@@ -47,7 +47,7 @@ class Metrics:
             "paperclip_background_errors", "Failures of after-response work", ["stage"], registry=r
         )
 
-        # Labelled by tenant and model, both bounded (proxy/accounting.py).
+        # Labelled by tenant and model, both bounded (proxy/server/accounting.py).
         self.tenant_requests = Counter(
             "paperclip_tenant_requests", "Intercepted requests per tenant and model",
             ["tenant", "model"], registry=r,

@@ -23,14 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import PromptError
 
 _PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\}")
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
-
-class PromptError(ConfigError):
-    """A prompt folder, file or variable is wrong: ``<file>: <key>: <problem>``."""
 
 
 def default_folders() -> tuple[Path, ...]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import Settings, TenantSettings
-from .errors import BadRequest, ClientError, NotFound, Unauthorized
+from .errors import BadRequest, Forbidden, NotFound, Unauthorized
 from .hashing import canonical
 
 CONTROL_PREFIX = "x-paperclip-"
@@ -140,10 +140,6 @@ class Grant:
     operator: bool
     by: str
 
-
-class Forbidden(ClientError):
-    status = 403
-    code = "permission_denied"
 
 
 def passthrough_scope(key: str) -> str:

@@ -15,8 +15,8 @@ import pytest
 from openai._base_client import AsyncHttpxClientWrapper, SyncHttpxClientWrapper
 
 from proxy import config
-from proxy.app import create_app
-from proxy.runtime import Runtime
+from proxy.server.app import create_app
+from proxy.server.runtime import Runtime
 from proxy.store import Store
 from tests.fake_upstream import FakeUpstream
 from tests.servers import ServerThread
@@ -103,7 +103,7 @@ class Proxy:
     @property
     def store(self) -> Store:
         """The opened store of the loaded memory layer."""
-        memory = self.runtime.memory
+        memory = self.runtime.memory.layer
         assert memory is not None, "the memory layer is not loaded"
         return memory.store
 

@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 
 from proxy.store import open_store
-from proxy.store.item_rows import ItemWrite, NewItem
-from proxy.store.pg_cursors import PgExtractionCursorStore
-from proxy.store.pg_edits import PgItemEdits
-from proxy.store.pg_fragments import PgFragmentStore
-from proxy.store.pg_items import PgItemStore
-from proxy.store.pg_listings import PgListingStore
-from proxy.store.pg_response_sessions import PgResponseSessionStore
-from proxy.store.pg_sessions import PgSessionStore
-from proxy.store.pg_traces import PgTraceStore
-from proxy.store.pg_usage import PgUsageStore
-from proxy.store.pg_users import PgUserStore
-from proxy.store.postgres import PgDatabase
+from proxy.store.postgres.pg_cursors import PgExtractionCursorStore
+from proxy.store.postgres.pg_database import PgDatabase
+from proxy.store.postgres.pg_edits import PgItemEdits
+from proxy.store.postgres.pg_fragments import PgFragmentStore
+from proxy.store.postgres.pg_items import PgItemStore
+from proxy.store.postgres.pg_listings import PgListingStore
+from proxy.store.postgres.pg_response_sessions import PgResponseSessionStore
+from proxy.store.postgres.pg_sessions import PgSessionStore
+from proxy.store.postgres.pg_traces import PgTraceStore
+from proxy.store.postgres.pg_usage import PgUsageStore
+from proxy.store.postgres.pg_users import PgUserStore
+from proxy.store.records import ItemWrite, NewItem
 
 DIM = 8
 

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from proxy.memory.activities import gerund
-from proxy.memory.extraction import MemoryItem
+from proxy.memory.extraction.activities import gerund
+from proxy.memory.extraction.item_parser import MemoryItem
+from proxy.memory.extraction.reconcile import close_pairs, fold_batch
+from proxy.memory.extraction.rules import rule_extract
 from proxy.memory.lifecycle import ExistingItem, decide, slot_keys, slot_members
-from proxy.memory.profile import kind_of
-from proxy.memory.reconcile import close_pairs, fold_batch
-from proxy.memory.rules import rule_extract
+from proxy.memory.recall.profile import kind_of
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 DEDUP = 0.92

@@ -9,7 +9,7 @@ import sys
 import pytest
 from rank_bm25 import BM25Okapi
 
-from proxy.memory.bm25 import BM25Index, tokenize, warm_up
+from proxy.memory.search.bm25 import BM25Index, tokenize, warm_up
 
 
 def test_english_lowercased_without_stop_words() -> None:
@@ -70,7 +70,7 @@ def test_empty_and_punctuation_only_text() -> None:
 
 
 def test_loading_jieba_prints_nothing() -> None:
-    code = "from proxy.memory import bm25; bm25.warm_up(); bm25.tokenize('我对花生过敏')"
+    code = "from proxy.memory.search import bm25; bm25.warm_up(); bm25.tokenize('我对花生过敏')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert (done.stdout, done.stderr) == ("", "")
 

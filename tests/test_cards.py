@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.memory.cards import (
+from proxy.memory.recall.cards import (
     BLOCK_END,
     BLOCK_START,
     Card,

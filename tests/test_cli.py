@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy import __version__, banner, config
+from proxy import __version__, config
+from proxy.commands import banner
 from tests.servers import free_port
 from tests.test_config import run_cli
 

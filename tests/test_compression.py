@@ -302,7 +302,7 @@ class Clock:
 def backoff_clock(proxy: Proxy) -> Clock:
     """Give the proxy's compression backoff a clock the test moves."""
     clock = Clock()
-    memory = proxy.runtime.memory
+    memory = proxy.runtime.memory.layer
     assert memory is not None
     memory.pipeline.context.backoff = Backoff(clock)
     return clock

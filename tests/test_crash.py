@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from proxy.eval.fake import fake_summary
-from proxy.startup import YOUNG_OBJECTS
+from proxy.server.startup import YOUNG_OBJECTS
 from tests.conftest import ADMIN_KEY, PROXY_KEY, base_config
 from tests.fake_upstream import FakeUpstream, completion
 from tests.servers import ServeProcess

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.store.db import Connection, Database
+from proxy.store.sqlite.sqlite_database import Connection, Database
 
 
 @pytest.fixture

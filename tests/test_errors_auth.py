@@ -17,9 +17,9 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.pipeline.call import ChatCall, Reply
+from proxy.pipeline.chat_call import ChatCall, Reply
+from proxy.pipeline.pipeline_protocol import Prepared
 from proxy.pipeline.plain import CountingPipeline
-from proxy.pipeline.protocol import Prepared
 from tests.conftest import PROXY_KEY, Direct, Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, error_json, sse
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import main
+from proxy.commands.main import main
 from proxy.eval import locomo
 from proxy.eval.locomo import Turn, parse_evidence
 from proxy.eval.replay import requests_of, unindexed

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from proxy.memory.extraction import MemoryItem, parse_items, transcript_for_extraction
-from proxy.memory.rules import rule_extract
+from proxy.memory.extraction.item_parser import MemoryItem, parse_items, transcript_for_extraction
+from proxy.memory.extraction.rules import rule_extract
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 ITEM = (

@@ -13,8 +13,8 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from proxy.memory.embedder import HashEmbedder
-from proxy.memory.extractor import Extractor, Turn
+from proxy.memory.extraction.extractor import Extractor, Turn
+from proxy.memory.search.embedder import HashEmbedder
 from proxy.metrics import Metrics
 from proxy.prompts import Prompts
 from proxy.store import Store, open_store

@@ -29,8 +29,8 @@ def test_a_forgotten_users_id_is_nowhere_in_the_database(make_proxy: Callable[..
 def test_existing_generation_rows_are_rekeyed_by_digest() -> None:
     import sqlean
 
-    from proxy.store import migrations
-    from proxy.store.fragments import generation_key, scope_of
+    from proxy.store.records import generation_key, scope_of
+    from proxy.store.sqlite import sqlite_migrations as migrations
 
     conn = sqlean.connect(":memory:")
     conn.execute("CREATE TABLE scope_generations (scope TEXT PRIMARY KEY, generation INTEGER NOT NULL)")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.memory.fusion import (
+from proxy.memory.search.fusion import (
     Floor,
     Fused,
     Normalisation,

@@ -12,8 +12,8 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.jsonbody import MAX_DEPTH
-from proxy.relay import event_break, whole_lines
+from proxy.server.jsonbody import MAX_DEPTH
+from proxy.server.relay import event_break, whole_lines
 from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, error_json, sse
 
@@ -309,7 +309,7 @@ def test_a_memory_expiring_at_the_end_of_time_is_kept(proxy: Proxy) -> None:
 def test_a_body_past_the_memory_bound_is_forwarded_as_it_came_and_not_recorded(
     make_proxy: Callable[..., Proxy], upstream: FakeUpstream
 ) -> None:
-    from proxy.chat import MEMORY_MAX_BODY_BYTES
+    from proxy.server.chat import MEMORY_MAX_BODY_BYTES
 
     proxy = make_proxy()
     text = "All work and no play makes Jack a dull boy. " * (MEMORY_MAX_BODY_BYTES // 40)

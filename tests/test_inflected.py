@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.memory.bm25 import tokenize
-from proxy.memory.query import inflected
+from proxy.memory.recall.query import inflected
+from proxy.memory.search.bm25 import tokenize
 
 
 def test_a_verb_form_finds_its_other_forms() -> None:

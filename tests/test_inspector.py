@@ -9,7 +9,7 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.inspector.pyramid import pyramid
+from proxy.server.inspector.pyramid import pyramid
 from tests.admin_helpers import ask, teach
 from tests.conftest import ADMIN_KEY, Proxy
 from tests.inspector_helpers import csrf_of, signed_in
@@ -104,7 +104,7 @@ def test_pyramid_blocks_stay_inside_the_conversation(parts: list[tuple[int, int,
 
 
 def test_sessions_expire_and_are_bounded() -> None:
-    from proxy.inspector import signin
+    from proxy.server.inspector import signin
 
     now = [0.0]
     sessions = signin.Sessions(clock=lambda: now[0])

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.memory.profile import kind_of
-from proxy.memory.rules import rule_extract
+from proxy.memory.extraction.rules import rule_extract
+from proxy.memory.recall.profile import kind_of
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 

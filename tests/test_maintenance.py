@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from proxy import config
-from proxy.maintenance import DAY_S, run_if_due, run_maintenance, stale_rules
+from proxy.server.maintenance import DAY_S, run_if_due, run_maintenance, stale_rules
 from proxy.store import Store, open_postgres, open_store
-from proxy.store.item_rows import ItemRow, ItemWrite, NewItem
+from proxy.store.records import ItemRow, ItemWrite, NewItem
 
 DIM = 8
 TENANTS = ("acme", "globex", "key-0123456789abcdef01234567")  # the last: a passthrough-derived tenant

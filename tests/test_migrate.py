@@ -12,9 +12,7 @@ import numpy as np
 import pytest
 
 from proxy.store import Store, open_postgres, open_store
-from proxy.store.fragments import NewFragment
-from proxy.store.item_rows import NewItem
-from proxy.store.sessions import SummaryRow
+from proxy.store.records import NewFragment, NewItem, SummaryRow
 from proxy.store.transfer import TABLES, transfer
 from tests.store_backends import add_item
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from proxy.memory.lifecycle import expiry_epoch
-from proxy.store import migrations, open_store
-from proxy.store.db import Database
-from proxy.store.item_rows import ItemWrite, NewItem
+from proxy.store import open_store
+from proxy.store.records import ItemWrite, NewItem
+from proxy.store.sqlite import sqlite_migrations as migrations
+from proxy.store.sqlite.sqlite_database import Database
 
 BEFORE_EXPIRY = [name for name, _ in migrations.MIGRATIONS].index("005_item_expiry")
 

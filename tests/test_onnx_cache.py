@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proxy.memory.embedder import OnnxUnavailable
-from proxy.memory.embedder.export_files import GRAPH, PROBE_VECTORS
-from proxy.memory.embedder.onnx_cache import MANIFEST, OnnxCache, model_key
-from proxy.memory.embedder.sentence_model import bundled_path
+from proxy.memory.search.embedder import OnnxUnavailable
+from proxy.memory.search.embedder.export_files import GRAPH, PROBE_VECTORS
+from proxy.memory.search.embedder.onnx_cache import MANIFEST, OnnxCache, model_key
+from proxy.memory.search.embedder.sentence_model import bundled_path
 
 NEVER = (sys.executable, "-c", "import sys; sys.exit('the exporter ran')")
 PROBE = ["peanut allergy", "the weather is nice"]

@@ -19,10 +19,10 @@ import pytest
 import uvloop
 
 from proxy import config
-from proxy.app import create_app
 from proxy.config.outbound import ProxyRules, parse_proxy
 from proxy.config.tls import TlsSettings
-from proxy.transport import LeanTransport, Timeouts
+from proxy.server.app import create_app
+from proxy.upstream.wire.transport import LeanTransport, Timeouts
 from tests.conftest import Proxy, base_config
 from tests.connect_proxy import ConnectProxy
 from tests.fake_upstream import FakeUpstream

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.admin.pagination import PageAsk, after_cursor, page, page_ask
 from proxy.errors import BadRequest
+from proxy.server.admin.pagination import PageAsk, after_cursor, page, page_ask
 
 
 def walk(rows: list[dict[str, str]], limit: int) -> list[dict[str, str]]:

@@ -16,12 +16,14 @@ import numpy as np
 import psycopg
 import pytest
 
-from proxy.store import open_store, pg_schema, pg_vectors
-from proxy.store.coordination import PgLeases, bump_generation, generation, lock_scope
-from proxy.store.fragments import NewFragment
+from proxy.store import open_store
 from proxy.store.lease import held
-from proxy.store.pg_fragments import PgFragmentStore
-from proxy.store.postgres import PgDatabase, nearest
+from proxy.store.postgres import pg_migrations as pg_schema
+from proxy.store.postgres import pg_vectors
+from proxy.store.postgres.pg_coordination import PgLeases, bump_generation, generation, lock_scope
+from proxy.store.postgres.pg_database import PgDatabase, nearest
+from proxy.store.postgres.pg_fragments import PgFragmentStore
+from proxy.store.records import NewFragment
 
 DIM = 8
 

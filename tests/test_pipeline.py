@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from proxy import config
 from proxy.config import TenantSettings
 from proxy.context.compressor import Complete
-from proxy.memory.embedder import HashEmbedder
-from proxy.memory.extraction import MemoryItem
-from proxy.memory.remember import remember
+from proxy.memory.extraction.item_parser import MemoryItem
+from proxy.memory.extraction.remember import remember
+from proxy.memory.search.embedder import HashEmbedder
 from proxy.metrics import Metrics
-from proxy.pipeline.call import ChatCall, Reply, reply_text
-from proxy.pipeline.layer import MemoryLayer, assemble
+from proxy.pipeline.chat_call import ChatCall, Reply, reply_text
+from proxy.pipeline.memory_layer import MemoryLayer, assemble
 from proxy.prompts import Prompts
 from proxy.store import open_store
 from proxy.tenancy import Tenant

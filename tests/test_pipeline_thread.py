@@ -11,10 +11,11 @@ import httpx
 import pytest
 
 from proxy import config
-from proxy.memory.query import fragment_hash
-from proxy.pipeline.call import ChatCall, Reply
-from proxy.pipeline.protocol import Prepared
-from proxy.pipeline.thread import MemoryBusy, PipelineThread, ThreadedPipeline, home_calls
+from proxy.errors import MemoryBusy
+from proxy.memory.recall.query import fragment_hash
+from proxy.pipeline.chat_call import ChatCall, Reply
+from proxy.pipeline.pipeline_protocol import Prepared
+from proxy.pipeline.pipeline_thread import PipelineThread, ThreadedPipeline, home_calls
 from proxy.tenancy import Tenant
 from tests.conftest import Proxy
 
@@ -159,9 +160,9 @@ def test_healthz_answers_while_a_prepare_holds_the_pipeline_thread(make_proxy: C
 
 
 def test_a_sqlite_memory_layer_is_served_from_its_own_thread(proxy: Proxy) -> None:
-    served = proxy.runtime.pipeline
+    served = proxy.runtime.memory.pipeline
     assert isinstance(served, ThreadedPipeline)
-    memory = proxy.runtime.memory
+    memory = proxy.runtime.memory.layer
     assert memory is not None and served.inner is memory.pipeline
     said = "My cat is allergic to peanuts, remember that."
     proxy.client().chat.completions.create(

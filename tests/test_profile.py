@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy import config
-from proxy.memory.cards import render_block
-from proxy.memory.profile import ProfileMemo, kind_of, profile_of, select_profile, standing
+from proxy.memory.recall.cards import render_block
+from proxy.memory.recall.profile import ProfileMemo, kind_of, profile_of, select_profile, standing
 from proxy.tokens import TokenCounter
 from tests.admin_helpers import admin
 from tests.conftest import Proxy

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.errors import ConfigError
-from proxy.prompts import PromptError, Prompts, Template, default_folders
+from proxy.errors import ConfigError, PromptError
+from proxy.prompts import Prompts, Template, default_folders
 
 REPO_PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
 PROMPT_FILES = sorted(REPO_PROMPTS.glob("*.md"))

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from openai._base_client import SyncHttpxClientWrapper
 
-from proxy.chat import deployment_or_model
-from proxy.upstream import join_url, merge_query
+from proxy.server.chat import deployment_or_model
+from proxy.upstream.headers import join_url, merge_query
 from tests.conftest import PROXY_KEY, UPSTREAM_KEY, Proxy
 from tests.fake_upstream import FakeUpstream
 from tests.servers import ServerThread

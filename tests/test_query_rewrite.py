@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from proxy.memory.query_rewrite import (
+from proxy.memory.recall.query_rewrite import (
     extended_query,
     parse_rewrite,
     rewrite_prompt,

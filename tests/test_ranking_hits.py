@@ -7,9 +7,9 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.memory.fusion import fuse
-from proxy.memory.ranking import Candidate, Hit, Hits, Key, rank
-from proxy.store.fragments import Fragment
+from proxy.memory.recall.ranking import Candidate, Hit, Hits, Key, rank
+from proxy.memory.search.fusion import fuse
+from proxy.store.records import Fragment
 
 
 def frag(fid: int, position: int) -> Fragment:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.memory.ranking import (
+from proxy.memory.recall.ranking import (
     DAY_WEIGHT,
     NEIGHBOUR_WEIGHT,
     SECOND_NEIGHBOUR_WEIGHT,
@@ -17,8 +17,7 @@ from proxy.memory.ranking import (
     neighbour_support,
     rank,
 )
-from proxy.store.fragments import Fragment
-from proxy.store.item_rows import ItemRow
+from proxy.store.records import Fragment, ItemRow
 
 MAY_8 = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC).timestamp()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy.readiness import database_problem, identity
+from proxy.server.readiness import database_problem, identity
 from tests.conftest import Proxy, base_config
 
 HI = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}

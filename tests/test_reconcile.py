@@ -8,9 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.memory.extraction import MemoryItem
-from proxy.memory.lifecycle import Decision, ExistingItem, Vector
-from proxy.memory.reconcile import (
+from proxy.memory.extraction.item_parser import MemoryItem
+from proxy.memory.extraction.reconcile import (
     Batch,
     close_pairs,
     decisions,
@@ -20,6 +19,7 @@ from proxy.memory.reconcile import (
     render_pairs,
     slot_family,
 )
+from proxy.memory.lifecycle import Decision, ExistingItem, Vector
 from proxy.prompts import Prompts
 
 DEDUP = 0.92

@@ -9,15 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from proxy.memory.embedder import HashEmbedder
-from proxy.memory.extraction import MemoryItem
-from proxy.memory.extractor import Extractor, Turn
-from proxy.memory.query import fragment_hash
-from proxy.memory.remember import remember
+from proxy.memory.extraction.extractor import Extractor, Turn
+from proxy.memory.extraction.item_parser import MemoryItem
+from proxy.memory.extraction.remember import remember
+from proxy.memory.recall.query import fragment_hash
+from proxy.memory.search.embedder import HashEmbedder
 from proxy.metrics import Metrics
 from proxy.prompts import Prompts
 from proxy.store import Store, open_store
-from proxy.store.fragments import NewFragment
+from proxy.store.records import NewFragment
 
 EMBEDDER = HashEmbedder(64)
 OLD_SAID = "I love spicy food, the hotter the better."

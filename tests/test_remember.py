@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from proxy.memory.embedder import HashEmbedder
-from proxy.memory.extraction import MemoryItem
-from proxy.memory.remember import remember
+from proxy.memory.extraction.item_parser import MemoryItem
+from proxy.memory.extraction.remember import remember
+from proxy.memory.search.embedder import HashEmbedder
 from proxy.store import open_store
-from proxy.store.fragments import NewFragment
+from proxy.store.records import NewFragment
 
 EMBEDDER = HashEmbedder(16)
 

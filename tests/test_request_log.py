@@ -16,7 +16,7 @@ import httpx
 import pytest
 import yaml
 
-from proxy.requestlog import JsonFormatter, TextFormatter, hashed_user
+from proxy.server.requestlog import JsonFormatter, TextFormatter, hashed_user
 from tests.conftest import PROXY_KEY, Proxy, base_config
 from tests.fake_upstream import FakeUpstream
 from tests.servers import free_port

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from proxy import config
 from proxy.errors import ConfigError
-from proxy.memory.embedder import HashEmbedder
-from proxy.memory.fragment_search import FragmentIndex
-from proxy.memory.fusion import Floor
-from proxy.memory.recall import RecallRequest, recall_for
-from proxy.memory.rerank import CrossEncoderReranker, load_rerankers, reorder
+from proxy.memory.recall.recall import RecallRequest, recall_for
+from proxy.memory.recall.rerank import CrossEncoderReranker, load_rerankers, reorder
+from proxy.memory.search.embedder import HashEmbedder
+from proxy.memory.search.fragment_index import FragmentIndex
+from proxy.memory.search.fusion import Floor
 from proxy.store import open_store
 from proxy.tokens import TokenCounter
 from tests.conftest import Proxy
@@ -121,7 +121,8 @@ def test_the_proxy_loads_the_configured_cross_encoder_at_start_and_serves_with_i
     make_proxy: Callable[..., Proxy], tiny_cross_encoder: Path
 ) -> None:
     proxy = make_proxy(defaults={"memory": {"rerank": str(tiny_cross_encoder), "profile": False}})
-    pipeline = proxy.runtime.memory.pipeline if proxy.runtime.memory else None
+    layer = proxy.runtime.memory.layer
+    pipeline = layer.pipeline if layer is not None else None
     assert pipeline is not None and list(pipeline.rerankers) == [str(tiny_cross_encoder)]
     history: list[dict[str, Any]] = [{"role": "user", "content": TURNS[2]}]
     with proxy.client() as client:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.context import assembly, planner
-from proxy.memory.cards import inject
+from proxy.memory.recall.cards import inject
 from proxy.pipeline.response_items import (
     Answer,
     answer_of,

@@ -9,9 +9,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.pipeline.call import ChatCall
+from proxy.pipeline.chat_call import ChatCall
+from proxy.pipeline.pipeline_protocol import Prepared
 from proxy.pipeline.plain import CountingPipeline
-from proxy.pipeline.protocol import Prepared
 from tests.admin_helpers import admin
 from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream, error_json

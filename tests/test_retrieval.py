@@ -11,9 +11,9 @@ import psycopg
 import pytest
 
 from proxy import config
-from proxy.app import create_app
-from proxy.memory.cards import BLOCK_END, BLOCK_START
-from proxy.memory.embedder import HashEmbedder, Vectors
+from proxy.memory.recall.cards import BLOCK_END, BLOCK_START
+from proxy.memory.search.embedder import HashEmbedder, Vectors
+from proxy.server.app import create_app
 from proxy.store import urls
 from proxy.tokens import TokenCounter
 from tests.conftest import ADMIN_KEY, Proxy, base_config, both_stores

@@ -14,19 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.memory import fragment_search
-from proxy.memory.cards import pack, render_block
-from proxy.memory.embedder import HashEmbedder
-from proxy.memory.embedder.caching import CachingEmbedder
-from proxy.memory.fragment_scope import ScopeIndex, top_of
-from proxy.memory.fragment_search import FragmentIndex
-from proxy.memory.fusion import Part, Scored
-from proxy.memory.packing import Excerpt, Tally, cards_of, place, select
-from proxy.memory.query import focus, periods_in
-from proxy.memory.ranking import Candidate, Hit, Key, boosts, neighbour_support, rank
+from proxy.memory.recall.cards import pack, render_block
+from proxy.memory.recall.packing import Excerpt, Tally, cards_of, place, select
+from proxy.memory.recall.query import focus, periods_in
+from proxy.memory.recall.ranking import Candidate, Hit, Key, boosts, neighbour_support, rank
+from proxy.memory.search import fragment_index as fragment_search
+from proxy.memory.search.embedder import HashEmbedder
+from proxy.memory.search.embedder.caching import CachingEmbedder
+from proxy.memory.search.fragment_index import FragmentIndex
+from proxy.memory.search.fusion import Part, Scored
+from proxy.memory.search.scope_index import ScopeIndex, top_of
 from proxy.store import open_store
-from proxy.store.fragments import Fragment, NewFragment
-from proxy.store.item_rows import ItemRow, ItemWrite, NewItem
+from proxy.store.records import Fragment, ItemRow, ItemWrite, NewFragment, NewItem
 from proxy.tokens import TokenCounter
 
 NAMES = {"caroline", "melanie"}
@@ -364,8 +363,8 @@ async def test_a_hidden_or_forgotten_fragment_leaves_the_index_in_memory(tmp_pat
 async def test_recency_and_importance_settings_act_on_recall(tmp_path: Path) -> None:
     """``memory.recency_half_life_days`` and ``memory.importance_weight`` scale the fused scores of a request."""
     from proxy import config
-    from proxy.memory.fusion import Floor
-    from proxy.memory.recall import RecallRequest, recall_for
+    from proxy.memory.recall.recall import RecallRequest, recall_for
+    from proxy.memory.search.fusion import Floor
 
     now = MAY_8 + 400 * 86_400
     store = open_store(str(tmp_path / "b.db"), 16)
@@ -404,8 +403,8 @@ async def test_a_question_naming_someone_all_over_the_history_passes_the_gate(tm
     participant of their history (``query.names_someone``) is about it, however vague its other words.
     A sentence's first word is capitalised whatever it is: "Wow" all over a chatty history names nobody."""
     from proxy import config
-    from proxy.memory.fusion import Floor
-    from proxy.memory.recall import RecallRequest, recall_for
+    from proxy.memory.recall.recall import RecallRequest, recall_for
+    from proxy.memory.search.fusion import Floor
 
     store = open_store(str(tmp_path / "n.db"), 64)
     try:
@@ -429,7 +428,7 @@ async def test_a_question_naming_someone_all_over_the_history_passes_the_gate(tm
 
 
 def test_a_name_counts_where_no_sentence_begins() -> None:
-    from proxy.memory.query import names_someone
+    from proxy.memory.recall.query import names_someone
 
     common = {"caroline", "wow", "hey"}.__contains__
     assert names_someone("What did Caroline paint?", common)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import main
+from proxy.commands.main import main
 from proxy.eval import scenarios
 from proxy.eval.scenarios import Scenario, cards_outside_profile, memory_block, score
-from proxy.memory.cards import Card, render_block
+from proxy.memory.recall.cards import Card, render_block
 
 
 def test_the_suite_has_forty_standing_facts_in_english_and_chinese() -> None:

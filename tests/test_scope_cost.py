@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from proxy.store import migrations, vector_tables
-from proxy.store.db import Database
+from proxy.store.sqlite import sqlite_migrations as migrations
+from proxy.store.sqlite import sqlite_vectors as vector_tables
+from proxy.store.sqlite.sqlite_database import Database
 from tests.conftest import Proxy
 
 SCOPE_BUDGET_BYTES = 50 * 1024

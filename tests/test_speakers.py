@@ -9,11 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.memory.fragment_scope import ScopeIndex
-from proxy.memory.query import names_in
-from proxy.memory.questions import asks_only
-from proxy.memory.ranking import DAY_WEIGHT, Candidate, rank
-from proxy.memory.speakers import (
+from proxy.memory.recall.asked_turns import asks_only
+from proxy.memory.recall.query import names_in
+from proxy.memory.recall.ranking import DAY_WEIGHT, Candidate, rank
+from proxy.memory.recall.speakers import (
     MIN_MENTIONS,
     OTHER_SPEAKER_WEIGHT,
     SKEW,
@@ -23,7 +22,8 @@ from proxy.memory.speakers import (
     speaker_named,
     speaker_weight,
 )
-from proxy.store.fragments import Fragment
+from proxy.memory.search.scope_index import ScopeIndex
+from proxy.store.records import Fragment
 
 NAMES = {"caroline", "melanie"}
 

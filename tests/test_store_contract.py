@@ -9,9 +9,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.store.fragments import NewFragment
-from proxy.store.item_rows import NewItem
-from proxy.store.sessions import EMPTY, SummaryRow, best_prefix
+from proxy.store.records import EMPTY, NewFragment, NewItem, SummaryRow
+from proxy.store.sqlite.sqlite_sessions import best_prefix
 from tests.store_backends import DIM, Stores, add_item
 
 

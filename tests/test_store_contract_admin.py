@@ -12,9 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from proxy.store.fragments import NewFragment
-from proxy.store.item_rows import ItemWrite, NewItem
-from proxy.store.sessions import SummaryRow
+from proxy.store.records import ItemWrite, NewFragment, NewItem, SummaryRow
 from tests.store_backends import DIM, Stores, add_item
 
 

@@ -134,7 +134,7 @@ def test_a_temporary_fact_is_gone_after_expiry(make_proxy: Callable[..., Proxy],
     time.sleep(2.5)
     chat(proxy, "kai", [{"role": "user", "content": "Which hotel am I staying at in Paris?"}])
     assert "Lutetia" not in forwarded_last_user(upstream)
-    from proxy.maintenance import run_maintenance
+    from proxy.server.maintenance import run_maintenance
 
     counts = proxy.server.call(run_maintenance(proxy.runtime.settings, proxy.store))
     assert counts["expired"] == 1

@@ -1,4 +1,4 @@
-"""The upstream hop's HTTP/1.1 transport (``proxy.transport``), on real sockets."""
+"""The upstream hop's HTTP/1.1 transport (``proxy.upstream.wire.transport``), on real sockets."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, Response
 
 from proxy.config import Upstream
 from proxy.config.tls import TlsSettings
-from proxy.transport import LeanTransport, Timeouts
-from proxy.upstream import Upstreams
+from proxy.upstream.clients import Upstreams
+from proxy.upstream.wire.transport import LeanTransport, Timeouts
 from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, sse
 from tests.servers import ServerThread

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.accounting import write_usage
-from proxy.usage_ledger import Billed, billed
+from proxy.server.accounting import write_usage
+from proxy.server.usage_ledger import Billed, billed
 from tests.admin_helpers import admin
 from tests.conftest import Proxy, both_stores
 from tests.fake_upstream import FakeUpstream, chunk, sse, stream_response
@@ -109,7 +109,7 @@ def test_responses_api_usage_is_billed(proxy: Proxy) -> None:
 
 
 def test_model_labels_are_bounded(proxy: Proxy) -> None:
-    from proxy.accounting import MAX_MODELS
+    from proxy.server.accounting import MAX_MODELS
 
     client = proxy.client()
     for n in range(MAX_MODELS + 3):

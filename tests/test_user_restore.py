@@ -1,6 +1,6 @@
 """The restore's rules, without a database: the steps ``user_restore.steps`` yields for an export.
 
-Both stores run these steps (``users.py`` on SQLite, ``pg_users.py`` on
+Both stores run these steps (``sqlite_users.py`` on SQLite, ``pg_users.py`` on
 PostgreSQL; the round trip on both is in test_store_contract_memory.py).
 """
 

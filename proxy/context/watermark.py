@@ -19,7 +19,7 @@ from ..hashing import ChainMemo
 from ..metrics import Metrics
 from ..store import lease
 from ..store.interface import Sessions
-from ..store.sessions import EMPTY, PrefixState, SummaryRow, new_summary_id
+from ..store.records import EMPTY, PrefixState, SummaryRow, new_summary_id
 from ..tokens import TokenCounter
 from . import assembly, planner
 from .backoff import Backoff

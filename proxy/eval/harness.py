@@ -20,14 +20,13 @@ from typing import Any, Literal
 from .. import config
 from ..background import Background
 from ..metrics import Metrics
-from ..pipeline.call import ChatCall, Reply
-from ..pipeline.layer import MemoryLayer
-from ..pipeline.memory import MemoryPipeline
-from ..pipeline.plain import StartingPipeline
-from ..runtime import Runtime
-from ..startup import start_memory
-from ..tenancy import KeyRing, Tenant, resolve_session
-from ..upstream import Upstreams
+from ..pipeline.chat_call import ChatCall, Reply
+from ..pipeline.memory_layer import MemoryLayer
+from ..pipeline.memory_pipeline import MemoryPipeline
+from ..server.runtime import Ready, Runtime, build_runtime
+from ..server.startup import start_memory
+from ..tenancy import Tenant, resolve_session
+from ..upstream.clients import Upstreams
 from .fake import FakeCompressionModel, completion
 
 Mode = Literal["sessions", "one-chat"]
@@ -109,18 +108,11 @@ class Harness:
 async def open_harness(options: Options, folder: Path) -> Harness:
     fake = FakeCompressionModel()
     settings = config.from_dict(_raw_settings(options, folder / "eval.db"), env={})
-    runtime = Runtime(
-        settings=settings,
-        keys=KeyRing(settings),
-        upstreams=Upstreams(fake.transport()),
-        metrics=Metrics(),
-        background=Background(),
-        pipeline=StartingPipeline(),
-    )
+    runtime = build_runtime(settings, Upstreams(fake.transport()), Metrics(), Background())
     await start_memory(runtime)
-    if runtime.memory is None:
+    if not isinstance(runtime.memory.state, Ready) or runtime.memory.layer is None:
         raise RuntimeError("the memory layer did not start (see the log above)")
-    return Harness(runtime.memory, runtime, fake)
+    return Harness(runtime.memory.layer, runtime, fake)
 
 
 def _raw_settings(options: Options, db: Path) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from jinja2 import Environment
 
 from .locomo import CATEGORIES
 from .replay import Stats
-from .report import COLUMNS, _cell, headline
+from .report import COLUMNS, cell, headline
 
 _PAGE = Environment(autoescape=True).from_string("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Paperclip eval report</title>
@@ -61,7 +61,7 @@ def write_report(
     forwarded = sum(f for series in stats.timeline.values() for _, f in series)
     page = _PAGE.render(
         headline=headline(meta, stats), columns=COLUMNS,
-        rows=[(name, [_cell(c, row.get(c)) for c in COLUMNS]) for name, row in summary.items()],
+        rows=[(name, [cell(c, row.get(c)) for c in COLUMNS]) for name, row in summary.items()],
         saved=(client - forwarded) / client if client else None,
         injected=len(stats.injected_scores), other=len(stats.other_scores),
     )

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..memory.query import text_of
-from ..memory.recall import Recall
+from ..memory.recall.query import text_of
+from ..memory.recall.recall import Recall
 from ..memory.redaction import redact
-from ..pipeline.protocol import Prepared
+from ..pipeline.pipeline_protocol import Prepared
 from .harness import Harness, Mode, Options, open_harness
 from .locomo import Conversation, Question, Turn, normalise
 from .scoring import ndcg_at, presence, recall_at

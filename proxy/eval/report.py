@@ -55,11 +55,11 @@ def table(summary: Mapping[str, Mapping[str, Any]]) -> str:
         "|---|" + "---|" * len(COLUMNS),
     ]
     for variant, row in summary.items():
-        lines.append(f"| {variant} | " + " | ".join(_cell(c, row.get(c)) for c in COLUMNS) + " |")
+        lines.append(f"| {variant} | " + " | ".join(cell(c, row.get(c)) for c in COLUMNS) + " |")
     return "\n".join(lines)
 
 
-def _cell(column: str, value: Any) -> str:
+def cell(column: str, value: Any) -> str:
     if value is None:
         return "–"
     if "tok" in column:

@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
+from starlette.applications import Starlette
 
 from .. import config
-from ..app import create_app
-from ..memory.cards import BLOCK_END, BLOCK_START
+from ..memory.recall.cards import BLOCK_END, BLOCK_START
+from ..server.app import create_app
+from ..server.runtime import Offline, Runtime
 from .fake import completion, fake_summary
 
 DATA = Path(__file__).with_name("scenarios.json")
@@ -231,10 +233,12 @@ class Client:
 READY_TIMEOUT_S = 900.0
 
 
-async def _ready(app: Any) -> None:
-    runtime = app.state.runtime
+async def _ready(app: Starlette) -> None:
+    runtime: Runtime = app.state.runtime
     for _ in range(int(READY_TIMEOUT_S / 0.05)):
-        if runtime.ready and all(runtime.ready.values()):
+        if isinstance(runtime.memory.state, Offline):
+            raise RuntimeError(f"the memory layer did not start: {runtime.memory.state.reason}")
+        if all(runtime.memory.checks().values()):
             return
         await asyncio.sleep(0.05)
     raise RuntimeError(f"the memory layer did not start in {READY_TIMEOUT_S:.0f} s")

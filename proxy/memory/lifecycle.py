@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .extraction import MemoryItem
+from .extraction.item_parser import MemoryItem
 
 Action = Literal["add", "merge", "supersede"]
 Vector = npt.NDArray[Any]

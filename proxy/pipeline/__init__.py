@@ -5,13 +5,13 @@ The edge hands in a ``ChatCall`` and gets back what to forward
 (``record``). Below this layer sit context and memory; nothing here knows
 HTTP: the compression model's call comes in through the constructor.
 
-- ``call``: the call and the reply, as the pipeline sees them
-- ``protocol``: the ``Pipeline`` interface and what ``prepare`` returns
+- ``chat_call``: the call and the reply, as the pipeline sees them
+- ``pipeline_protocol``: the ``Pipeline`` interface and what ``prepare`` returns
 - ``plain``: the pipelines without memory (counting, and starting)
-- ``memory``: the memory pipeline (context window, recall, recording)
-- ``layer``: the memory layer as one collaborator, either there or not
-- ``thread``: the memory pipeline served from a thread of its own, records bounded
+- ``memory_pipeline``: the memory pipeline (context window, recall, recording)
+- ``memory_layer``: the memory layer as one collaborator, either there or not
+- ``pipeline_thread``: the memory pipeline served from a thread of its own, records bounded
 
-This file imports nothing: ``from proxy.pipeline.call import ChatCall`` must
+This file imports nothing: ``from proxy.pipeline.chat_call import ChatCall`` must
 not pull in the memory pipeline.
 """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..errors import MemoryNotReady
 from ..tokens import Counters
-from .call import ChatCall, Reply
-from .protocol import Prepared
+from .chat_call import ChatCall, Reply
+from .pipeline_protocol import Prepared
 
 
 class CountingPipeline:

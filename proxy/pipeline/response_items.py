@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..memory.query import latest_user_index, text_of
+from ..memory.recall.query import latest_user_index, text_of
 from ..sse import events
 
 # Response states whose output is an answer worth recording ("incomplete": cut at max_output_tokens).

@@ -11,11 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from . import migrations, urls, vector_tables
-from .db import Connection, Database
-from .edits import ItemEdits
-from .extraction_cursors import ExtractionCursorStore
-from .fragments import FragmentStore
+from . import urls
 from .interface import (
     Edits,
     ExtractionCursors,
@@ -28,14 +24,20 @@ from .interface import (
     Usage,
     Users,
 )
-from .item_rows import ItemStore
-from .listings import ListingStore
-from .postgres import PgDatabase
-from .response_sessions import ResponseSessionStore
-from .sessions import SessionStore
-from .traces import TraceStore
-from .usage import UsageStore
-from .users import UserStore
+from .postgres.pg_database import PgDatabase
+from .sqlite import sqlite_migrations as migrations
+from .sqlite import sqlite_vectors as vector_tables
+from .sqlite.sqlite_cursors import ExtractionCursorStore
+from .sqlite.sqlite_database import Connection, Database
+from .sqlite.sqlite_edits import ItemEdits
+from .sqlite.sqlite_fragments import FragmentStore
+from .sqlite.sqlite_items import ItemStore
+from .sqlite.sqlite_listings import ListingStore
+from .sqlite.sqlite_response_sessions import ResponseSessionStore
+from .sqlite.sqlite_sessions import SessionStore
+from .sqlite.sqlite_traces import TraceStore
+from .sqlite.sqlite_usage import UsageStore
+from .sqlite.sqlite_users import UserStore
 
 
 @dataclass
@@ -87,16 +89,16 @@ def open_store(path: str, dim: int | None) -> Store:
 
 async def open_postgres(url: str, dim: int | None) -> Store:
     """Connect a pool to PostgreSQL, migrating first (once across replicas starting together)."""
-    from .pg_cursors import PgExtractionCursorStore
-    from .pg_edits import PgItemEdits
-    from .pg_fragments import PgFragmentStore
-    from .pg_items import PgItemStore
-    from .pg_listings import PgListingStore
-    from .pg_response_sessions import PgResponseSessionStore
-    from .pg_sessions import PgSessionStore
-    from .pg_traces import PgTraceStore
-    from .pg_usage import PgUsageStore
-    from .pg_users import PgUserStore
+    from .postgres.pg_cursors import PgExtractionCursorStore
+    from .postgres.pg_edits import PgItemEdits
+    from .postgres.pg_fragments import PgFragmentStore
+    from .postgres.pg_items import PgItemStore
+    from .postgres.pg_listings import PgListingStore
+    from .postgres.pg_response_sessions import PgResponseSessionStore
+    from .postgres.pg_sessions import PgSessionStore
+    from .postgres.pg_traces import PgTraceStore
+    from .postgres.pg_usage import PgUsageStore
+    from .postgres.pg_users import PgUserStore
 
     db = await PgDatabase.open(url, dim)
     return Store(

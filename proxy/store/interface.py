@@ -14,10 +14,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .fragments import Loaded, NewFragment
-from .item_rows import Choose, ItemRow, ItemWrite, NewItem
-from .response_sessions import ResponseSession
-from .sessions import PrefixState, SummaryRow
+from .records import (
+    Choose,
+    ItemRow,
+    ItemWrite,
+    Loaded,
+    NewFragment,
+    NewItem,
+    PrefixState,
+    ResponseSession,
+    SummaryRow,
+)
 
 
 class Sessions(Protocol):

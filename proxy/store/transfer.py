@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from . import pg_vectors
-from .db import Connection, connect
-from .postgres import PgConnection, PgDatabase
+from .postgres import pg_vectors
+from .postgres.pg_database import PgConnection, PgDatabase
+from .sqlite.sqlite_database import Connection, connect
 
 BATCH = 500
 

@@ -1,6 +1,6 @@
 """The export format of one user's data, shaped in one place for both stores.
 
-Each store reads the rows in its own SQL (``users.py``, ``pg_users.py``)
+Each store reads the rows in its own SQL (``sqlite_users.py``, ``pg_users.py``)
 and hands them here: rows become the export document, an export document
 becomes the rows to insert. JSON held in TEXT columns (an item's turns and
 sources, a prefix's summary ids, a trace's data) is decoded on the way out
@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .item_rows import ITEM_COLUMNS as ITEM_COLUMNS
+from .records import ITEM_COLUMNS as ITEM_COLUMNS
 
 # The export format; bump it when a field changes meaning. Imports accept this version only.
 EXPORT_VERSION = 1

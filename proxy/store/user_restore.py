@@ -4,7 +4,7 @@ The rules live once, in ``steps``: a generator that yields each write as a
 ``Step`` and is sent back its result. Each store runs it in its own SQL and
 driver (``run`` for SQLite's synchronous connection, ``run_async`` for
 PostgreSQL's), so the two restores cannot drift apart: they differ only in
-how one step is written (``users.py``, ``pg_users.py``).
+how one step is written (``sqlite_users.py``, ``pg_users.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,119 @@
+"""``paperclip eval locomo PATH`` and ``paperclip eval scenarios [PATH]``: the command line of the evals."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DATASETS = ("locomo", "scenarios")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", choices=DATASETS, help="the data set format")
+    parser.add_argument("path", nargs="?", default=None,
+                        help="a LoCoMo-format JSON file; for scenarios, a scenario file (default: the packaged suite)")
+    parser.add_argument("--mode", choices=("sessions", "one-chat"), default="sessions")
+    parser.add_argument("--limit-convs", type=int, default=None, metavar="N", help="the first N conversations")
+    parser.add_argument("--convs", default=None, metavar="IDS",
+                        help="only these conversations, by sample_id, comma-separated (e.g. conv-26,conv-30)")
+    parser.add_argument("--embedder", default="bundled", help="embedding.model: bundled (default), hash, or a model")
+    parser.add_argument("--top-k", type=int, default=None, help="memory.top_k (default: the config default)")
+    parser.add_argument("--budget", type=int, default=None, help="memory.budget_tokens")
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--md", default=None, help="write the tables as Markdown here")
+    parser.add_argument("--no-record-questions", dest="record_questions", action="store_false",
+                        help="prepare each question without recording it (a memory that never sees a question)")
+    parser.add_argument("--report", default=None, metavar="DIR", help="write an HTML report with plots here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--api", choices=("chat", "responses"), default="chat",
+                        help="scenarios: send the turns as chat completions or through the Responses API")
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.dataset == "scenarios":
+        return scenarios_command(args)
+    if args.path is None:
+        print("paperclip eval locomo: a LoCoMo-format JSON file is required", file=sys.stderr)
+        return 2
+    return locomo_command(args)
+
+
+def scenarios_command(args: argparse.Namespace) -> int:
+    import json
+
+    from tqdm import tqdm
+
+    from ..eval import scenarios
+
+    suite = scenarios.load(args.path)
+    bar = tqdm(total=len(suite.scenarios), file=sys.stderr, disable=args.no_progress, unit="case", desc="scenarios")
+    with bar:
+        results = asyncio.run(scenarios.run(suite, args.embedder, bar.update, args.api))
+    text = scenarios.markdown(results)
+    print(text)
+    if args.out:
+        rows = [r.__dict__ for r in results]
+        data = {"summary": scenarios.summary(results), "results": rows}
+        Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+    if args.md:
+        Path(args.md).write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+def locomo_command(args: argparse.Namespace) -> int:
+    # Imported here: loading the pipeline pulls in torch.
+    from tqdm import tqdm
+
+    from ..eval import locomo, report
+    from ..eval.harness import Options
+    from ..eval.replay import run, total_steps
+
+    try:
+        conversations = locomo.select(locomo.load(args.path), args.convs)[: args.limit_convs]
+    except ValueError as error:
+        print(f"paperclip eval locomo: {error}", file=sys.stderr)
+        return 2
+    memory: dict[str, Any] = {}
+    if args.top_k is not None:
+        memory["top_k"] = args.top_k
+    if args.budget is not None:
+        memory["budget_tokens"] = args.budget
+    options = Options(mode=args.mode, embedder=args.embedder, memory=memory,
+                      record_questions=args.record_questions)
+    bar = tqdm(total=total_steps(conversations, options), file=sys.stderr, disable=args.no_progress,
+               unit="req", desc=f"eval {args.mode}")
+    started = time.perf_counter()
+    with bar:
+        answers, stats = asyncio.run(run(conversations, options, bar.update))
+    from ..config import from_dict
+
+    defaults = from_dict({"defaults": {"memory": memory}}, env={}).defaults.memory
+    meta = {
+        "dataset": "locomo",
+        "file": Path(args.path).name,
+        "mode": args.mode,
+        "embedder": args.embedder,
+        "record_questions": args.record_questions,
+        "conversations": len(conversations),
+        "top_k": defaults.top_k,
+        "budget_tokens": defaults.budget_tokens,
+        "weights": [defaults.vector_weight, defaults.bm25_weight],
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    summary = report.summarise(answers)
+    print(report.markdown(meta, stats, summary))
+    if args.out:
+        report.write_json(args.out, meta, stats, summary, answers)
+    if args.md:
+        Path(args.md).write_text(report.markdown(meta, stats, summary), encoding="utf-8")
+    if args.report:
+        from ..eval.page import write_report
+
+        print(f"report: {write_report(args.report, meta, stats, summary)}")
+    return 0

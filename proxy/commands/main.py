@@ -1,0 +1,92 @@
+"""``paperclip`` — serve the proxy, manage memories, move the data to PostgreSQL, run the eval."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from .. import __version__, config
+from ..errors import ConfigError
+from ..server import requestlog
+from . import banner, migrate
+from . import evaluate as eval_cli
+from . import memories as memories_cli
+
+CONFIG_ENV = "PAPERCLIP_CONFIG"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="paperclip", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"paperclip {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the proxy")
+    serve.add_argument("--config", default=None, help=f"config file (default: ${CONFIG_ENV} or ./proxy.yaml)")
+    serve.add_argument("--host", default=None, help="address to listen on (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port to listen on (default: server.port, 8787)")
+    serve.add_argument(
+        "--log-level", default="info", type=str.lower, choices=LOG_LEVELS, help="least severe level logged (default: info)"
+    )
+    memories_cli.add_parser(sub)
+    migrate.add_parser(sub)
+    eval_cli.add_arguments(sub.add_parser("eval", help="replay a data set: recall, tokens, compression"))
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve_command(args)
+    if args.command == "memories":
+        return memories_cli.run(args, load_settings(args.config))
+    if args.command == "migrate":
+        return migrate.run(args)
+    if args.command == "eval":
+        return eval_cli.eval_command(args)
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+def config_path(explicit: str | None) -> str | None:
+    if explicit:
+        return explicit
+    if os.environ.get(CONFIG_ENV):
+        return os.environ[CONFIG_ENV]
+    return "proxy.yaml" if os.path.exists("proxy.yaml") else None
+
+
+def load_settings(explicit: str | None) -> config.Settings:
+    try:
+        return config.load(config_path(explicit))
+    except ConfigError as exc:
+        print(f"paperclip: config error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ..server.app import create_app
+
+    settings = load_settings(args.config)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    requestlog.configure(settings.server, args.log_level)
+    log = logging.getLogger("paperclip")
+    for level, line in banner.lines(settings):
+        log.log(level, line)
+    app = create_app(settings, freeze_heap=True)
+    uvicorn.run(
+        app,
+        host=args.host or settings.server.host,
+        port=args.port or settings.server.port,
+        log_level=args.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=30,
+        # The upstream's own Date and Server headers pass through; uvicorn's would duplicate them.
+        server_header=False,
+        date_header=False,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

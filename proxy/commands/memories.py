@@ -1,0 +1,185 @@
+"""``paperclip memories list|export|forget|import``: one user's data, straight from the store.
+
+The command opens the database named by ``storage.url``. Only ``import``
+loads the configured embedding model (it recomputes vectors with it, and the
+vector tables are sized by it); ``list``, ``export`` and ``forget`` embed
+nothing, so they neither load a model nor touch the vector tables' shape.
+It may run while the proxy serves from the same file: SQLite
+in WAL mode takes one writer at a time. A running proxy keeps its in-memory
+keyword index of a forgotten user until it restarts; the rows, vectors and
+text are gone at once, so nothing of the user is ever recalled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ..config import Settings, TenantSettings
+from ..errors import InvalidExport
+from ..memory.curation.memory_admin import Embed, MemoryAdmin
+from ..memory.search.embedder import Embedder, Vectors, load_embedder
+from ..store import connect, urls
+from ..store.records import ItemRow
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``memories`` on the ``paperclip`` sub-command parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=None, help="config file (default: $PAPERCLIP_CONFIG or ./proxy.yaml)")
+    common.add_argument("--tenant", required=True, help="a tenant name from the config")
+    memories = sub.add_parser("memories", help="list, export, forget or import a user's memories")
+    actions = memories.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", parents=[common], help="a user's memory items")
+    listing.add_argument("--user", required=True)
+    listing.add_argument("--all", action="store_true", help="include superseded and archived items")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    export = actions.add_parser("export", parents=[common], help="everything stored about a user, as JSON")
+    export.add_argument("--user", required=True)
+    export.add_argument("--out", default=None, help="write to this file instead of stdout")
+    forget = actions.add_parser("forget", parents=[common], help="delete everything stored about a user")
+    forget.add_argument("--user", required=True)
+    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    restore = actions.add_parser("import", parents=[common], help="restore a user from an export file")
+    restore.add_argument("file")
+    restore.add_argument("--user", default=None, help="import as this user (default: the file's user)")
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    found = tenant_of(settings, args.tenant)
+    if found is None:
+        names = ", ".join(t.name for t in settings.tenants) or "none"
+        return fail(f"unknown tenant {args.tenant!r} (configured: {names})")
+    if urls.is_sqlite(settings.storage_url):
+        path = settings.sqlite_path
+        if args.action != "import" and path != ":memory:" and not os.path.exists(path):
+            return fail(f"no database at {path} (storage.url)")
+    if args.action == "forget" and not args.yes and not confirm(args.user, args.tenant):
+        print("nothing forgotten", file=sys.stderr)
+        return 1
+    if args.action == "import":
+        return _import(args, settings, found)
+    return asyncio.run(_run(args, settings, found))
+
+
+def tenant_of(settings: Settings, name: str) -> TenantSettings | None:
+    """A configured tenant by name; with ``passthrough_keys``, also a key scope (``key-<hex>``)."""
+    for tenant in settings.tenants:
+        if tenant.name == name:
+            return tenant
+    if settings.passthrough_keys and name.startswith("key-"):
+        return settings.defaults
+    return None
+
+
+def confirm(user: str, tenant: str) -> bool:
+    try:
+        answer = input(f"Forget everything stored about user {user!r} of tenant {tenant!r}? [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def fail(message: str) -> int:
+    print(f"paperclip memories: {message}", file=sys.stderr)
+    return 2
+
+
+def _import(args: argparse.Namespace, settings: Settings, tenant: TenantSettings) -> int:
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, ValueError) as exc:
+        return fail(f"cannot read {args.file}: {exc}")
+    user = args.user or (raw.get("user") if isinstance(raw, dict) else None)
+    if not isinstance(user, str) or not user:
+        return fail(f"{args.file} names no user: pass --user")
+    args.user = user
+    return asyncio.run(_run(args, settings, tenant, raw))
+
+
+async def _run(
+    args: argparse.Namespace, settings: Settings, tenant: TenantSettings, raw: Any = None
+) -> int:
+    if args.action in EMBEDS:
+        try:
+            embedder = await asyncio.to_thread(
+                load_embedder,
+                settings.embedding_model,
+                backend=settings.embedding_backend,
+                cache_dir=settings.embedding_cache_dir,
+            )
+        except Exception as exc:
+            return fail(f"cannot load the embedding model {settings.embedding_model!r}: {exc}")
+        store = await connect(settings.storage_url, embedder.dim)
+        embed = _embedding_with(embedder)
+    else:
+        store = await connect(settings.storage_url, None)
+        embed = _no_embedding
+    try:
+        await ACTIONS[args.action](MemoryAdmin(store, embed), args, tenant, raw)
+    except InvalidExport as exc:
+        return fail(f"{args.file}: {exc}")
+    finally:
+        await store.aclose()
+    return 0
+
+
+def _embedding_with(embedder: Embedder) -> Embed:
+    async def embed(texts: Sequence[str]) -> Vectors:
+        return await asyncio.to_thread(embedder.embed, list(texts))
+
+    return embed
+
+
+async def _no_embedding(texts: Sequence[str]) -> Vectors:
+    raise RuntimeError("this command was started without an embedding model (see EMBEDS)")
+
+
+async def _list(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
+    rows = await admin.items(args.tenant, args.user, include_inactive=args.all)
+    print(json.dumps([r.public() for r in rows], indent=2) if args.json else _table(rows))
+
+
+async def _export(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
+    data = await admin.export(args.tenant, args.user)
+    _write(json.dumps(data, ensure_ascii=False, indent=2), args.out)
+
+
+async def _forget(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
+    counts = await admin.forget(args.tenant, args.user)
+    print(f"forgot user {args.user!r} of tenant {args.tenant!r}: {_counts(counts)}")
+
+
+async def _restore(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
+    counts = await admin.restore(args.tenant, args.user, raw, pii=tenant.memory.pii)
+    print(f"imported user {args.user!r} into tenant {args.tenant!r}: {_counts(counts)}")
+
+
+Action = Callable[[MemoryAdmin, argparse.Namespace, TenantSettings, Any], Awaitable[None]]
+ACTIONS: dict[str, Action] = {"list": _list, "export": _export, "forget": _forget, "import": _restore}
+# The actions that compute vectors; the others never load the embedding model.
+EMBEDS = frozenset({"import"})
+
+
+def _table(rows: Sequence[ItemRow]) -> str:
+    if not rows:
+        return "(no memories)"
+    return "\n".join(f"{r.id:>6}  {r.status:<10}  {r.type:<10}  {r.key}  {r.content}" for r in rows)
+
+
+def _write(text: str, out: str | None) -> None:
+    if out is None:
+        print(text)
+        return
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in counts.items())

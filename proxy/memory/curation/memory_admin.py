@@ -1,0 +1,285 @@
+"""Managing one user's memories: list, search, add by hand, delete, export, forget, import.
+
+Shared by the admin endpoints and the ``paperclip memories`` command; both
+hand in the store, an ``embed`` function and the in-memory indexes to drop
+when a user is forgotten.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+
+from ...errors import BadRequest
+from ...store import Store
+from ...store.records import ItemRow
+from ..extraction.item_parser import TYPES, MemoryItem, MemoryType, derive_key
+from ..extraction.remember import remember
+from ..lifecycle import expiry_epoch, expiry_moment
+from ..redaction import redact
+from ..search.bm25 import BM25Index, tokenize
+from ..search.fusion import Floor, fuse
+from ..search.item_index import ItemIndex
+from .export_reading import read_export
+
+Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+ForgetScope = Callable[[str, str], None]
+Settle = Callable[[], Awaitable[None]]
+
+# sqlite-vec answers at most this many neighbours per query.
+MAX_KNN = 4096
+SEARCH_LIMIT = 20
+SEARCH_POOL = 500
+MAX_CONTENT_CHARS = 4000
+NEW_MEMORY_FIELDS = frozenset({"content", "type", "key", "importance", "expires_at"})
+EDIT_FIELDS = frozenset({"content", "type", "importance", "expires_at"})
+
+
+@dataclass(frozen=True)
+class Added:
+    """What adding a memory by hand did: ``added``, ``merged`` into an existing one, or ``superseded``."""
+
+    action: str
+    item: ItemRow
+    superseded: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Found:
+    item: ItemRow
+    score: float
+    vector: float | None
+    bm25: float | None
+
+
+class MemoryAdmin:
+    """``forget_scopes`` drop a user's in-memory indexes; ``settle`` lets pending work land first;
+    ``scopes`` is the chat path's in-memory index of active items, searched when given."""
+
+    def __init__(
+        self,
+        store: Store,
+        embed: Embed,
+        forget_scopes: Sequence[ForgetScope] = (),
+        settle: Settle | None = None,
+        scopes: ItemIndex | None = None,
+    ) -> None:
+        self.store = store
+        self.embed = embed
+        self.forget_scopes = forget_scopes
+        self.settle = settle
+        self.scopes = scopes
+
+    async def items(self, tenant: str, user: str, *, include_inactive: bool = False) -> list[ItemRow]:
+        return await self.store.items.all(tenant, user, include_inactive=include_inactive)
+
+    async def search(
+        self,
+        tenant: str,
+        user: str,
+        query: str,
+        *,
+        include_inactive: bool = False,
+        weights: tuple[float, float] = (0.6, 0.4),
+        limit: int = SEARCH_LIMIT,
+    ) -> list[Found]:
+        """Hybrid search over the user's items: cosine + BM25, plus any item containing ``query``.
+
+        Active items are searched in the chat path's own in-memory scope (when
+        ``scopes`` is given): a matrix product and a cached BM25 index, a few
+        ms for 10k items. With inactive items, every item gets its cosine from
+        the k-NN. Only the ``SEARCH_POOL`` best cosines are fused (a page never
+        needs more); a literal substring match always counts.
+        """
+        if not query.strip():
+            return []
+        qvec = (await self.embed([query]))[0]
+        if self.scopes is not None and not include_inactive:
+            scope = await self.scopes.scope(tenant, user)
+            rows = {r.id: r for r in scope.rows}
+            cosines = scope.matrix @ np.asarray(qvec, dtype=np.float32) if rows else np.zeros(0)
+            best = np.argsort(-cosines)[:SEARCH_POOL].tolist()
+            vector = {scope.rows[i].id: float(cosines[i]) for i in best}
+            keyword = scope.bm25.scores(tokenize(query), limit=SEARCH_POOL)
+        else:
+            rows = {r.id: r for r in await self.items(tenant, user, include_inactive=include_inactive)}
+            k = min(MAX_KNN, await self._item_count(tenant, user))
+            vector = {i: s for i, s in await self.store.items.knn(tenant, user, qvec, k) if i in rows}
+            keyword = _bm25(rows.values(), query)
+        needle = query.strip().casefold()
+        literal = {i for i, r in rows.items() if needle in r.content.casefold() or needle in r.key.casefold()}
+        bm25 = {**dict.fromkeys(literal, 0.0), **keyword}
+        floor = Floor().for_query(query)
+        fused = fuse(vector, bm25, weights[0], weights[1])
+        found: list[Found] = []
+        for i in range(len(fused)):  # in fused order: stop at a page
+            s = fused.scored(i)
+            if s.id in rows and (s.id in literal or floor.passes(s.vector.raw, s.bm25.raw)):
+                found.append(Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw))
+                if len(found) == limit:
+                    break
+        return found
+
+    async def _item_count(self, tenant: str, user: str) -> int:
+        count, _ = await self.store.items.version(tenant, user)
+        return max(count, 1)
+
+    async def add(
+        self, tenant: str, user: str, body: Any, *, pii: str, dedup_cosine: float
+    ) -> Added:
+        """Store a memory written by hand, through the same dedup and conflict rules as extraction."""
+        item = new_memory(body, pii)
+        done = await remember(self.store.items, self.embed, tenant, user, None, item, dedup_cosine=dedup_cosine)
+        row = (await self.store.items.get(tenant, user, [done.item_id]))[done.item_id]
+        return Added(done.action, row, done.superseded)
+
+    async def edit(self, tenant: str, user: str, item_id: int, body: Any, *, pii: str, by: str) -> ItemRow | None:
+        """Apply a ``PATCH`` (``edit_fields`` validates it); new content is re-embedded. None: no such item."""
+        changes = edit_fields(body, pii)
+        vector = None
+        if "content" in changes:
+            changes["terms"] = " ".join(tokenize(changes["content"]))
+            vector = (await self.embed([changes["content"]]))[0]
+        if not await self.store.edits.edit(tenant, user, item_id, changes, vector, by):
+            return None
+        return (await self.store.items.get(tenant, user, [item_id]))[item_id]
+
+    async def history(self, tenant: str, user: str, item_id: int) -> list[dict[str, Any]] | None:
+        if not await self.store.items.get(tenant, user, [item_id]):
+            return None
+        return await self.store.edits.history(tenant, user, item_id)
+
+    async def delete(self, tenant: str, user: str, item_id: int) -> bool:
+        deleted = await self.store.items.delete(tenant, user, item_id)
+        if deleted:
+            await self.store.users.checkpoint()
+        return deleted
+
+    async def export(self, tenant: str, user: str) -> dict[str, Any]:
+        return await self.store.users.export(tenant, user)
+
+    async def forget(self, tenant: str, user: str) -> dict[str, int]:
+        if self.settle is not None:
+            await self.settle()
+        counts = await self.store.users.forget(tenant, user)
+        for forget_scope in self.forget_scopes:
+            forget_scope(tenant, user)
+        return counts
+
+    async def restore(self, tenant: str, user: str, raw: Any, *, pii: str) -> dict[str, int]:
+        """Import an export (``portable.read_export`` validates it) with vectors recomputed.
+
+        Text is masked again under the receiving tenant's ``pii`` setting, which
+        may be stricter than the one the export was written under.
+        """
+        data = read_export(raw)
+        for item in data["items"]:
+            item["content"] = _mask(item["content"], pii)
+            item["terms"] = " ".join(tokenize(item["content"]))
+            item["expires"] = expiry_epoch(item["expires_at"])
+        for fragment in data["fragments"]:
+            fragment["text"] = _mask(fragment["text"], pii)
+            fragment["terms"] = " ".join(tokenize(fragment["text"]))
+        item_vectors = await self._vectors([i["content"] for i in data["items"]])
+        fragment_vectors = await self._vectors([f["text"] for f in data["fragments"]])
+        return await self.store.users.restore(tenant, user, data, item_vectors, fragment_vectors)
+
+    async def _vectors(self, texts: list[str]) -> np.ndarray:
+        return await self.embed(texts) if texts else np.zeros((0, 1), dtype=np.float32)
+
+
+def new_memory(body: Any, pii: str) -> MemoryItem:
+    """Validate the body of ``POST .../memories``; raises ``BadRequest`` naming the field."""
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    unknown = sorted(set(body) - NEW_MEMORY_FIELDS)
+    if unknown:
+        raise BadRequest(f"Unknown field {unknown[0]!r}.", param=unknown[0])
+    content = _content(body, pii)
+    kind = _type(_text(body, "type") or "entity")
+    return MemoryItem(
+        type=cast(MemoryType, kind),
+        content=content,
+        key=_key(_text(body, "key")) or derive_key(kind, content),
+        importance=_importance(body.get("importance", 0.5)),
+        confidence=1.0,
+        source="user-stated",
+        expires_at=_expires(body.get("expires_at")),
+    )
+
+
+def edit_fields(body: Any, pii: str) -> dict[str, Any]:
+    """Validate the body of ``PATCH .../memories/{id}``: the fields to change, at least one."""
+    if not isinstance(body, dict) or not body:
+        raise BadRequest("The request body must be a JSON object with fields to change.")
+    unknown = sorted(set(body) - EDIT_FIELDS)
+    if unknown:
+        raise BadRequest(f"Field {unknown[0]!r} cannot be edited.", param=unknown[0])
+    changes: dict[str, Any] = {}
+    if "content" in body:
+        changes["content"] = _content(body, pii)
+    if "type" in body:
+        changes["type"] = _type(_text(body, "type", required=True))
+    if "importance" in body:
+        changes["importance"] = _importance(body["importance"])
+    if "expires_at" in body:
+        changes["expires_at"] = _expires(body["expires_at"])
+        changes["expires"] = expiry_epoch(changes["expires_at"])  # the column expiry compares
+    return changes
+
+
+def _content(body: Mapping[str, Any], pii: str) -> str:
+    content = _mask(" ".join(_text(body, "content", required=True).split()), pii)
+    if not content or len(content) > MAX_CONTENT_CHARS:
+        raise BadRequest(f"'content' must hold 1 to {MAX_CONTENT_CHARS} characters.", param="content")
+    return content
+
+
+def _type(kind: str) -> str:
+    if kind not in TYPES:
+        raise BadRequest(f"'type' must be one of {', '.join(sorted(TYPES))}.", param="type")
+    return kind
+
+
+def _text(body: Mapping[str, Any], name: str, *, required: bool = False) -> str:
+    value = body.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise BadRequest(f"'{name}' must be a non-empty string.", param=name)
+    return value.strip()
+
+
+def _key(value: str) -> str:
+    # The slot convention of extraction (``user.allergy.peanut``): lower case, dots, underscores.
+    text = re.sub(r"[\s-]+", "_", value.lower())
+    return re.sub(r"\.{2,}", ".", re.sub(r"[^\w.]", "", text)).strip("._")[:200]
+
+
+def _importance(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise BadRequest("'importance' must be a number from 0 to 1.", param="importance")
+    return float(value)
+
+
+def _expires(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or expiry_moment(value) is None:
+        raise BadRequest("'expires_at' must be an ISO 8601 date or date-time.", param="expires_at")
+    return value.strip()
+
+
+def _mask(text: str, pii: str) -> str:
+    return text if pii == "keep" else redact(text, pii)
+
+
+def _bm25(rows: Iterable[ItemRow], query: str) -> dict[int, float]:
+    index: BM25Index[int] = BM25Index()
+    for row in rows:
+        index.add(row.id, tokenize(row.content))
+    return index.scores(tokenize(query))

@@ -1,0 +1,227 @@
+"""Structured memories from a session's turns, after the response.
+
+Extraction runs every ``memory.extract_every_messages`` new messages of a
+session and on every compression, through the compression model with
+``prompts/extract.md``; output that cannot be repaired into items falls back
+to the rule-based extractor. The batch's own repeats are folded
+(``reconcile``); each new item close to an existing one is judged with it by
+the compression model in one call (``prompts/reconcile.md``: merge, supersede
+or add), the rules (``lifecycle.decide``) standing in for what it does not
+answer; then ``remember`` writes each decision. A superseded item's turns are
+suppressed, found by similarity in its session when it kept none.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...metrics import Metrics
+from ...prompts import Prompts
+from ...store import lease
+from ...store.interface import ExtractionCursors, Fragments, Items
+from ...store.records import ItemRow
+from ..lifecycle import Decision, ExistingItem
+from ..recall.query import fragment_hash
+from ..redaction import redact
+from .item_parser import MemoryItem, parse_items, transcript_for_extraction
+from .reconcile import (
+    Batch,
+    Pair,
+    Verdict,
+    close_pairs,
+    decisions,
+    fold_batch,
+    parse_verdicts,
+    pick_sources,
+    render_pairs,
+)
+from .remember import Planned, remember
+from .rules import rule_extract
+
+log = logging.getLogger("paperclip.items")
+
+Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+Complete = Callable[[list[dict[str, Any]]], Awaitable[str]]
+Turn = tuple[int, str, str]  # (conversation position, role, text)
+
+# A session that arrives with a long history is caught up with the model for
+# its latest messages only; older ones go through the rules (cheap, no tokens).
+MODEL_CATCH_UP = 40
+# Fragments nearest a superseded item that are looked at for the turns it was said in.
+SOURCE_NEIGHBOURS = 12
+
+
+class Extractor:
+    def __init__(
+        self,
+        items: Items,
+        cursors: ExtractionCursors,
+        prompts: Prompts,
+        embed: Embed,
+        metrics: Metrics,
+        fragments: Fragments | None = None,
+    ) -> None:
+        self.items = items
+        self.cursors = cursors
+        self.prompts = prompts
+        self.embed = embed
+        self.metrics = metrics
+        self.fragments = fragments  # where superseded values' turns are found and suppressed
+
+    async def catch_up(
+        self,
+        tenant: str,
+        user: str,
+        session: str,
+        turns: Sequence[Turn],
+        length: int,
+        complete: Complete | None,
+        *,
+        every: int,
+        pii: str,
+        dedup_cosine: float,
+    ) -> int:
+        """Extract the session's turns not mined yet, once at least ``every`` messages wait.
+
+        ``turns`` are the conversation's indexable turns and ``length`` its
+        message count (the cursor's unit). The turns are claimed first (see
+        ``store/extraction_cursors.py``): a concurrent record of the session
+        that lost the claim extracts nothing. Returns how many items were added.
+        """
+        done = await self.cursors.cursor(tenant, session)
+        if length - done <= 0 or length - done < every:
+            return 0
+        owner = "extract-" + uuid.uuid4().hex
+        extracted = False
+
+        async def claim(ttl_s: float) -> bool:
+            return await self.cursors.claim(tenant, session, done, owner, ttl_s)
+
+        async def end() -> None:
+            # The cursor moves only past mined turns; otherwise they go to the next claimant.
+            if extracted:
+                await self.cursors.finish(tenant, session, owner, length)
+            else:
+                await self.cursors.release(tenant, session, owner)
+
+        # Renewed while the extraction runs; a process killed mid-way holds the turns for seconds.
+        async with lease.held(f"extract:{tenant}:{session}", claim, end) as mine:
+            if not mine:
+                return 0
+            fresh = [t for t in turns if t[0] >= done]
+            added = await self.extract(
+                tenant, user, session, fresh, complete, pii=pii, dedup_cosine=dedup_cosine
+            )
+            extracted = True
+        return added
+
+    async def extract(
+        self,
+        tenant: str,
+        user: str,
+        session: str,
+        turns: Sequence[Turn],
+        complete: Complete | None,
+        *,
+        pii: str,
+        dedup_cosine: float,
+        now: dt.datetime | None = None,
+    ) -> int:
+        """Extract and store memories from ``turns``; returns how many items were added."""
+        now = now or dt.datetime.now(dt.UTC)
+        # Nothing unmasked reaches the model or the store; source hashes use the originals.
+        masked = [(p, role, redact(text, pii) if pii != "keep" else text) for p, role, text in turns]
+        found = rule_extract(_numbered(masked[:-MODEL_CATCH_UP]), now)
+        found += await self._from_model(masked[-MODEL_CATCH_UP:], complete, now)
+        if not found:
+            return 0
+        batch = fold_batch(found, list(await self.embed([i.content for i in found])), dedup_cosine)
+        existing = await self.items.active_with_vectors(tenant, user)
+        known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
+        pairs = close_pairs(batch, known)
+        judged = await self._judge(batch, pairs, complete) if pairs and complete is not None else None
+        plans = decisions(batch, known, pairs, judged, dedup_cosine)
+        rows = {str(r.id): (r, v) for r, v in existing}
+        added = 0
+        for item, vector, decision in zip(batch.items, batch.vectors, plans, strict=True):
+            planned = Planned(decision, await self._sources_of(tenant, user, decision, rows))
+            done = await remember(
+                self.items, self.embed, tenant, user, session, item, dedup_cosine=dedup_cosine,
+                fragment_hashes=_sources(item, turns), vector=vector, planned=planned,
+            )
+            added += done.action != "merged"
+        # A value the same batch replaced was said in these turns: never inject them again.
+        dropped = _hashes(batch.dropped_turns, turns)
+        if dropped and self.fragments is not None:
+            await self.fragments.suppress(tenant, user, dropped)
+        return added
+
+    async def _judge(self, batch: Batch, pairs: Sequence[Pair], complete: Complete) -> dict[int, Verdict] | None:
+        """The compression model's verdicts on every pair, in one call; None when it fails."""
+        prompt = self.prompts.render("reconcile", pairs=render_pairs(batch, pairs))
+        try:
+            judged = parse_verdicts(await complete([{"role": "user", "content": prompt}]), len(pairs))
+        except Exception as exc:
+            log.warning("memory reconcile model failed, using the rules: %r", exc)
+            return None
+        return judged
+
+    async def _sources_of(
+        self, tenant: str, user: str, decision: Decision, rows: dict[str, tuple[ItemRow, np.ndarray]]
+    ) -> tuple[str, ...]:
+        """The turns a superseded item was said in, found by similarity when it kept none."""
+        if decision.action != "supersede" or self.fragments is None:
+            return ()
+        found: list[str] = []
+        for target in decision.target_ids:
+            row, vector = rows[target]
+            if row.fragment_hashes:
+                continue
+            near = await self.fragments.knn(tenant, user, vector, SOURCE_NEIGHBOURS)
+            meta = await self.fragments.sources(tenant, user, [i for i, _ in near])
+            said = [(meta[i][0], c) for i, c in near if i in meta and meta[i][1:] == (row.session, "user")]
+            found += pick_sources(said)
+        return tuple(found)
+
+    async def _from_model(
+        self, turns: Sequence[Turn], complete: Complete | None, now: dt.datetime
+    ) -> list[MemoryItem]:
+        numbered = _numbered(turns)
+        if not numbered:
+            return []
+        parsed: list[MemoryItem] | None = None
+        if complete is not None:
+            prompt = self.prompts.render(
+                "extract", transcript=transcript_for_extraction(numbered), now=now.date().isoformat()
+            )
+            try:
+                parsed = parse_items(await complete([{"role": "user", "content": prompt}]))
+            except Exception as exc:
+                log.warning("memory extraction model failed, using the rules: %r", exc)
+        if parsed is None:
+            items = rule_extract(numbered, now)
+            self.metrics.memories_extracted.labels("rules").inc(len(items))
+            return items
+        self.metrics.memories_extracted.labels("model").inc(len(parsed))
+        return parsed
+
+
+def _numbered(turns: Sequence[Turn]) -> list[Turn]:
+    """Turns as the prompt numbers them: 1-based conversation positions."""
+    return [(p + 1, role, text) for p, role, text in turns]
+
+
+def _sources(item: MemoryItem, turns: Sequence[Turn]) -> list[str]:
+    return _hashes(item.turns, turns)
+
+
+def _hashes(numbers: Sequence[int], turns: Sequence[Turn]) -> list[str]:
+    """The fragment hashes of the turns numbered ``numbers`` (1-based, as the prompt numbers them)."""
+    by_turn = {p + 1: (role, text) for p, role, text in turns}
+    return [fragment_hash(*by_turn[t]) for t in numbers if t in by_turn]

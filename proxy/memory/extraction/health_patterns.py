@@ -1,0 +1,142 @@
+"""The rule-based extractor's health and diet patterns: what a user says about their body and food.
+
+A diet (vegetarian, vegan, kosher, 吃素) and its end ("I'm no longer vegan"),
+a pregnancy ("I'm expecting a baby"), a condition (diabetes, celiac disease,
+糖尿病), an intolerance, a medication (warfarin, insulin, 降压药), something
+the user or someone in their care cannot eat ("our dog can't eat chicken"),
+an allergy said with "have" ("Our dog has a severe allergy to beef"), a
+wheelchair: standing facts that change every food, drink or travel answer,
+which the profile shows on every request. English and Chinese, the user's own
+statements only ("my sister is vegan" is not about the user). Keys:
+``user.diet``, ``user.health.<slot>``, ``<holder>.diet.<thing>``,
+``<holder>.allergy.<thing>``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from .rule_patterns import Rule, RuleHit, allergy, first_group, listed, slug
+
+_DIETS = r"vegetarian|vegan|pescatarian|pescetarian|plant-based|kosher|halal"
+_ADVERBS = r"(?:(?:now|strictly|strict|fully|completely|been|always|mostly|a|an|totally)\s+){0,3}"
+_DIET_TEXT = {"kosher": "The user keeps kosher.", "halal": "The user eats only halal food.",
+              "plant-based": "The user eats a plant-based diet."}
+# The verbs a diet is kept with: "I keep kosher", "I only eat halal", "I'm on a vegan diet".
+_DIET_VERBS = (r"'m| am|'ve been| have been| went| became| turned| have gone| eat| only eat| eat only| keep"
+               r"| follow| stick to|'m on| am on")
+_MEDICATIONS = (r"blood thinners|anticoagulants|warfarin|coumadin|eliquis|xarelto|insulin|metformin"
+                r"|antidepressants|ssris|sertraline|prozac|fluoxetine|lithium|maois|statins|beta[- ]blockers"
+                r"|chemotherapy|chemo|methotrexate|isotretinoin|accutane|immunosuppressants|prednisone|steroids"
+                r"|blood pressure (?:medication|meds|pills|tablets)|heart medication|seizure medication")
+_ZH_MEDICATIONS = "华法林|抗凝药|胰岛素|二甲双胍|降压药|抗抑郁药|锂盐|化疗药|激素|抗癫痫药|免疫抑制剂"
+# What the user (or someone in their care) cannot eat: not a remark about the moment ("another bite").
+_NOT_A_FOOD = frozenset({"another", "any", "anything", "more", "much", "that", "this", "it", "now", "too", "all",
+                         "right", "enough", "there", "here", "yet", "so", "out", "the", "today", "tonight",
+                         "tomorrow", "again", "anymore", "alone", "like", "what", "these", "those"})
+# Where the food ends: "pork for religious reasons", "alcohol while on these pills".
+_FOOD_END = re.compile(r"\s+(?:for|while|during|at|on|with|until|after|before|any ?more|these days|now|anyway"
+                       r"|either|at all)\b.*|(?:因为|由于|所以).*", re.I)
+_CONDITIONS = (r"(?:type [12] )?diabetes|c(?:o)?eliac disease|asthma|epilepsy|high blood pressure|hypertension"
+               r"|a heart condition|IBS|gout|lactose intolerance|kidney disease")
+_STATES = r"lactose intolerant|gluten intolerant|diabetic|c(?:o)?eliac|asthmatic|epileptic"
+_ZH_CONDITIONS = "糖尿病|高血压|哮喘|癫痫|心脏病|乳糖不耐受|痛风"
+_HEALTH_IMPORTANCE = 0.9
+
+
+def _diet(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    if diet := first_group(m, "diet").lower():
+        text = _DIET_TEXT.get(diet, f"The user is {diet}.")
+        return [RuleHit("entity", "user.diet", text, _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", "user.diet", f"用户吃素：“{m.group()}”。", _HEALTH_IMPORTANCE)]
+
+
+def _diet_ended(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """"I'm no longer vegetarian", "I eat meat again", "我不吃素了": the diet's slot, ended."""
+    if re.search(r"[\u4e00-\u9fff]", m.group()):
+        return [RuleHit("entity", "user.diet", "用户不再吃素了。", _HEALTH_IMPORTANCE)]
+    diet = first_group(m, "diet", "diet2", "diet3").lower()
+    text = f"The user is no longer {diet}." if diet else "The user eats meat again."
+    return [RuleHit("entity", "user.diet", text, _HEALTH_IMPORTANCE)]
+
+
+def _medication(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    what = m.group("what")
+    if re.search(r"[\u4e00-\u9fff]", what):
+        return [RuleHit("entity", f"user.health.medication.{slug(what)}", f"用户在服用{what}。", _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", f"user.health.medication.{slug(what)}", f"The user takes {what.lower()}.",
+                    _HEALTH_IMPORTANCE)]
+
+
+def _cannot_eat(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """"I can't eat pork", "Our dog can't have chicken", "我的猫不能吃鸡肉": foods the holder must avoid."""
+    who = (m.groupdict().get("who") or "").strip()
+    holder = f"user.{slug(who)}" if who else "user"
+    verb = m.group("verb")
+    zh = bool(re.search(r"[\u4e00-\u9fff]", m.group()))
+    subject = (f"用户的{who}" if who else "用户") if zh else (f"The user's {who}" if who else "The user")
+    return [RuleHit("constraint", f"{holder}.diet.{slug(what)}",
+                    f"{subject}不能{verb}{what}。" if zh else f"{subject} can't {verb.lower()} {what}.",
+                    _HEALTH_IMPORTANCE)
+            for what in _foods(m.group("what"))]
+
+
+def _foods(said: str) -> list[str]:
+    """The foods of "pork for religious reasons", "dairy or eggs": none for "another bite" or "tonight"."""
+    out = []
+    for what in (_FOOD_END.split(w)[0].strip() for w in listed(said)):
+        if not what or what.split(" ", 1)[0].lower() in _NOT_A_FOOD or len(what.split()) > 3:
+            break
+        out.append(what)
+    return out
+
+
+def _pregnancy(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    zh = re.search(r"[\u4e00-\u9fff]", m.group())
+    text = "用户怀孕了。" if zh else "The user is pregnant."
+    return [RuleHit("entity", "user.health.pregnancy", text, _HEALTH_IMPORTANCE)]
+
+
+def _condition(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    what = m.group("what")
+    if re.search(r"[\u4e00-\u9fff]", what):
+        return [RuleHit("entity", f"user.health.{slug(what)}", f"用户有{what}。", _HEALTH_IMPORTANCE)]
+    verb = "is" if re.fullmatch(_STATES, what, re.I) else "has"
+    return [RuleHit("entity", f"user.health.{slug(what)}", f"The user {verb} {what}.", _HEALTH_IMPORTANCE)]
+
+
+def _mobility(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    return [RuleHit("entity", "user.health.mobility", "The user uses a wheelchair.", _HEALTH_IMPORTANCE)]
+
+
+HEALTH_RULES: list[tuple[re.Pattern[str], Rule]] = [
+    (re.compile(rf"\bI(?:'m| am) no longer (?:a |an |strictly )?(?P<diet>{_DIETS})"
+                rf"|\bI(?:'m| am) not (?:a |an )?(?P<diet3>{_DIETS}) any ?more"
+                rf"|\bI(?:'ve| have)? (?:stopped|quit|given up|gave up) being (?:a |an )?(?P<diet2>{_DIETS})"
+                r"|\bI(?:'ve| have)? (?:started|begun) eating meat again|\bI eat meat again", re.I), _diet_ended),
+    (re.compile(r"我(?:已经|现在)?(?:不再吃素|不吃素了|开始吃肉了)"), _diet_ended),
+    (re.compile(rf"\bI(?:{_DIET_VERBS})\s+" + _ADVERBS + f"(?P<diet>{_DIETS})\\b", re.I), _diet),
+    (re.compile(r"我(?:已经|一直|现在)?(?:吃素|吃全素|只吃素|是(?:严格的|纯)?素食(?:者|主义者)?)"), _diet),
+    (re.compile(r"\bI(?:'m| am)\s+(?:\w+\s+){0,2}pregnant\b"
+                r"|\bI(?:'m| am) expecting (?:a baby|a child|twins|a boy|a girl|(?:my|our) (?:first|second|third)"
+                r"(?: child| baby)?)\b", re.I), _pregnancy),
+    (re.compile(r"我(?:已经|正在)?(?:怀孕|怀了|有了?身孕)"), _pregnancy),
+    (re.compile(r"\bI(?: take| am taking|'m taking|'m on| am on| have to take| need to take| inject| use)\s+"
+                rf"(?:(?:daily|regular|prescription|prescribed)\s+)?(?P<what>{_MEDICATIONS})\b", re.I), _medication),
+    (re.compile(f"我(?:每天|一直|正在|在|长期)?(?:吃|服用|服|打|注射|用)(?P<what>{_ZH_MEDICATIONS})"), _medication),
+    (re.compile(r"\b(?:I|(?:my|our) (?P<who>\w+(?: [A-Z]\w+)?)) (?:can't|cannot|can not|mustn't|must not|shouldn't)"
+                r" (?:ever )?(?P<verb>eat|have|drink) (?P<what>[^.,;!?\n]+)", re.I), _cannot_eat),
+    (re.compile(r"我(?:的|家)?(?P<who>猫|狗|猫咪|狗狗|女儿|儿子|孩子|宝宝)?(?:不能|不可以|不许)(?P<verb>吃|喝)"
+                r"(?P<what>[^，。！？,.!?；;\s]{1,8}?)(?=$|[，。！？,.!?；;\s]|的东西)"), _cannot_eat),
+    (re.compile(r"\b(?:I|(?:my|our) (?P<who>\w+(?: [A-Z]\w+)?)) (?:has|have|'ve got|has got) an? "
+                r"(?:(?:severe|mild|bad|serious|slight|known|life-threatening|food)\s+){0,2}allerg(?:y|ies) to "
+                r"(?P<what>[^.;!?\n]+)", re.I), allergy),
+    (re.compile(r"\b(?:my|our) (?P<who>\w+(?: [A-Z]\w+)?) (?:has|has got) an? (?:(?:severe|mild|bad|serious)\s+)?"
+                r"(?P<what>[\w ]{2,30}?) allerg(?:y|ies)\b", re.I), allergy),
+    (re.compile(r"\bI (?:have|'ve got|was diagnosed with|suffer from|live with) "
+                f"(?P<what>{_CONDITIONS})\\b", re.I), _condition),
+    (re.compile(r"\bI(?:'m| am)\s+(?:(?:severely|very|quite)\s+)?" f"(?P<what>{_STATES})\\b", re.I), _condition),
+    (re.compile(f"我(?:有|患有|得了|是)?(?P<what>{_ZH_CONDITIONS})"), _condition),
+    (re.compile(r"\bI (?:use|am in|'m in) a wheelchair\b", re.I), _mobility),
+]

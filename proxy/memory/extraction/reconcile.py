@@ -1,0 +1,248 @@
+"""Conflicts the keys miss: new items reconciled with close existing ones (SPEC §5).
+
+Pure, no I/O. After extraction, ``fold_batch`` merges the batch's own
+duplicates; ``close_pairs`` puts each remaining new item beside the user's
+active items that are close to it (embedding) or share its key's slot family;
+the compression model judges every pair in one call (``prompts/reconcile.md``,
+the text from ``render_pairs``, the reply read by ``parse_verdicts``); pairs it
+did not judge fall to the rules (``rule_verdict``, the same rules as
+``lifecycle.decide``); ``decisions`` turns them into the ``Decision`` per item
+that the store executes. ``pick_sources`` finds the turns a
+superseded item came from when the extraction gave no turn numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from ..lifecycle import Decision, ExistingItem, Vector, cosine, decide, slot_members
+from .item_parser import MemoryItem, load_json
+
+Verdict = Literal["merge", "supersede", "add"]
+VERDICTS: frozenset[str] = frozenset({"merge", "supersede", "add"})
+
+# Below this cosine two MiniLM sentences about the user are rarely one fact;
+# above it the model, not the rules, says whether they are.
+CLOSE_COSINE = 0.6
+MAX_PAIRS_PER_ITEM = 3
+# A superseded item's own statement: the turns of its session this close to it.
+SOURCE_COSINE = 0.5
+MAX_SOURCES = 2
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A new item (its index in the batch) beside one existing active item close to it."""
+
+    new: int
+    old: ExistingItem
+    cosine: float
+
+
+@dataclass(frozen=True)
+class Batch:
+    """An extraction batch with its own duplicates folded in.
+
+    ``dropped_turns``: the turns of items a later item of the same batch
+    replaced — their fragments say a value that is no longer true.
+    """
+
+    items: tuple[MemoryItem, ...]
+    vectors: tuple[Vector, ...]
+    dropped_turns: tuple[int, ...] = ()
+
+
+def fold_batch(items: Sequence[MemoryItem], vectors: Sequence[Vector], dedup_cosine: float) -> Batch:
+    """One item per fact: a repeat merges into the first (turns joined), a newer value replaces it.
+
+    The batch is in conversation order, so within it the later statement of a
+    slot is the user's latest word; the same rules as between batches decide.
+    """
+    kept: list[tuple[MemoryItem, Vector]] = []
+    dropped: set[int] = set()
+    for item, vector in zip(items, vectors, strict=True):
+        known = [ExistingItem(str(i), k.key, k.content, v) for i, (k, v) in enumerate(kept)]
+        decision = decide(item, vector, known, dedup_cosine)
+        targets = [int(t) for t in decision.target_ids]
+        if decision.action == "merge":
+            first, first_vector = kept[targets[0]]
+            kept[targets[0]] = (_joined(first, item), first_vector)
+            continue
+        for t in targets:
+            dropped.update(set(kept[t][0].turns) - set(item.turns))
+        kept = [k for i, k in enumerate(kept) if i not in targets]
+        kept.append((item, vector))
+    return Batch(tuple(k for k, _ in kept), tuple(v for _, v in kept), tuple(sorted(dropped)))
+
+
+def _joined(first: MemoryItem, again: MemoryItem) -> MemoryItem:
+    return replace(
+        first,
+        importance=max(first.importance, again.importance),
+        confidence=max(first.confidence, again.confidence),
+        turns=tuple(sorted({*first.turns, *again.turns})),
+    )
+
+
+def slot_family(key: str) -> str | None:
+    """The slot a key refines: ``user.location.home`` for ``user.location.home.city``.
+
+    Keys of three segments or more only: ``user.preference`` is no family
+    (every taste shares it) and two-segment keys already meet by equality.
+    """
+    parts = key.split(".")
+    return ".".join(parts[:3]) if len(parts) >= 3 else None
+
+
+def close_pairs(
+    batch: Batch,
+    existing: Sequence[ExistingItem],
+    *,
+    close_cosine: float = CLOSE_COSINE,
+    per_item: int = MAX_PAIRS_PER_ITEM,
+) -> list[Pair]:
+    """The pairs the model judges: each new item beside its closest active items.
+
+    Close means cosine ≥ ``close_cosine`` or the same slot family; at most
+    ``per_item`` per new item, closest first. An item whose slot an active item
+    already holds (``lifecycle.slot_members``) is left out: the same key is the
+    rules' to decide (a different value supersedes, SPEC §5).
+    """
+    active = [e for e in existing if e.status == "active"]
+    pairs: list[Pair] = []
+    for n, (item, vector) in enumerate(zip(batch.items, batch.vectors, strict=True)):
+        if slot_members(item, active):
+            continue
+        family = slot_family(item.key)
+        scored = [(e, cosine(vector, e.vector)) for e in active]
+        near = [
+            Pair(n, e, c if c is not None else 0.0)
+            for e, c in scored
+            if (family is not None and slot_family(e.key) == family) or (c is not None and c >= close_cosine)
+        ]
+        near.sort(key=lambda p: (-p.cosine, p.old.id))
+        pairs += near[:per_item]
+    return pairs
+
+
+def render_pairs(batch: Batch, pairs: Sequence[Pair]) -> str:
+    """The ``{pairs}`` of ``prompts/reconcile.md``: numbered from 1, known fact first."""
+    blocks = (
+        f"[pair {i}]\nknown: {_line(p.old.content)}\nnew: {_line(batch.items[p.new].content)}"
+        for i, p in enumerate(pairs, 1)
+    )
+    return "\n\n".join(blocks)
+
+
+def _line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def parse_verdicts(raw: str, count: int) -> dict[int, Verdict] | None:
+    """The model's verdict for each pair number it judged (1-based), or None when nothing is usable.
+
+    Accepts ``[{"pair": 1, "decision": "merge"}, …]`` (also ``action`` or
+    ``verdict`` for the field, a wrapper object, a ``{"1": "merge"}`` map and
+    the JSON repairs of extraction). Unknown pair numbers and verdicts are
+    dropped; a pair judged twice keeps its first verdict. Never raises.
+    """
+    try:
+        data = load_json(raw)
+    except Exception:  # json_repair's failure modes are not documented; junk is never fatal.
+        return None
+    out: dict[int, Verdict] = {}
+    for number, verdict in _entries(data):
+        if 1 <= number <= count and verdict in VERDICTS and number not in out:
+            out[number] = verdict  # type: ignore[assignment]
+    return out or None
+
+
+def _entries(data: Any) -> list[tuple[int, str]]:
+    if isinstance(data, dict):
+        listed = next((v for v in data.values() if isinstance(v, list)), None)
+        if listed is not None:
+            return _entries(listed)
+        return [(n, _verdict(v)) for k, v in data.items() if (n := _number(k)) is not None]
+    if not isinstance(data, list):
+        return []
+    out = []
+    for entry in data:
+        if isinstance(entry, dict) and (n := _number(entry.get("pair"))) is not None:
+            said = entry.get("decision", entry.get("action", entry.get("verdict")))
+            out.append((n, _verdict(said)))
+    return out
+
+
+def _number(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    return int(text) if text.isdigit() else None
+
+
+def _verdict(value: Any) -> str:
+    return str(value or "").strip().lower()
+
+
+def rule_verdict(item: MemoryItem, vector: Vector, pair: Pair, dedup_cosine: float) -> Verdict:
+    """What the rules say of one pair when the model did not: ``lifecycle.decide`` on it alone."""
+    return decide(item, vector, [pair.old], dedup_cosine).action
+
+
+def verdicts_for(
+    batch: Batch, pairs: Sequence[Pair], judged: Mapping[int, Verdict] | None, dedup_cosine: float
+) -> list[Verdict]:
+    """A verdict per pair: the model's where it gave one, else the rules'."""
+    judged = judged or {}
+    return [
+        judged.get(i) or rule_verdict(batch.items[p.new], batch.vectors[p.new], p, dedup_cosine)
+        for i, p in enumerate(pairs, 1)
+    ]
+
+
+def decisions(
+    batch: Batch,
+    existing: Sequence[ExistingItem],
+    pairs: Sequence[Pair],
+    judged: Mapping[int, Verdict] | None,
+    dedup_cosine: float,
+) -> list[Decision]:
+    """One ``Decision`` per batch item: the key rule where a key matches, else its pairs' verdicts.
+
+    An item with a supersede verdict is stored and supersedes those items and
+    the ones it merely repeats too (a paraphrase superseded by the latest
+    wording loses nothing, and one active item per fact remains). Else a merge
+    keeps the closest repeated item. An item without pairs goes through
+    ``lifecycle.decide`` alone.
+    """
+    verdicts = verdicts_for(batch, pairs, judged, dedup_cosine)
+    out = []
+    for n, (item, vector) in enumerate(zip(batch.items, batch.vectors, strict=True)):
+        mine = [(p, v) for p, v in zip(pairs, verdicts, strict=True) if p.new == n]
+        if not mine:
+            out.append(decide(item, vector, existing, dedup_cosine))
+            continue
+        superseded = [p.old.id for p, v in mine if v == "supersede"]
+        repeated = [p.old.id for p, v in sorted(mine, key=lambda m: -m[0].cosine) if v == "merge"]
+        if superseded:
+            targets = tuple(dict.fromkeys(superseded + repeated))
+            out.append(Decision("supersede", targets, "reconciled: newer value"))
+        elif repeated:
+            out.append(Decision("merge", (repeated[0],), "reconciled: same fact"))
+        else:
+            out.append(Decision("add", (), "reconciled: a different fact"))
+    return out
+
+
+def pick_sources(said: Sequence[tuple[str, float]], *, floor: float = SOURCE_COSINE, limit: int = MAX_SOURCES) -> list[str]:
+    """The hashes of the ``limit`` turns closest to a superseded item, at least ``floor`` close.
+
+    ``said`` are (hash, cosine to the item) of the user's turns in the item's
+    session: the turn that stated the old value is the one most like it.
+    """
+    close = sorted((hc for hc in said if hc[1] >= floor), key=lambda hc: (-hc[1], hc[0]))
+    return [h for h, _ in close[:limit]]

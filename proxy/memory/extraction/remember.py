@@ -1,0 +1,107 @@
+"""One way to remember a fact, for extraction and for a memory added by hand.
+
+The new item is decided against the user's active items (``lifecycle.decide``:
+add, merge into a duplicate, or supersede the same key's older value) inside
+the store's write transaction, so two facts remembered at once never both
+miss each other, and the decision and its writes — the merge, or the insert
+with its superseded items and their suppressed source turns — land together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ...store.interface import Items
+from ...store.records import ItemRow, ItemWrite, NewItem
+from ..lifecycle import Decision, ExistingItem, decide, expiry_epoch, slot_members
+from ..search.bm25 import tokenize
+from .item_parser import MemoryItem
+
+Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What remembering did; ``item_id`` holds the fact (the new item, or the one merged into)."""
+
+    action: Literal["added", "merged", "superseded"]
+    item_id: int
+    superseded: tuple[int, ...] = ()
+
+
+async def remember(
+    items: Items,
+    embed: Embed,
+    tenant: str,
+    user: str,
+    session: str | None,
+    item: MemoryItem,
+    *,
+    dedup_cosine: float,
+    fragment_hashes: Sequence[str] = (),
+    vector: np.ndarray | None = None,
+    planned: Planned | None = None,
+) -> Remembered:
+    """Store ``item`` for the user by SPEC §5's rules; ``fragment_hashes`` name the turns it came from.
+
+    ``planned`` is a decision made before the transaction (reconciled by the
+    compression model, ``reconcile``): it is kept when the user's active items
+    still allow it — its targets still active, no other item of the key —
+    and ``decide`` runs instead when they changed meanwhile.
+    """
+    if vector is None:
+        vector = (await embed([item.content]))[0]
+
+    def choose(existing: list[tuple[ItemRow, np.ndarray]]) -> ItemWrite:
+        known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
+        if planned is not None and _still_holds(planned.decision, item, known):
+            decision, extra = planned.decision, planned.suppress
+        else:
+            decision, extra = decide(item, vector, known, dedup_cosine), ()
+        targets = tuple(int(i) for i in decision.target_ids)
+        if decision.action == "merge":
+            return ItemWrite(merge_into=targets[0])
+        if decision.action == "supersede":
+            return ItemWrite(supersedes=targets, suppress=tuple(extra))
+        return ItemWrite()
+
+    new = new_item(item, fragment_hashes)
+    choice, item_id = await items.remember(tenant, user, session, new, vector, choose)
+    if choice.merge_into is not None:
+        return Remembered("merged", item_id)
+    return Remembered("superseded" if choice.supersedes else "added", item_id, choice.supersedes)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A decision made ahead of the write, and the source turns of what it supersedes."""
+
+    decision: Decision
+    suppress: tuple[str, ...] = ()
+
+
+def _still_holds(decision: Decision, item: MemoryItem, known: Sequence[ExistingItem]) -> bool:
+    active = [k for k in known if k.status == "active"]
+    same_key = {k.id for k in slot_members(item, active)}
+    return set(decision.target_ids) <= {k.id for k in active} and same_key <= set(decision.target_ids)
+
+
+def new_item(item: MemoryItem, fragment_hashes: Sequence[str] = ()) -> NewItem:
+    """The row of a new item: its BM25 terms and comparable expiry computed here, above the store."""
+    return NewItem(
+        type=item.type,
+        key=item.key,
+        content=item.content,
+        terms=" ".join(tokenize(item.content)),
+        importance=item.importance,
+        confidence=item.confidence,
+        source=item.source,
+        expires_at=item.expires_at,
+        expires=expiry_epoch(item.expires_at),
+        turns=list(item.turns),
+        fragment_hashes=list(fragment_hashes),
+    )

@@ -1,0 +1,76 @@
+"""The rule-based extractor: explicit statements in English and Chinese (SPEC §5).
+
+It stands in when the extraction model is unreachable or its output cannot be
+repaired. Conservative on purpose: only patterns a user uses to state a fact
+about themselves (``rule_patterns``, ``health_patterns``, ``life_patterns``,
+``activity_patterns``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from .activity_patterns import ACTIVITY_RULES
+from .health_patterns import HEALTH_RULES
+from .item_parser import MemoryItem, Turn, strip_blocks
+from .life_patterns import LIFE_RULES
+from .rule_patterns import RULES, RuleHit, expiry, remind
+
+_ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES, *ACTIVITY_RULES]
+
+
+def _sentences(text: str) -> Iterator[str]:
+    # The end mark stays on the sentence: a question is not a statement of fact.
+    for part in re.split(r"(?<=[.!?])\s+|(?<=[。！？])|\n+", strip_blocks(text).replace("’", "'")):
+        if part.strip():
+            yield part.strip()
+
+
+def rule_extract(turns: Sequence[Turn], now: datetime) -> list[MemoryItem]:
+    """Explicit statements in the user's turns, English and Chinese, in turn order.
+
+    Conservative: only patterns a user uses to state a fact about themselves.
+    Items come out in the order said; a later item with an item's key supersedes
+    it when they are applied in order (a like, then a dislike of the same thing).
+    Temporary events, tasks and constraints ("this week", "今天") get ``expires_at``.
+    """
+    items: list[MemoryItem] = []
+    for index, role, text in turns:
+        if role == "user":
+            for sentence in _sentences(text):
+                for hit in _hits(sentence, now):
+                    _append(items, _item(hit, index, sentence, now))
+    return items
+
+
+def _hits(sentence: str, now: datetime) -> Iterator[RuleHit]:
+    seen: set[str] = set()
+    question = sentence.endswith(("?", "？", "吗"))
+    for pattern, rule in _ALL_RULES:
+        if question and rule is not remind:  # "Can you remind me to...?" is still a request
+            continue
+        for match in pattern.finditer(sentence):
+            for hit in rule(match, sentence, now):
+                if hit.key not in seen:  # one fact per slot per sentence
+                    seen.add(hit.key)
+                    yield hit
+
+
+def _item(hit: RuleHit, index: int, sentence: str, now: datetime) -> MemoryItem:
+    temporary = hit.type in {"event", "task", "constraint"}
+    return MemoryItem(type=hit.type, content=hit.content, key=hit.key, importance=hit.importance,
+                      confidence=0.9, source="user-stated",
+                      expires_at=expiry(sentence, now) if temporary else None, turns=(index,))
+
+
+def _append(items: list[MemoryItem], item: MemoryItem) -> None:
+    # A repeat of the slot's latest value only gains a turn; anything else is kept
+    # in order, so the newest value of a slot is always the last one.
+    last = next((i for i in reversed(range(len(items))) if items[i].key == item.key), None)
+    if last is not None and items[last].content == item.content:
+        items[last] = replace(items[last], turns=tuple(sorted({*items[last].turns, *item.turns})))
+    else:
+        items.append(item)

@@ -1,0 +1,225 @@
+"""Recall on the request path: the query, one hybrid ranking, the cards that fit the budget.
+
+Fragments and structured items are candidates of one ranking: their raw
+cosine and BM25 scores are normalised together and fused with the tenant's
+weights, so an item competes with the turns it came from on equal terms.
+Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
+
+- the query is *focused* first: names found all over the user's history
+  (the participants') are left out of what is embedded and matched; BM25
+  also matches the other -ing / -ed forms of its words, at half weight;
+- a fragment said in a period the query names ("on 3 May, 2023") gets
+  ``PERIOD_BONUS``; when those names point to one side of the conversation
+  (``speakers``), the other side's turns count less; and every fragment
+  inherits ``NEIGHBOUR_WEIGHT`` of its best adjacent turn's score, so an
+  exchange outranks an isolated greeting, and ``DAY_WEIGHT`` of the best
+  other turn of its day, so a day with a strong hit lends weight to its turns;
+- adjacent fragments chosen for the block merge into one card (an excerpt
+  of the conversation with one header), which spends the budget on turns
+  rather than on headers.
+
+The user's profile of standing facts (``profile``) leads the block on every
+request, within ``memory.profile_budget_tokens`` of ``memory.budget_tokens``;
+the items it shows are not candidates. Nothing else is injected unless one
+of the best candidates clears the relevance ``Floor`` on raw scores, or the
+question names someone all over the user's history (``names_someone``: a
+participant, so it is about that history however vague its other words);
+past that gate the ranking fills the rest of the budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...config import Memory
+from ...store.records import Fragment
+from ...tokens import TokenCounter
+from ..search.bm25 import tokenize
+from ..search.fragment_index import CANDIDATES, FragmentIndex, keyword_scores, vector_scores
+from ..search.fusion import Floor, Normalisation, fuse
+from ..search.item_index import ItemCandidates, ItemIndex, ItemScope, item_candidates
+from .cards import Card, render_block
+from .packing import SCAN_LIMIT, select
+from .profile import Profile, profile_of
+from .query import (
+    build_query,
+    focus,
+    fragment_hash,
+    indexable,
+    inflected,
+    names_in,
+    names_someone,
+    periods_in,
+)
+from .query_rewrite import extended_query
+from .ranking import Hit, Hits, Key, boosts, candidates, rank, relevant
+from .rerank import Reranker, rerank
+from .speakers import speaker_named
+
+# Normalisation of each signal over the candidates before fusion. Min-max for
+# both: "max" for BM25 (the weakest match keeps a share) let keyword matches on
+# one common word crowd out semantic hits — 1.8 points fewer of the evidence
+# in one-chat mode on LoCoMo; "max" for cosines changed nothing.
+VECTOR_NORM: Normalisation = "minmax"
+BM25_NORM: Normalisation = "minmax"
+# Ranked candidates kept in the trace (and read by the eval's recall@k).
+TRACE_HITS = 50
+# BM25 searches the question's words and their other -ing / -ed forms (``query.inflected``):
+# "camped" meets "camping". A word asked counts this many times, each other form once — a
+# form is weaker evidence than the word itself (counted once, the forms cost split B).
+ASKED_TERM_WEIGHT = 2
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    """What recall needs of one chat request: who asks, what they said, what stays verbatim.
+
+    ``window`` is the part of the conversation forwarded word for word: its
+    turns are never injected again. ``now`` (epoch seconds) is the request's
+    time, from which the age of a memory is counted. ``held`` is how many of
+    the session's first turns the model already has in its context (a
+    conversation its provider keeps): neither are they injected.
+    """
+
+    tenant: str
+    user: str
+    session: str
+    messages: Sequence[dict[str, Any]]
+    window: Sequence[dict[str, Any]]
+    settings: Memory
+    now: float
+    held: int = 0
+    rewrite: str | None = None  # the compression model's search line (memory.query_rewrite), if any
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What recall found: the ranked hits (for the trace), the cards and their block to inject.
+
+    ``touched`` are the items injected: recall never writes, so the caller
+    records their access after the response.
+    """
+
+    query: str
+    hits: list[Hit]
+    cards: list[Card]
+    block: str | None
+    focused: str = ""  # the query as searched (participants' names left out)
+    touched: tuple[int, ...] = ()
+
+
+async def recall_for(
+    index: FragmentIndex,
+    request: RecallRequest,
+    counter: TokenCounter,
+    floor: Floor,
+    items: ItemIndex | None = None,
+    reranker: Reranker | None = None,
+) -> Recall:
+    """What to inject for this request; fragments still in the verbatim ``window`` are never used."""
+    mem = request.settings
+    query = extended_query(build_query(request.messages), request.rewrite)
+    if not query.strip():
+        return Recall(query, [], [], None)
+    tenant, user = request.tenant, request.user
+    scope = index.cached(tenant, user) or await index.scope(tenant, user)
+    focused = focus(query, scope.is_common)
+    # The query's embedding (~5 ms on a worker thread) starts first and overlaps
+    # everything that does not need it: what was stored since, keyword search,
+    # the profile, who the question is about, what the window excludes.
+    embedding = index.query_vector(focused)
+    try:
+        asked = tokenize(focused)
+        terms = [*asked * (ASKED_TERM_WEIGHT - 1), *inflected(asked)]
+        periods = periods_in(query)
+        scope, item_scope = await asyncio.gather(
+            index.scope(tenant, user), items.scope(tenant, user) if items else _no_items()
+        )
+        bm25_f, dated = keyword_scores(scope, terms, periods)
+        # The profile leads the block whatever the question; its facts are never repeated below it.
+        profile = _profile(item_scope, mem, counter, _moment(request.now))
+        speaker = speaker_named(scope.mentions.of(t) for t in names_in(query, scope.is_common))
+        about_someone = names_someone(query, scope.is_common)
+        exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
+        qvec = await embedding
+    finally:
+        if not embedding.done():
+            embedding.cancel()
+    vector_f = await vector_scores(scope, qvec, [*bm25_f, *dated])
+    item_found = item_candidates(item_scope, qvec, terms, CANDIDATES) if item_scope else NO_ITEMS
+    vector: dict[Key, float] = {("f", i): s for i, s in vector_f.items()}
+    bm25: dict[Key, float] = {("f", i): s for i, s in bm25_f.items()}
+    vector.update({("i", i): s for i, s in item_found.vector.items()})
+    bm25.update({("i", i): s for i, s in item_found.bm25.items()})
+    boost = boosts(
+        vector.keys() | bm25.keys(), scope.fragments, item_found.rows, request.now,
+        mem.recency_half_life_days, mem.importance_weight,
+    )
+    fused = fuse(
+        vector, bm25, mem.vector_weight, mem.bm25_weight, vector_norm=VECTOR_NORM, bm25_norm=BM25_NORM, boost=boost
+    )
+    session = request.session if mem.scope == "session" else None
+    cands = [
+        c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
+        if (c.item is None or c.item.id not in profile.item_ids) and not _held(c.fragment, request)
+    ]
+    if not about_someone and not relevant(cands, fused, floor.for_query(focused)):
+        hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
+        return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
+    ranking = rank(cands, periods, SCAN_LIMIT, speaker)
+    ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
+    if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
+        ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)
+    cards = select(ranked, counter, mem.top_k, mem.budget_tokens - profile.tokens)
+    # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
+    touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
+    shown = [*profile.cards, *cards]
+    return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched)
+
+
+def _profile(scope: ItemScope | None, mem: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:
+    if scope is None:
+        return profile_of((), mem, counter, now)
+    return scope.profile.of(scope.version, scope.rows, mem, counter, now)
+
+
+def _held(fragment: Fragment | None, request: RecallRequest) -> bool:
+    return fragment is not None and fragment.session == request.session and fragment.position < request.held
+
+
+def _block(cards: Sequence[Card]) -> str | None:
+    return render_block(cards) if cards else None
+
+
+def _moment(epoch: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC)
+
+
+NO_ITEMS = ItemCandidates({}, {}, {})
+
+
+async def _no_items() -> None:
+    return None
+
+
+def candidate(hit: Hit) -> dict[str, Any]:
+    """A hit as the trace shows it: raw and normalised scores, fused and final."""
+    s = hit.scored
+    text = hit.item.content if hit.item is not None else hit.fragment.text if hit.fragment else ""
+    return {
+        "id": hit.id,
+        "kind": hit.item.type if hit.item is not None else "fragment",
+        "text": text[:200],
+        "vector": s.vector.raw,
+        "vector_norm": s.vector.norm,
+        "bm25": s.bm25.raw,
+        "bm25_norm": s.bm25.norm,
+        "boost": s.boost,
+        "fused": s.score,
+        "dated": hit.dated,
+        "score": hit.score,
+    }

@@ -1,0 +1,93 @@
+"""The structured memories' side of the hybrid search: every live item of a user, in memory."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...store.interface import Items
+from ...store.records import ItemRow
+from ..lifecycle import is_expired
+from ..recall.profile import ProfileMemo
+from .bm25 import BM25Index, tokenize
+
+
+@dataclass
+class ItemScope:
+    version: tuple[int, float] = (-1, 0.0)
+    rows: list[ItemRow] = field(default_factory=list)
+    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    bm25: BM25Index[int] = field(default_factory=BM25Index)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    profile: ProfileMemo = field(default_factory=ProfileMemo)  # the profile of ``rows`` at ``version``
+
+
+@dataclass(frozen=True)
+class ItemCandidates:
+    """Raw scores of the user's live items for one query, and the rows to render them."""
+
+    vector: dict[int, float]
+    bm25: dict[int, float]
+    rows: dict[int, ItemRow]
+
+
+class ItemIndex:
+    """The items' side of the hybrid search.
+
+    A user holds few items (hundreds, not the fragments' tens of thousands), so
+    each scope keeps all its active items and their vectors in memory, reloaded
+    when the stored version (count, last update) changes: cosines are exact
+    for every item, BM25 covers every item.
+    """
+
+    def __init__(self, store: Items) -> None:
+        self.store = store
+        self._scopes: dict[tuple[str, str], ItemScope] = {}
+
+    async def scope(self, tenant: str, user: str) -> ItemScope:
+        """The user's live items in memory, reloaded when the stored ones changed."""
+        scope = self._scopes.setdefault((tenant, user), ItemScope())
+        async with scope.lock:
+            version = await self.store.version(tenant, user)
+            if version != scope.version:
+                pairs = await self.store.active_with_vectors(tenant, user)
+                scope.rows = [r for r, _ in pairs]
+                scope.matrix = (
+                    np.vstack([v for _, v in pairs]) if pairs else np.zeros((0, 0), dtype=np.float32)
+                )
+                scope.bm25 = BM25Index()
+                for row in scope.rows:
+                    scope.bm25.add(row.id, tokenize(row.content))
+                scope.version = version
+        return scope
+
+    async def touch(self, tenant: str, user: str, ids: Sequence[int]) -> None:
+        await self.store.touch(tenant, user, ids)
+
+    def forget_scope(self, tenant: str, user: str) -> None:
+        self._scopes.pop((tenant, user), None)
+
+
+def item_candidates(
+    scope: ItemScope, query_vector: np.ndarray, terms: Sequence[str], k: int
+) -> ItemCandidates:
+    """Raw cosine and BM25 of the scope's unexpired items: the ``k`` best of each, cosine known for all."""
+    if not scope.rows:
+        return ItemCandidates({}, {}, {})
+    now = dt.datetime.now(dt.UTC)
+    live = [i for i, r in enumerate(scope.rows) if not is_expired(r.expires_at, now)]
+    cosines = scope.matrix @ np.asarray(query_vector, dtype=np.float32)
+    top = sorted(live, key=lambda i: -float(cosines[i]))[:k]
+    bm25 = scope.bm25.scores(list(terms), limit=k)
+    ids = {scope.rows[i].id: i for i in live}
+    vector = {scope.rows[i].id: float(cosines[i]) for i in top}
+    for item_id in bm25:
+        if item_id in ids:
+            vector[item_id] = float(cosines[ids[item_id]])
+    bm25 = {i: s for i, s in bm25.items() if i in ids}
+    rows = {r.id: r for r in scope.rows if r.id in vector or r.id in bm25}
+    return ItemCandidates(vector, bm25, rows)

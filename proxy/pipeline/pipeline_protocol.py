@@ -1,0 +1,49 @@
+"""The seam between the HTTP edge and the memory layers.
+
+The chat handler only knows this interface: ``prepare`` turns the client's
+messages into the messages to forward (or ``None``: forward the original
+bytes), ``record`` runs after the response. Anything ``prepare`` raises is
+turned into a degraded pass-through by the handler, never a failed request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..config import TenantSettings
+from ..context.compressor import Complete
+from ..context.watermark import View
+from ..memory.recall.recall import Recall
+from ..tokens import TokenCounter
+from .chat_call import ChatCall, Reply
+
+# The compression model's call for a tenant (given the client's upstream key):
+# built by the edge from its HTTP clients, handed to the memory pipeline.
+CompleteFor = Callable[[TenantSettings, str | None], Complete]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``prepare`` saw and chose, kept for ``record``."""
+
+    view: View
+    recall: Recall | None
+    counter: TokenCounter
+
+
+@dataclass
+class Prepared:
+    messages: list[dict[str, Any]] | None  # None: the client's messages go out unchanged
+    tokens_in: int
+    tokens_forwarded: int
+    memories: int = 0
+    degraded: str | None = None
+    plan: Plan | None = None  # None: nothing to record
+
+
+class Pipeline(Protocol):
+    async def prepare(self, call: ChatCall) -> Prepared: ...
+
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None: ...

@@ -1,0 +1,153 @@
+"""Admin calls on one user's memories: list and search, add, read, edit, delete, history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ...errors import BadRequest, NotFound
+from ...memory.curation.memory_admin import Found
+from ...memory.extraction.item_parser import TYPES
+from ..jsonbody import parse_json
+from .admin_call import AdminCall
+from .pagination import page, page_ask
+
+STATUSES = ("active", "superseded", "archived")
+MAX_ROW_ID = 2**63 - 1  # SQLite's largest integer
+
+
+async def list_memories(call: AdminCall) -> Response:
+    """``?q=`` searches (best first, one page); otherwise a page in id order. ``?status=``, ``?type=`` filter."""
+    request, user = call.request, call.request.path_params["user"]
+    status, kind = _status(request), _kind(request)
+    ask = page_ask(request.query_params)
+    query = request.query_params.get("q", "").strip()
+    if query:
+        mem = call.tenant.settings.memory
+        found = await call.admin.search(
+            call.tenant.id, user, query, include_inactive=status != "active",
+            weights=(mem.vector_weight, mem.bm25_weight), limit=ask.limit,
+        )
+        rows = [_found(f) for f in found if _keeps(f.item.status, f.item.type, status, kind)]
+        return JSONResponse(page(rows, ask, user=user, query=query))
+    after = _item_id(ask.after, "after") if ask.after else None
+    items = await call.admin.store.listings.items(
+        call.tenant.id, user, after=after, limit=ask.fetch,
+        status=None if status == "all" else status, kind=kind,
+    )
+    return JSONResponse(page([r.public() for r in items], ask, user=user))
+
+
+async def add_memory(call: AdminCall) -> Response:
+    tenant, user = call.tenant, call.request.path_params["user"]
+    mem = tenant.settings.memory
+    added = await call.admin.add(
+        tenant.id, user, await json_body(call.request), pii=mem.pii, dedup_cosine=mem.dedup_cosine
+    )
+    if added.action != "merged" and call.grant is not None:
+        await call.admin.store.edits.credit(tenant.id, user, added.item.id, call.grant.by)
+    payload = {"action": added.action, "item": added.item.public(), "superseded": list(added.superseded)}
+    return JSONResponse(payload, status_code=200 if added.action == "merged" else 201)
+
+
+async def get_memory(call: AdminCall) -> Response:
+    user, item = _target(call.request)
+    found = await call.admin.store.items.get(call.tenant.id, user, [item])
+    if item not in found:
+        raise _missing(call.request)
+    return JSONResponse(found[item].public())
+
+
+async def edit_memory(call: AdminCall) -> Response:
+    user, item = _target(call.request)
+    assert call.grant is not None
+    edited = await call.admin.edit(
+        call.tenant.id, user, item, await json_body(call.request),
+        pii=call.tenant.settings.memory.pii, by=call.grant.by,
+    )
+    if edited is None:
+        raise _missing(call.request)
+    return JSONResponse(edited.public())
+
+
+async def delete_memory(call: AdminCall) -> Response:
+    user, item = _target(call.request)
+    if not await call.admin.delete(call.tenant.id, user, item):
+        raise _missing(call.request)
+    return JSONResponse({"id": item, "object": "paperclip.memory", "deleted": True})
+
+
+async def memory_history(call: AdminCall) -> Response:
+    user, item = _target(call.request)
+    events = await call.admin.history(call.tenant.id, user, item)
+    if events is None:
+        raise _missing(call.request)
+    ask = page_ask(call.request.query_params, default=100)
+    after = (row_id(ask.after) or 0) if ask.after else 0
+    return JSONResponse(page([e for e in events if e["id"] > after][: ask.fetch], ask, item=item))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+async def json_body(request: Request) -> Any:
+    return await parse_json(await request.body())
+
+
+def _target(request: Request) -> tuple[str, int]:
+    item = row_id(request.path_params["item"])
+    if item is None:
+        raise _missing(request)
+    return request.path_params["user"], item
+
+
+def _missing(request: Request) -> NotFound:
+    p = request.path_params
+    return NotFound(f"No memory {p['item']!r} for user {p['user']!r}.")
+
+
+def _item_id(raw: str, name: str) -> int:
+    item = row_id(raw)
+    if item is None:
+        raise BadRequest(f"'{name}' must be a memory id.", param=name)
+    return item
+
+
+def row_id(raw: str) -> int | None:
+    """A memory id as the store can hold it (a positive 64-bit integer), else None."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > MAX_ROW_ID:
+        return None
+    return int(raw)
+
+
+def _status(request: Request) -> str:
+    if _flag(request, "all"):
+        return "all"
+    value = request.query_params.get("status", "active").strip().lower()
+    if value not in (*STATUSES, "all"):
+        raise BadRequest(f"'status' must be one of {', '.join(STATUSES)} or all.", param="status")
+    return value
+
+
+def _kind(request: Request) -> str | None:
+    value = request.query_params.get("type", "").strip().lower() or None
+    if value is not None and value not in TYPES:
+        raise BadRequest(f"'type' must be one of {', '.join(sorted(TYPES))}.", param="type")
+    return value
+
+
+def _keeps(item_status: str, item_type: str, status: str, kind: str | None) -> bool:
+    return status in ("all", item_status) and kind in (None, item_type)
+
+
+def _flag(request: Request, name: str) -> bool:
+    value = request.query_params.get(name, "false").strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise BadRequest(f"'{name}' must be true or false.", param=name)
+    return value in ("true", "1", "yes")
+
+
+def _found(found: Found) -> dict[str, Any]:
+    return {**found.item.public(), "score": found.score, "vector": found.vector, "bm25": found.bm25}

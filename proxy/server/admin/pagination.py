@@ -1,0 +1,70 @@
+"""Lists paginated the way OpenAI's are: ``?limit=&after=``, answering ``object: list``.
+
+A page is asked of the store with ``limit + 1`` rows after the cursor: the
+extra row, never returned, is how ``has_more`` is known without a count.
+Cursors are the ``id`` of the last row of the previous page, so a row added
+or deleted between two calls neither repeats nor skips any other row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import BadRequest
+
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class PageAsk:
+    limit: int
+    after: str | None
+
+    @property
+    def fetch(self) -> int:
+        """How many rows to read: one more than the page, to learn ``has_more``."""
+        return self.limit + 1
+
+
+def page_ask(query: Mapping[str, str], default: int = DEFAULT_LIMIT) -> PageAsk:
+    """Read ``limit`` and ``after``; a bad ``limit`` is a 400 naming it."""
+    raw = query.get("limit", str(default)).strip()
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise BadRequest(f"'limit' must be an integer from 1 to {MAX_LIMIT}.", param="limit")
+    after = query.get("after", "").strip() or None
+    return PageAsk(int(raw), after)
+
+
+def page(rows: Sequence[dict[str, Any]], ask: PageAsk, **extra: Any) -> dict[str, Any]:
+    """The list object for rows read with ``ask.fetch`` (at most one more than the page)."""
+    data = list(rows[: ask.limit])
+    return {
+        "object": "list",
+        **extra,
+        "data": data,
+        "has_more": len(rows) > ask.limit,
+        "first_id": _id(data[0]) if data else None,
+        "last_id": _id(data[-1]) if data else None,
+    }
+
+
+def after_cursor(
+    rows: Sequence[dict[str, Any]], ask: PageAsk, id_of: Callable[[dict[str, Any]], str] | None = None
+) -> list[dict[str, Any]]:
+    """For a list built in memory (already sorted): the rows after the cursor, ``ask.fetch`` of them.
+
+    An unknown cursor gives an empty page rather than the first one again.
+    """
+    ident = id_of or _id
+    start = 0
+    if ask.after is not None:
+        ids = [ident(r) for r in rows]
+        start = ids.index(ask.after) + 1 if ask.after in ids else len(rows)
+    return list(rows[start : start + ask.fetch])
+
+
+def _id(row: Mapping[str, Any]) -> str:
+    return str(row["id"])

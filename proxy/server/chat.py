@@ -1,0 +1,268 @@
+"""``POST /v1/chat/completions``: the intercepted path (SPEC §2)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+from starlette.types import Receive, Scope
+
+from ..errors import BadRequest, Degraded, PayloadTooLarge
+from ..pipeline.chat_call import ChatCall, Reply
+from ..pipeline.pipeline_protocol import Pipeline, Prepared
+from ..pipeline.pipeline_thread import beside
+from ..tenancy import Tenant, client_key, resolve_session, resolve_user
+from ..upstream.headers import header_map, join_url, request_headers
+from .accounting import Finished
+from .endpoint import Endpoint, Forward
+from .jsonbody import INLINE_BYTES, parse_json
+from .relay import Exchange, Outcome, read_body
+
+log = logging.getLogger("paperclip.chat")
+T = TypeVar("T")
+
+# The reply is kept (for recording) up to this many bytes; past it, not recorded.
+CAPTURE_LIMIT = 4 * 1024 * 1024
+# Bodies past this size skip the memory layer: forwarded as they came, nothing recorded,
+# tokens estimated. Counting, hashing, masking and embedding megabytes of new text
+# would hold the CPU (and Python's GIL) for seconds while every other client waits.
+MEMORY_MAX_BODY_BYTES = 2 * 1024 * 1024
+BYTES_PER_TOKEN = 4  # a typical English ratio, for the estimate only
+
+
+@dataclass(frozen=True)
+class Shaped:
+    """A request body read as the pipeline's call, and how to write the pipeline's messages back into it."""
+
+    call: ChatCall
+    readable: bool  # False: not a body we understand; the upstream judges it, we only relay
+    rebuild: Callable[[list[dict[str, Any]]], bytes]
+
+
+@dataclass(frozen=True)
+class Read:
+    """A request as read and prepared: the body to forward, and whether the memory layer stays out of it."""
+
+    call: ChatCall
+    prepared: Prepared
+    body: bytes
+    bypass: bool
+
+
+class ChatEndpoint(Endpoint):
+    """The intercepted path; subclasses read another shape of body (``shape``) and share the rest."""
+
+    route = "chat"
+    stop_at_done = True  # a chat stream ends at its [DONE], even if the upstream holds the socket open
+
+    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
+        headers = header_map(scope["headers"])
+        tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
+        limit = self.rt.settings.server.max_body_bytes
+        raw = await read_body(receive, limit)
+        if headers.get("content-encoding"):
+            raw = await off_loop(len(raw), decode_request_body, raw, headers.get("content-encoding"), limit)
+        served = self.rt.memory.pipeline  # None while the memory layer loads, or once it is off
+        # Parsing, preparing and re-serialising are CPU work: done where the pipeline runs (its own thread).
+        read = await beside(served, self._read(scope, headers, tenant, raw, served))
+        call, prepared, bypass = read.call, read.prepared, read.bypass
+        _describe(done, call, prepared, self.rt.settings.server.log_content)
+        ex = Exchange(
+            client=self.rt.upstreams.client(tenant.settings.upstream),
+            request=self._request(scope, tenant, read.body),
+            extra_headers=self._headers(call, prepared),
+            capture_limit=0 if bypass else CAPTURE_LIMIT,
+            stop_at_done=self.stop_at_done,
+        )
+        ex.body_done.set()
+        if bypass:
+            return Forward(ex)
+
+        def record(outcome: Outcome) -> None:
+            if served is None or not outcome.succeeded:  # a refused or broken exchange records nothing
+                return
+            self.rt.background.spawn("record", served.record(call, prepared, reply_of(outcome)))
+
+        return Forward(ex, record)
+
+    async def _read(
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, raw: bytes, served: Pipeline | None
+    ) -> Read:
+        body = await parse_body(raw)
+        memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
+        large = len(raw) > MEMORY_MAX_BODY_BYTES
+        bypass = memory_off or large or not self._enabled(tenant)
+        shaped = await self.shape(scope, headers, tenant, body, size=len(raw), bypass=bypass)
+        # An unreadable body is not ours to judge: the upstream validates it and answers.
+        bypass = bypass or not shaped.readable
+        call = shaped.call
+        prepared = too_large(len(raw)) if large else await self._prepare(call, served, bypass=bypass)
+        forward = raw if prepared.messages is None else shaped.rebuild(prepared.messages)
+        return Read(call, prepared, forward, bypass)
+
+    async def shape(
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool
+    ) -> Shaped:
+        """The chat completions body: its ``messages`` are the pipeline's."""
+        found = body.get("messages")
+        readable = isinstance(found, list) and all(isinstance(m, dict) for m in found)
+        messages: list[dict[str, Any]] = found if readable and isinstance(found, list) else []
+        user = resolve_user(headers, body)
+        session = await off_loop(size, resolve_session, headers, tenant.id, user, messages)
+        call = new_call(tenant, user, session, body, messages, headers, deployment_or_model(scope, body))
+        return Shaped(call, readable, lambda out: rebuild_body(body, out))
+
+    def _enabled(self, tenant: Tenant) -> bool:
+        st = tenant.settings
+        return bool(st.context.enabled or st.memory.enabled)
+
+    async def _prepare(self, call: ChatCall, served: Pipeline | None, *, bypass: bool) -> Prepared:
+        try:
+            if bypass:
+                prepared = await self.rt.bypass.prepare(call)
+            elif served is None:
+                raise self.rt.memory.unavailable()
+            else:
+                prepared = await served.prepare(call)
+        except asyncio.CancelledError:
+            raise
+        except Degraded as exc:
+            log.warning("memory layer stepped aside, forwarding unchanged: %s (%s)", exc.reason, exc.message)
+            prepared = await self.rt.bypass.prepare(call)
+            prepared.degraded = exc.reason
+        except Exception as exc:
+            log.warning("memory layer failed, forwarding unchanged: %s", type(exc).__name__, exc_info=True)
+            prepared = await self.rt.bypass.prepare(call)
+            prepared.degraded = type(exc).__name__
+        if prepared.degraded:
+            self.rt.metrics.degraded.labels(prepared.degraded).inc()
+        m = self.rt.metrics
+        m.tokens_in.inc(prepared.tokens_in)
+        m.tokens_forwarded.inc(prepared.tokens_forwarded)
+        m.tokens_saved.inc(max(0, prepared.tokens_in - prepared.tokens_forwarded))
+        m.memories_injected.inc(prepared.memories)
+        return prepared
+
+    def _request(self, scope: Scope, tenant: Tenant, body: bytes) -> httpx.Request:
+        up = tenant.settings.upstream
+        headers = request_headers(
+            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
+            tenant,
+            drop=frozenset({"content-encoding"}),  # the body goes out decoded
+        )
+        headers.append(("content-length", str(len(body))))
+        url = join_url(up.base_url, scope["path"], scope.get("query_string", b""))
+        return httpx.Request("POST", url, headers=headers, content=body)
+
+    def _headers(self, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
+        out = [
+            (b"x-paperclip-session", call.session.encode("latin-1")),  # as it came: headers are latin-1
+            (b"x-paperclip-trace", call.trace_id.encode()),
+            (b"x-paperclip-tokens-in", str(prepared.tokens_in).encode()),
+            (b"x-paperclip-tokens-forwarded", str(prepared.tokens_forwarded).encode()),
+            (b"x-paperclip-memories", str(prepared.memories).encode()),
+        ]
+        if prepared.degraded:
+            out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
+        return out
+
+
+def new_call(
+    tenant: Tenant,
+    user: str,
+    session: str,
+    body: dict[str, Any],
+    messages: list[dict[str, Any]],
+    headers: Mapping[str, str],
+    model: str | None,
+    **shape: Any,
+) -> ChatCall:
+    return ChatCall(
+        tenant=tenant, user=user, session=session, trace_id="t-" + uuid.uuid4().hex, body=body,
+        messages=messages, model=model, headers=headers, **shape,
+    )
+
+
+def _describe(done: Finished, call: ChatCall, prepared: Prepared, content: bool) -> None:
+    done.user, done.session, done.trace, done.model = call.user, call.session, call.trace_id, call.model
+    done.tokens_in, done.tokens_forwarded = prepared.tokens_in, prepared.tokens_forwarded
+    done.memories, done.degraded = prepared.memories, prepared.degraded
+    if content:
+        last = next((m for m in reversed(call.messages) if m.get("role") == "user"), None)
+        done.content = str(last.get("content")) if last is not None else None
+
+
+def deployment_or_model(scope: Scope, body: dict[str, Any]) -> str | None:
+    """The model tokens are counted for: Azure's deployment in the path, else the body's ``model``."""
+    deployment = scope.get("path_params", {}).get("deployment")
+    if isinstance(deployment, str) and deployment:
+        return deployment
+    model = body.get("model")
+    return model if isinstance(model, str) else None
+
+
+def reply_of(outcome: Outcome) -> Reply:
+    """The pipeline's view of what the relay saw."""
+    return Reply(
+        status=outcome.status,
+        # A reply the client did not get whole (it left; it outgrew the capture) is not the assistant's.
+        body=bytes(outcome.body) if outcome.complete else b"",
+        streamed=outcome.streamed,
+        content_encoding=outcome.content_encoding,
+        disconnected=outcome.disconnected,
+    )
+
+
+def too_large(size: int) -> Prepared:
+    estimate = size // BYTES_PER_TOKEN
+    return Prepared(messages=None, tokens_in=estimate, tokens_forwarded=estimate, degraded="too_large")
+
+
+async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, on a worker thread when the body is large enough for the hop to pay."""
+    return fn(*args) if size <= INLINE_BYTES else await asyncio.to_thread(fn, *args)
+
+
+async def parse_body(raw: bytes) -> dict[str, Any]:
+    body = await parse_json(raw)
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    return body
+
+
+def rebuild_body(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
+    """The client's body with only ``messages`` replaced: key order, nulls and unknown fields kept."""
+    out = dict(body)
+    out["messages"] = messages
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def decode_request_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
+    """Decode a gzip/deflate request body, refusing to inflate past ``limit`` (zip bombs)."""
+    if not encoding or encoding.strip().lower() == "identity":
+        return raw
+    kind = encoding.strip().lower()
+    if kind not in ("gzip", "deflate", "x-gzip"):
+        raise BadRequest(f"Unsupported Content-Encoding {encoding!r} (gzip and deflate are).")
+    wbits = 16 + zlib.MAX_WBITS if kind != "deflate" else zlib.MAX_WBITS
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        if kind != "deflate":
+            raise BadRequest(f"The request body is not valid {kind}.") from exc
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some clients send
+        try:
+            out = inflater.decompress(raw, limit + 1)
+        except zlib.error as exc2:
+            raise BadRequest("The request body is not valid deflate.") from exc2
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise PayloadTooLarge(f"The decoded request body exceeds {limit} bytes.")
+    return out

@@ -1,0 +1,184 @@
+"""The inspector's guard and sign-in: the session every page passes, form parsing and rendering.
+
+Every page acts with the signed-in key's grant (``KeyRing.admin_grant``), as
+the admin API does: viewing is a GET, an edit a PATCH, a delete a DELETE, so a
+passthrough client key may look and delete but not edit. Every POST carries
+the session's CSRF token; templates autoescape everything (memories are user
+text).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ...errors import BadRequest, CsrfRefused, PaperclipError
+from ...tenancy import Grant
+from ..runtime import Runtime
+from .signin import COOKIE, Sessions, UiSession, cookie_header, csrf_ok
+
+log = logging.getLogger("paperclip.inspector")
+
+PREFIX = "/paperclip/ui"
+MAX_FORM_BYTES = 64 * 1024
+
+
+
+@dataclass
+class Page:
+    """One signed-in request: who, on which tenant (``?tenant=``), and its form if it is a POST."""
+
+    request: Request
+    runtime: Runtime
+    session: UiSession
+    grant: Grant
+    form: dict[str, str]
+
+    @property
+    def tenant(self) -> str:
+        return self.grant.tenant.id
+
+    def url(self, path: str, **params: Any) -> str:
+        """A link inside the inspector, keeping the tenant an operator picked."""
+        query = {k: v for k, v in params.items() if v not in (None, "")}
+        if self.grant.operator:
+            query = {"tenant": self.tenant, **query}
+        return PREFIX + path + ("?" + urlencode(query) if query else "")
+
+    def render(self, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        return render(template, status_code, page=self, csrf=self.session.csrf, **context)
+
+
+Handler = Callable[[Page], Awaitable[Response]]
+_env = Environment(
+    loader=PackageLoader("proxy.server.inspector", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+)
+_env.filters["part"] = lambda text: quote(str(text), safe="")  # one path segment
+_env.filters["when"] = lambda ts: (
+    "-" if ts is None else dt.datetime.fromtimestamp(float(ts), dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+)
+
+
+def render(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(_env.get_template(template).render(**context), status_code=status_code)
+
+
+def inspector_routes(runtime: Runtime, handlers: dict[str, tuple[str, Handler]]) -> list[BaseRoute]:
+    """``handlers``: path → (verb, handler). A verb of GET is a page; PATCH or DELETE, a form
+    posted to that path, checked as that admin call would be. Sign-in and sign-out are added here."""
+    sessions = Sessions()
+    routes: list[BaseRoute] = [
+        Route(PREFIX, _home(runtime, sessions), methods=["GET"]),
+        Route(PREFIX + "/", _home(runtime, sessions), methods=["GET"]),
+        Route(PREFIX + "/login", _login(runtime, sessions), methods=["GET", "POST"]),
+        Route(PREFIX + "/logout", _logout(sessions), methods=["POST"]),
+        Route(PREFIX + "/tenants", _tenants(runtime, sessions), methods=["GET"]),
+    ]
+    for path, (verb, handler) in handlers.items():
+        method = "GET" if verb == "GET" else "POST"
+        routes.append(Route(PREFIX + path, _guarded(runtime, sessions, verb, handler), methods=[method]))
+    return routes
+
+
+def _guarded(
+    runtime: Runtime, sessions: Sessions, verb: str, handler: Handler
+) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        session = sessions.get(request.cookies.get(COOKIE))
+        if session is None:
+            return RedirectResponse(PREFIX + "/login", status_code=303)
+        try:
+            form = await read_form(request) if verb != "GET" else {}
+            if verb != "GET" and not csrf_ok(session, form.get("csrf")):
+                raise CsrfRefused("This form has expired or did not come from the inspector; reload the page.")
+            named = request.query_params.get("tenant") or None
+            grant = runtime.keys.admin_grant(session.key, named, verb)
+            return await handler(Page(request, runtime, session, grant, form))
+        except BadRequest as exc:
+            if exc.param == "tenant":
+                return RedirectResponse(PREFIX + "/tenants", status_code=303)
+            return render("error.html", exc.status, error=exc)
+        except PaperclipError as exc:
+            return render("error.html", exc.status, error=exc)
+        except Exception:
+            log.exception("inspector page %s failed", request.url.path)
+            return render("error.html", 500, error=PaperclipError("This page failed; see the log."))
+
+    return endpoint
+
+
+def _home(runtime: Runtime, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
+    async def home(request: Request) -> Response:
+        session = sessions.get(request.cookies.get(COOKIE))
+        if session is None:
+            return RedirectResponse(PREFIX + "/login", status_code=303)
+        wide = runtime.keys.is_operator(session.key) and len(runtime.keys.tenant_names()) != 1
+        return RedirectResponse(PREFIX + ("/tenants" if wide else "/users"), status_code=303)
+
+    return home
+
+
+def _tenants(runtime: Runtime, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
+    """The operator's first page: every tenant, configured or a passthrough scope with data."""
+
+    async def tenants(request: Request) -> Response:
+        session = sessions.get(request.cookies.get(COOKIE))
+        if session is None or not runtime.keys.is_operator(session.key):
+            return RedirectResponse(PREFIX, status_code=303)
+        configured = runtime.keys.tenant_names()
+        store = runtime.store()
+        stored = await store.listings.tenants() if store is not None else []
+        rows = [{"id": n, "kind": "tenant" if n in configured else "passthrough"}
+                for n in sorted({*configured, *stored})]
+        return render("tenants.html", tenants=rows, csrf=session.csrf, page=None)
+
+    return tenants
+
+
+def _login(runtime: Runtime, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return render("login.html")
+        key = (await read_form(request)).get("key", "").strip()
+        try:
+            if not runtime.keys.is_operator(key):
+                runtime.keys.admin_grant(key, None, "GET")
+        except PaperclipError:
+            return render("login.html", 401, error="That key is not an admin key of this proxy.")
+        response = RedirectResponse(PREFIX, status_code=303)
+        secure = request.url.scheme == "https"
+        response.headers["set-cookie"] = cookie_header(sessions.open(key), secure)
+        return response
+
+    return login
+
+
+def _logout(sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
+    async def logout(request: Request) -> Response:
+        sid = request.cookies.get(COOKIE)
+        session = sessions.get(sid)
+        if session is not None and csrf_ok(session, (await read_form(request)).get("csrf")):
+            sessions.close(sid)
+        response = RedirectResponse(PREFIX + "/login", status_code=303)
+        response.headers["set-cookie"] = cookie_header("", request.url.scheme == "https", max_age=0)
+        return response
+
+    return logout
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """An urlencoded form (the inspector's forms are no more), bounded in size."""
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise BadRequest("The form is too large.")
+    return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))

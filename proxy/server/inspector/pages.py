@@ -1,0 +1,114 @@
+"""The inspector's pages: users, a user (profile, memories, sessions), a session's pyramid, traces."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.responses import Response
+
+from ...errors import BadRequest, NotFound
+from ...memory.curation.memory_admin import MemoryAdmin
+from ...memory.extraction.item_parser import TYPES
+from ..admin.admin_call import memory_admin
+from ..admin.pagination import page_ask
+from .page_guard import Page
+from .pyramid import pyramid
+
+PAGE_ROWS = 50
+PROFILE_IMPORTANCE = 0.7
+PROFILE_ROWS = 12
+STATUSES = ("active", "superseded", "archived", "all")
+
+
+async def users_page(page: Page) -> Response:
+    ask = page_ask(page.request.query_params, default=PAGE_ROWS)
+    rows = await _admin(page).store.listings.users(page.tenant, ask.after, ask.fetch)
+    return page.render("users.html", users=rows[: ask.limit], more=rows[ask.limit - 1]["id"]
+                       if len(rows) > ask.limit else None)
+
+
+async def user_page(page: Page) -> Response:
+    q = page.request.query_params
+    user, admin = page.request.path_params["user"], _admin(page)
+    query, kind, status = q.get("q", "").strip(), q.get("type") or None, q.get("status") or "active"
+    if (kind is not None and kind not in TYPES) or status not in STATUSES:
+        raise BadRequest("Unknown type or status filter.")
+    ask = page_ask(q, default=PAGE_ROWS)
+    more = None
+    if query:
+        mem = page.grant.tenant.settings.memory
+        found = await admin.search(page.tenant, user, query, include_inactive=status != "active",
+                                   weights=(mem.vector_weight, mem.bm25_weight), limit=PAGE_ROWS)
+        memories = [{**f.item.public(), "score": f.score, "vector": f.vector, "bm25": f.bm25}
+                    for f in found if kind in (None, f.item.type) and status in ("all", f.item.status)]
+    else:
+        after = int(ask.after) if ask.after and ask.after.isdigit() else None
+        rows = await admin.store.listings.items(page.tenant, user, after=after, limit=ask.fetch,
+                                                status=None if status == "all" else status, kind=kind)
+        memories = [r.public() for r in rows[: ask.limit]]
+        more = str(memories[-1]["id"]) if len(rows) > ask.limit else None
+    sessions = (await admin.store.listings.sessions(page.tenant, user))[:20]
+    traces = await admin.store.traces.recent(page.tenant, user=user, limit=10)
+    return page.render(
+        "user.html", user=user, memories=memories, more=more, query=query, kind=kind, status=status,
+        types=sorted(TYPES), statuses=STATUSES, profile=await _profile(admin, page.tenant, user),
+        sessions=sessions, traces=traces,
+    )
+
+
+async def export_page(page: Page) -> Response:
+    user = page.request.path_params["user"]
+    data = await _admin(page).export(page.tenant, user)
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in user) or "user"
+    return Response(
+        json.dumps(data, ensure_ascii=False, indent=1), media_type="application/json",
+        headers={"content-disposition": f'attachment; filename="paperclip-{name}.json"'},
+    )
+
+
+async def session_page(page: Page) -> Response:
+    session = page.request.path_params["session"]
+    store = _admin(page).store
+    state = await store.sessions.describe(page.tenant, session)
+    activity = await store.users.session_activity(page.tenant, session)
+    if state is None and activity is None:
+        raise NotFound(f"No session {session!r}.")
+    state = state or {"summaries": [], "prefixes": [], "watermark": 0}
+    return page.render("session.html", session=session, state=state, activity=activity or {},
+                       rows=pyramid(state["summaries"], state["watermark"]))
+
+
+async def traces_page(page: Page) -> Response:
+    q = page.request.query_params
+    ask = page_ask(q, default=PAGE_ROWS)
+    rows = await _admin(page).store.traces.recent(
+        page.tenant, user=q.get("user") or None, session=q.get("session") or None,
+        after=ask.after, limit=ask.fetch,
+    )
+    more = rows[ask.limit - 1]["id"] if len(rows) > ask.limit else None
+    return page.render("traces.html", traces=rows[: ask.limit], more=more, user=q.get("user") or "")
+
+
+async def trace_page(page: Page) -> Response:
+    trace = page.request.path_params["trace"]
+    data = await _admin(page).store.traces.get(page.tenant, trace)
+    if data is None:
+        raise NotFound(f"No trace {trace!r}.")
+    # A card of adjacent turns names each of them: "f12,f13".
+    injected = {i for card in data.get("injected") or [] for i in str(card).split(",")}
+    candidates = [
+        {**c, "rank": n, "injected": str(c.get("id")) in injected}
+        for n, c in enumerate(data.get("candidates") or [], start=1)
+    ]
+    return page.render("trace.html", trace=data, candidates=candidates)
+
+
+async def _profile(admin: MemoryAdmin, tenant: str, user: str) -> list[dict[str, Any]]:
+    """The standing facts: the user's active items of high importance, most important first."""
+    rows = await admin.store.listings.important(tenant, user, PROFILE_IMPORTANCE, PROFILE_ROWS)
+    return [r.public() for r in rows]
+
+
+def _admin(page: Page) -> MemoryAdmin:
+    return memory_admin(page.runtime)

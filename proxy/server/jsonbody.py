@@ -1,0 +1,79 @@
+"""Parsing a client's JSON body into something every later step can handle.
+
+``json.loads`` accepts three things that crash code further on, so they are
+refused here with a 400 in OpenAI's envelope instead of a 500 later:
+
+- nesting deeper than ``MAX_DEPTH``: hashing, re-serialising and walking a
+  message recurse, and a body nested ~1,000 deep exhausts the stack;
+- integers of more than 4,300 digits (Python's conversion limit);
+- lone UTF-16 surrogates (``"\\ud800"``): a string holding one cannot be
+  encoded as UTF-8, so it could not be hashed, counted, stored or forwarded.
+
+Large bodies are parsed on a worker thread, so the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+from ..errors import BadRequest
+from ..hashing import LONE_SURROGATE
+
+MAX_DEPTH = 128
+# Under this size, parsing costs less than the hop to a thread.
+INLINE_BYTES = 64 * 1024
+
+# Any surrogate escape, paired or not; only bodies holding one are searched for lone ones.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+async def parse_json(raw: bytes) -> Any:
+    """The parsed body, or ``BadRequest`` saying what is wrong with it."""
+    if len(raw) <= INLINE_BYTES:
+        return loads(raw)
+    return await asyncio.to_thread(loads, raw)
+
+
+def loads(raw: bytes) -> Any:
+    try:
+        value = json.loads(raw)
+    except RecursionError as exc:
+        raise BadRequest(f"The JSON body is nested too deeply (at most {MAX_DEPTH} levels).") from exc
+    except (UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or an integer too long
+        raise BadRequest(f"We could not parse the JSON body of your request: {exc}") from exc
+    check(value, strings=_SURROGATE_ESCAPE.search(raw) is not None)
+    return value
+
+
+def check(value: Any, *, strings: bool = True) -> None:
+    """Refuse nesting past ``MAX_DEPTH`` and (when ``strings``) text holding a lone surrogate.
+
+    Iterative, so the check itself cannot overflow the stack it protects.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+            if strings:
+                for key in item:
+                    _check_text(key)
+        elif isinstance(item, list):
+            children = item
+        else:
+            if strings and isinstance(item, str):
+                _check_text(item)
+            continue
+        if depth > MAX_DEPTH:
+            raise BadRequest(f"The JSON body is nested too deeply (at most {MAX_DEPTH} levels).")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _check_text(text: str) -> None:
+    if not text.isascii() and LONE_SURROGATE.search(text):
+        raise BadRequest(
+            "The JSON body holds a lone UTF-16 surrogate (such as \\ud800), which is not valid Unicode."
+        )

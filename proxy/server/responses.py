@@ -1,0 +1,77 @@
+"""``POST /v1/responses``: OpenAI's Responses API, another shape of the chat path (SPEC §6).
+
+The input items are read as the pipeline's messages (``pipeline/response_items``);
+tenant, user, preparing, relaying and recording are the chat endpoint's own.
+What is particular to this shape is the session: the header, else the session
+that produced ``previous_response_id``, else derived as for chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.types import Scope
+
+from ..pipeline.response_items import as_messages, rebuild, render
+from ..store.records import ResponseSession
+from ..tenancy import Tenant, resolve_session, resolve_user
+from .chat import ChatEndpoint, Shaped, deployment_or_model, new_call, off_loop
+
+log = logging.getLogger("paperclip.responses")
+
+
+class ResponsesEndpoint(ChatEndpoint):
+    route = "responses"
+    stop_at_done = False  # its streams have no [DONE]: relayed to their end
+
+    async def shape(
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool
+    ) -> Shaped:
+        conv = as_messages(body)
+        messages = conv.messages if conv is not None else []
+        user = resolve_user(headers, body)
+        session = await off_loop(size, resolve_session, headers, tenant.id, user, messages)
+        held = provider_state(body)
+        offset = 0
+        previous = body.get("previous_response_id")
+        if not bypass and isinstance(previous, str):
+            found = await self._chain(tenant, previous)
+            if found is not None and not headers.get("x-paperclip-session", "").strip():
+                session = found.session
+            if found is not None and found.session == session:
+                offset = found.upto
+        model = deployment_or_model(scope, body)
+        call = new_call(
+            tenant, user, session, body, messages, headers, model, api="responses", provider_state=held, offset=offset
+        )
+        head_in_instructions = tenant.settings.memory.position == "system_head"
+
+        def write_back(out: list[dict[str, Any]]) -> bytes:
+            assert conv is not None  # only a readable body is prepared
+            return render(rebuild(body, conv, out, head_in_instructions=head_in_instructions))
+
+        return Shaped(call, conv is not None, write_back)
+
+    async def _chain(self, tenant: Tenant, response_id: str) -> ResponseSession | None:
+        """The session of an earlier response; None when unknown or unreadable (a session is derived)."""
+        store = self.rt.store()
+        if store is None:
+            return None
+        try:
+            return await store.responses.find(tenant.id, response_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("could not read the session of response %s; deriving one", response_id, exc_info=True)
+            return None
+
+
+def provider_state(body: Mapping[str, Any]) -> str | None:
+    """What holds the conversation upstream, or None when the client sends all of it."""
+    for key in ("previous_response_id", "conversation"):
+        if body.get(key):
+            return key
+    return None

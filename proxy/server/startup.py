@@ -1,0 +1,96 @@
+"""Opening the memory layer: database, embedding model, prompts — off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+
+from ..config import Settings
+from ..memory.recall.rerank import load_rerankers
+from ..memory.search import bm25
+from ..memory.search.embedder import Embedder, load_embedder
+from ..pipeline.memory_layer import assemble
+from ..prompts import Prompts
+from ..store import connect, urls
+from ..tokens import encoding_for
+from ..upstream.compression_client import compression_calls
+from .readiness import FileIdentity, identity, watch_database
+from .runtime import Ready, Runtime
+
+log = logging.getLogger("paperclip.startup")
+
+YOUNG_OBJECTS = 20_000  # the collector's first threshold once serving (Python's default: 700)
+
+
+async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> None:
+    """Load the memory layer and let it join; on failure the proxy goes on as a plain proxy."""
+    settings = runtime.settings
+    try:
+        prompts = Prompts.load()
+        if embedder is None:
+            embedder = await asyncio.to_thread(
+                load_embedder,
+                settings.embedding_model,
+                backend=settings.embedding_backend,
+                cache_dir=settings.embedding_cache_dir,
+            )
+        await asyncio.to_thread(_warm_up)
+        configured = [t.memory.rerank for t in (settings.defaults, *settings.tenants)]
+        rerankers = await asyncio.to_thread(load_rerankers, configured)
+        store = await connect(settings.storage_url, embedder.dim)
+    except Exception as exc:
+        log.exception("the memory layer could not start; serving as a plain proxy")
+        runtime.memory.offline(f"the memory layer could not start: {exc}")
+        return
+    try:
+        layer = assemble(store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers)
+        runtime.memory.ready(layer.serve(), layer, database_file(settings))
+    except Exception as exc:
+        log.exception("the memory layer could not start; serving as a plain proxy")
+        await store.aclose()
+        runtime.memory.offline(f"the memory layer could not start: {exc}")
+        return
+    log.info("memory layer ready (embedding %s, dim %d)", settings.embedding_model, embedder.dim)
+
+
+async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, freeze_heap: bool = False) -> None:
+    """Open the memory layer, then watch its database until shutdown (the app's lifespan task).
+
+    ``freeze_heap`` (``paperclip serve``): once the model and the indexes are
+    loaded, move everything alive to the collector's permanent generation.
+    Those objects live as long as the process, yet every full collection
+    walked them all, stopping every thread (the server's loop too) for tens
+    of ms under load (figures in docs/hardening.md, "Under load"). And the
+    young generation is collected after ``YOUNG_OBJECTS`` new objects, not
+    700: a request's objects die by reference counting, so at 700 the
+    collector ran ~4 times a second under load to find little, each time
+    stopping every thread.
+    """
+    await start_memory(runtime, embedder)
+    if freeze_heap:
+        settle_heap()
+        log.info(
+            "heap frozen after start: %d objects, the young generation collected after %d new ones",
+            gc.get_freeze_count(), gc.get_threshold()[0],
+        )
+    state = runtime.memory.state
+    if isinstance(state, Ready) and isinstance(state.database_file, FileIdentity):
+        await watch_database(runtime, runtime.settings.sqlite_path, state.database_file)
+
+
+def database_file(settings: Settings) -> FileIdentity | None:
+    """The SQLite file just opened, to watch (a PostgreSQL pool reconnects: nothing to watch)."""
+    return identity(settings.sqlite_path) if urls.is_sqlite(settings.storage_url) else None
+
+
+def settle_heap() -> None:
+    """What is alive now joins the collector's permanent generation; the young one is collected less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
+
+
+def _warm_up() -> None:
+    encoding_for(None)
+    bm25.warm_up()

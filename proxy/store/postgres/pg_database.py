@@ -1,0 +1,154 @@
+"""PostgreSQL access for several replicas on one database: a psycopg 3 async pool, pgvector types.
+
+``await PgDatabase.open(url, dim)`` first migrates on a connection of its
+own, under an advisory lock so that replicas starting together migrate
+once (``pg_schema.migrate``), then opens the pool. Every pooled connection
+maps pgvector's ``vector`` type to numpy float32 arrays, in pgvector's
+binary form both ways (a 384-float vector as text is ~4 KB to format and
+parse; as binary it is one memory copy).
+
+``async with db.transaction() as conn`` is one transaction; reads use
+``db.connection()`` (autocommit, one statement each). Unlike SQLite's
+single writer, writes from many replicas run side by side: rules that must
+hold across replicas (one compression per range, one cleanup per period)
+are rows locked or leased in the database (``pg_coordination.py``), never a
+lock in one process.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import numpy as np
+
+from . import pg_migrations as pg_schema
+
+PgConnection = Any  # psycopg.AsyncConnection[Any]: the driver is an optional extra
+
+# Per replica: the request handlers and background work share these. A
+# replica's queries are short, so a few connections serve many requests;
+# PostgreSQL's max_connections must cover replicas × max_size (docs/deployment.md).
+POOL_MIN = 2
+POOL_MAX = 10
+
+
+class PgDatabase:
+    def __init__(self, pool: Any, dim: int | None) -> None:
+        self.pool = pool
+        self.dim = dim
+
+    @classmethod
+    async def open(
+        cls, url: str, dim: int | None, *, min_size: int = POOL_MIN, max_size: int = POOL_MAX
+    ) -> PgDatabase:
+        """Migrate (once across replicas), then open a pool whose connections speak pgvector.
+
+        ``dim`` None leaves the vector columns as they are (a reader that embeds nothing).
+        """
+        import psycopg
+        from psycopg.types import TypeInfo
+        from psycopg_pool import AsyncConnectionPool
+
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await pg_schema.migrate(conn, dim)
+            info = await TypeInfo.fetch(conn, "vector")
+        if info is None:
+            raise RuntimeError("the pgvector extension is not installed in this database")
+        dumper, loader = _vector_adapters(info.oid)
+
+        async def configure(conn: PgConnection) -> None:
+            conn.adapters.register_dumper(np.ndarray, dumper)
+            conn.adapters.register_loader(info.oid, loader)
+            _register_text_loader(conn.adapters, info.oid)
+
+        pool = AsyncConnectionPool(
+            url, min_size=min_size, max_size=max_size, open=False,
+            kwargs={"autocommit": True}, configure=configure, name="paperclip",
+        )
+        await pool.open(wait=True, timeout=30)
+        return cls(pool, dim)
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[PgConnection]:
+        """A pooled connection in autocommit: each statement is its own transaction."""
+        async with self.pool.connection() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[PgConnection]:
+        """A pooled connection inside one transaction: committed on exit, rolled back on error."""
+        async with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+async def nearest(
+    db: PgDatabase, table: str, tenant: str, user: str, vector: Any, k: int
+) -> list[tuple[int, float]]:
+    """(row id, cosine similarity) of the user's ``k`` nearest rows of ``table``, nearest first.
+
+    On a table with an HNSW index (``pg_vectors.HNSW_TABLES``) the index
+    answers first. pgvector 0.6 filters its candidates after the index
+    scan, so when other users' rows crowd the ``ef_search`` list the answer
+    comes back short: then the user's rows are ranked exactly (the ``+ 0``
+    hides the ordering from the index, the (tenant, user) index finds the
+    rows). On a table without one, the first query is already exact.
+    """
+    where = f'FROM {table} WHERE tenant = %s AND "user" = %s AND embedding IS NOT NULL'
+    async with db.transaction() as conn:
+        await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(40, 2 * k)),))
+        cur = await conn.execute(
+            f"SELECT id, embedding <=> %s AS d {where} ORDER BY embedding <=> %s LIMIT %s",
+            (vector, tenant, user, vector, k),
+        )
+        rows = await cur.fetchall()
+        if len(rows) < k:
+            cur = await conn.execute(
+                f"SELECT id, embedding <=> %s AS d {where} ORDER BY (embedding <=> %s) + 0 LIMIT %s",
+                (vector, tenant, user, vector, k),
+            )
+            rows = await cur.fetchall()
+    return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+
+def _vector_adapters(oid: int) -> tuple[type, type]:
+    """psycopg adapters between numpy float32 arrays and pgvector's binary ``vector``.
+
+    The wire form is pgvector's: a big-endian uint16 dimension, a uint16 0,
+    then big-endian float32s.
+    """
+    from psycopg.adapt import Dumper, Loader
+    from psycopg.pq import Format
+
+    class VectorDumper(Dumper):
+        format = Format.BINARY
+
+        def dump(self, obj: Any) -> bytes:
+            vec = np.asarray(obj, dtype=">f4").ravel()
+            return struct.pack(">HH", vec.shape[0], 0) + vec.tobytes()
+
+    VectorDumper.oid = oid
+
+    class VectorLoader(Loader):
+        format = Format.BINARY
+
+        def load(self, data: Any) -> np.ndarray:
+            return np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32)
+
+    return VectorDumper, VectorLoader
+
+
+def _register_text_loader(adapters: Any, oid: int) -> None:
+    """Text results (a cursor not asked for binary) still come back as arrays."""
+    from psycopg.adapt import Loader
+
+    class VectorTextLoader(Loader):
+        def load(self, data: Any) -> np.ndarray:
+            return np.array(bytes(data)[1:-1].split(b","), dtype=np.float32)
+
+    adapters.register_loader(oid, VectorTextLoader)

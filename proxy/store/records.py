@@ -1,0 +1,163 @@
+"""The records both stores read and write: fragments, items, summaries, response sessions.
+
+Declared once, beside ``interface.py``: SQLite's and PostgreSQL's stores
+build and return these, and everything above the store names them here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+def scope_of(tenant: str, user: str) -> str:
+    return f"{tenant}\x1f{user}"
+
+
+@dataclass(frozen=True)
+class NewFragment:
+    hash: str
+    role: str
+    text: str
+    terms: str
+    position: int
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    id: int
+    session: str
+    hash: str
+    role: str
+    text: str
+    position: int
+    tokens: int
+    created: float
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """One active fragment as the in-memory index loads it, with its BM25 terms and vector."""
+
+    fragment: Fragment
+    terms: str
+    vector: np.ndarray
+
+
+def generation_key(tenant: str, user: str) -> str:
+    """The scope's key in ``scope_generations``: a digest, so a forgotten user's id (often an
+    email) does not outlive their data there — the row must, to tell other processes."""
+    return hashlib.sha256(scope_of(tenant, user).encode()).hexdigest()
+
+
+# An item row's columns, as ``item_row`` reads them (and as a user's export lists them).
+ITEM_COLUMNS = (
+    "id, session, type, key, content, importance, confidence, source, expires_at, status,"
+    " superseded_by, turns, fragment_hashes, seen_count, access_count, last_access, created, updated"
+)
+
+
+@dataclass(frozen=True)
+class ItemRow:
+    id: int
+    session: str | None
+    type: str
+    key: str
+    content: str
+    importance: float
+    confidence: float
+    source: str
+    expires_at: str | None
+    status: str
+    superseded_by: int | None
+    turns: list[int]
+    fragment_hashes: list[str]
+    seen_count: int
+    access_count: int
+    last_access: float | None
+    created: float
+    updated: float
+
+    def public(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out.pop("fragment_hashes")
+        return out
+
+
+@dataclass(frozen=True)
+class NewItem:
+    type: str
+    key: str
+    content: str
+    terms: str
+    importance: float
+    confidence: float
+    source: str
+    expires_at: str | None
+    expires: float | None  # ``expires_at`` in epoch seconds, as the caller reads it
+    turns: Sequence[int]
+    fragment_hashes: Sequence[str]
+
+
+@dataclass(frozen=True)
+class ItemWrite:
+    """What to do with a new item: merge it into ``merge_into``, or store it superseding ``supersedes``."""
+
+    merge_into: int | None = None
+    supersedes: tuple[int, ...] = ()
+    suppress: tuple[str, ...] = ()  # more fragment hashes of a superseded value (with a store)
+
+
+# Decides, from the user's active items (with their vectors), what a new item's write is.
+Choose = Callable[[list[tuple["ItemRow", np.ndarray]]], ItemWrite]
+
+
+def item_row(r: Any) -> ItemRow:
+    """An ``items`` row (either store's, read by column name) as an ``ItemRow``."""
+    return ItemRow(
+        id=int(r["id"]), session=r["session"], type=r["type"], key=r["key"], content=r["content"],
+        importance=float(r["importance"]), confidence=float(r["confidence"]), source=r["source"],
+        expires_at=r["expires_at"], status=r["status"], superseded_by=r["superseded_by"],
+        turns=json.loads(r["turns"]), fragment_hashes=json.loads(r["fragment_hashes"]),
+        seen_count=int(r["seen_count"]), access_count=int(r["access_count"]),
+        last_access=r["last_access"], created=float(r["created"]), updated=float(r["updated"]),
+    )
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    id: str
+    level: int
+    text: str
+    tokens: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class PrefixState:
+    """The longest stored compressed prefix an incoming history starts with."""
+
+    upto: int  # conversation messages [0, upto) are covered by `summaries`
+    chain_hash: str
+    summaries: tuple[SummaryRow, ...]
+
+
+EMPTY = PrefixState(0, "", ())
+
+
+def new_summary_id() -> str:
+    return "sum-" + uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class ResponseSession:
+    session: str
+    upto: int  # the session's conversation messages up to and including this response
