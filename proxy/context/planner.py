@@ -48,6 +48,10 @@ LEADING_ROLES = frozenset({"system", "developer"})
 RESULT_ROLES = frozenset({"tool", "function"})
 # A Responses API reasoning item belongs to the output item after it: never cut between them.
 BOUND_TO_NEXT_ROLES = frozenset({"reasoning"})
+# A message carrying this key (true) is bound to the message after it: a range never ends
+# right after it. Anthropic's Messages API wants the forwarded window to begin with a user
+# turn, so its view marks every user message that way (pipeline/anthropic_messages.py).
+BINDS_NEXT = "binds_next"
 
 @dataclass(frozen=True)
 class Budgets:
@@ -61,7 +65,7 @@ class MsgInfo:
 
     tokens: int
     role: str
-    has_tool_calls: bool  # an assistant message whose tool_calls (or function_call) is non-empty, or reasoning
+    has_tool_calls: bool  # bound to the next: tool_calls (or function_call), reasoning, or BINDS_NEXT
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,7 @@ def split_leading(messages: Sequence[Mapping[str, Any]]) -> int:
 def msg_info(message: Mapping[str, Any], tokens: int) -> MsgInfo:
     role = str(message.get("role", ""))
     calls = role == "assistant" and bool(message.get("tool_calls") or message.get("function_call"))
-    calls = calls or role in BOUND_TO_NEXT_ROLES
+    calls = calls or role in BOUND_TO_NEXT_ROLES or message.get(BINDS_NEXT) is True
     return MsgInfo(tokens=tokens, role=role, has_tool_calls=calls)
 
 
