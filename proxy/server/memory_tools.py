@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent
 from starlette.types import Receive, Scope, Send
 
 from ..errors import PaperclipError
-from ..memory.curation.memory_admin import NEW_MEMORY_FIELDS
+from ..memory.curation.memory_admin import NEW_MEMORY_FIELDS, MemoryAdmin
 from ..tenancy import ANONYMOUS, Tenant, client_key, user_id
 from ..upstream.headers import header_map
 from .admin.admin_call import memory_admin
@@ -40,6 +41,8 @@ from .admin.user_calls import user_profile
 from .relay import send_error
 from .runtime import Runtime
 
+# One admin call, for a tenant's user, through the serving memory layer's admin view.
+AdminWork = Callable[[MemoryAdmin, Tenant, str], Awaitable[dict[str, Any]]]
 # Who a memory added here was written by, in its history (the admin API names its key).
 CREDIT = "mcp"
 INSTRUCTIONS = (
@@ -86,47 +89,50 @@ class MemoryTools:
         named = headers.get("x-paperclip-user", "").strip() or (user or "").strip()
         return tenant, user_id(named) if named else ANONYMOUS
 
+    async def _answer(self, ctx: Context, user: str | None, call: AdminWork) -> CallToolResult:
+        """Run one admin call for the asking user: its JSON, as structured content and as the same text.
+
+        Paperclip's errors (a bad argument, no such memory, the memory layer still
+        loading) reach the model as the tool's error, with the admin API's message.
+        """
+        try:
+            tenant, who = self._who(ctx, user)
+            payload = await call(memory_admin(self.rt), tenant, who)
+        except PaperclipError as exc:
+            raise ToolError(exc.message) from exc
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+
     def _register(self) -> None:
-        tool = self.server.tool
+        tool, answer = self.server.tool, self._answer
 
         @tool(description="Search the user's memories (hybrid vector + keyword search), best match first.")
         async def search_memories(
             query: str, ctx: Context, limit: int = DEFAULT_LIMIT, user: str | None = None
         ) -> CallToolResult:
-            tenant, who = self._who(ctx, user)
-            ask = page_ask({"limit": str(limit)})
-            return _result(await memory_page(memory_admin(self.rt), tenant, who, ask, query.strip()))
+            return await answer(ctx, user, lambda admin, tenant, who: memory_page(
+                admin, tenant, who, page_ask({"limit": str(limit)}), query.strip()))
 
         @tool(description="Remember one fact about the user, as they would want it kept (one sentence).")
         async def add_memory(
             content: str, ctx: Context, category: str | None = None, user: str | None = None
         ) -> CallToolResult:
-            tenant, who = self._who(ctx, user)
             body: dict[str, Any] = {"content": content}
             if category is not None and "category" in NEW_MEMORY_FIELDS:
                 body["category"] = category
-            return _result(await added_memory(memory_admin(self.rt), tenant, who, body, CREDIT))
+            return await answer(ctx, user, lambda admin, tenant, who: added_memory(admin, tenant, who, body, CREDIT))
 
         @tool(description="List the user's active memories in the order they were made, a page at a time.")
         async def list_memories(
             ctx: Context, limit: int = DEFAULT_LIMIT, after: str | None = None, user: str | None = None
         ) -> CallToolResult:
-            tenant, who = self._who(ctx, user)
-            ask = page_ask({"limit": str(limit), "after": after or ""})
-            return _result(await memory_page(memory_admin(self.rt), tenant, who, ask))
+            return await answer(ctx, user, lambda admin, tenant, who: memory_page(
+                admin, tenant, who, page_ask({"limit": str(limit), "after": after or ""})))
 
         @tool(description="Forget one memory of the user, by its id: it is never recalled again.")
         async def forget_memory(id: int, ctx: Context, user: str | None = None) -> CallToolResult:
-            tenant, who = self._who(ctx, user)
-            return _result(await deleted_memory(memory_admin(self.rt), tenant, who, id))
+            return await answer(ctx, user, lambda admin, tenant, who: deleted_memory(admin, tenant, who, id))
 
         @tool(description="The user's standing facts: what leads every answer's memory, whatever the question.")
         async def get_profile(ctx: Context, user: str | None = None) -> CallToolResult:
-            tenant, who = self._who(ctx, user)
-            return _result(await user_profile(memory_admin(self.rt), tenant, who))
-
-
-def _result(payload: dict[str, Any]) -> CallToolResult:
-    """The admin endpoint's JSON, as structured content and as the same JSON in text."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+            return await answer(ctx, user, user_profile)
