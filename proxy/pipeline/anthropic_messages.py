@@ -10,9 +10,10 @@ pipeline's rules (watermark, recall, injection, recording) apply unchanged:
   planner never cuts between a call and the user message holding its
   ``tool_result``; that user message has the role ``tool`` (its results are
   not the user's words: never indexed, never the query);
-- every other user message is bound to the reply after it (``BINDS_NEXT``):
-  the API wants the forwarded window to begin with a user turn, so a range
-  may end only before one;
+- every assistant message is bound to the message before it
+  (``BINDS_PREVIOUS``): the API wants the forwarded window to begin with a
+  user turn, so a range may end only before a user message that holds no
+  results;
 - ``thinking`` / ``redacted_thinking``, images and documents stay parts of
   their message: counted (estimated), carried with their turn, never read as
   text.
@@ -32,7 +33,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..context.planner import BINDS_NEXT
+from ..context.planner import BINDS_PREVIOUS
 from ..memory.recall.query import latest_user_index
 from ..sse import json_events
 from .shaped_body import ShapedBody
@@ -62,8 +63,7 @@ def message_of(message: Mapping[str, Any]) -> dict[str, Any]:
     role = message.get("role")
     content = message.get("content")
     if not isinstance(content, list):
-        out: dict[str, Any] = {"role": role, "content": content}
-        return {**out, BINDS_NEXT: True} if role == "user" else out
+        return _bound({"role": role, "content": content})
     blocks = [b for b in content if isinstance(b, Mapping)]
     results = [b for b in blocks if b.get("type") == "tool_result"]
     if role == "user" and results:
@@ -71,10 +71,12 @@ def message_of(message: Mapping[str, Any]) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": results[0].get("tool_use_id"), "content": parts}
     calls = [_call(b) for b in blocks if b.get("type") == "tool_use"]
     parts = [b for b in blocks if b.get("type") != "tool_use"]
-    if role == "assistant" and calls:
-        return {"role": "assistant", "content": parts, "tool_calls": calls}
-    out = {"role": role, "content": parts}
-    return {**out, BINDS_NEXT: True} if role == "user" else out
+    return _bound({"role": role, "content": parts, **({"tool_calls": calls} if role == "assistant" and calls else {})})
+
+
+def _bound(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message never begins a window: the API wants the first message to be the user's."""
+    return {**message, BINDS_PREVIOUS: True} if message.get("role") == "assistant" else message
 
 
 def _result_parts(block: Mapping[str, Any]) -> list[Any]:
