@@ -16,6 +16,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from proxy.eval.fake import fake_summary
 from tests.fake_upstream import stream_response
 
 ANSWER = "Hello from upstream"
@@ -96,3 +97,8 @@ async def default_messages(request: Request, body: dict[str, Any]) -> Response:
         return stream_response(sse_events(body), headers=headers)
     content, reason = content_for(body)
     return JSONResponse(message(body, content, reason), headers=headers)
+
+
+def summary(body: dict[str, Any]) -> Response:
+    """The compression model behind Anthropic's API: the fake summary, as a Message."""
+    return JSONResponse(message(body, [{"type": "text", "text": fake_summary(body["messages"])}]))

@@ -152,8 +152,15 @@ class FakeUpstream:
             if request.url.path.startswith("/openai/") and not azure_authorized(request):
                 return error_json(401, "Access denied due to invalid subscription key.", "invalid_request_error", "401")
             if request.url.path.startswith("/v1/messages"):
-                from tests.fake_anthropic import default_messages  # it builds on this module
+                from tests.fake_anthropic import (  # it builds on this module
+                    default_messages,
+                    summary,
+                )
 
+                if is_compression(seen):  # compression.api: messages
+                    with self.lock:
+                        self.compression_calls += 1
+                    return summary(parsed)
                 return await default_messages(request, parsed)
             if request.url.path.endswith("/responses"):
                 from tests.fake_responses import default_responses  # it builds on this module
