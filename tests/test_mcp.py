@@ -114,3 +114,16 @@ def test_an_unknown_key_is_refused_before_mcp(proxy: Proxy) -> None:
                           json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert nobody.status_code == 401 and wrong.status_code == 401
     assert wrong.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_making_the_app_leaves_the_root_logger_as_it_was() -> None:
+    """The SDK's server configures logging when it is made; a process's own logging must win."""
+    import logging
+
+    from proxy import config
+    from proxy.server.app import create_app
+
+    root = logging.getLogger()
+    before = (list(root.handlers), root.level)
+    create_app(config.from_dict({}, env={}))
+    assert (list(root.handlers), root.level) == before

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -57,7 +58,8 @@ class MemoryTools:
 
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
-        self.server: MCPServer[Any] = MCPServer("paperclip", instructions=INSTRUCTIONS)
+        with _root_logging_kept():
+            self.server: MCPServer[Any] = MCPServer("paperclip", instructions=INSTRUCTIONS)
         self._register()
         # Clients are authenticated by key; the SDK's Host/Origin check (its guard against DNS
         # rebinding for unauthenticated local servers) would refuse a proxy reached by its own name.
@@ -136,3 +138,17 @@ class MemoryTools:
         @tool(description="The user's standing facts: what leads every answer's memory, whatever the question.")
         async def get_profile(ctx: Context, user: str | None = None) -> CallToolResult:
             return await answer(ctx, user, user_profile)
+
+
+@contextlib.contextmanager
+def _root_logging_kept() -> Iterator[None]:
+    """The root logger as it was: the SDK's server calls ``logging.basicConfig`` (INFO, its own
+    handler) when it is made, which would print every library's INFO lines in a process that
+    has not configured logging yet. Paperclip's logging is its own (``requestlog``)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
