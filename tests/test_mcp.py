@@ -124,6 +124,11 @@ def test_making_the_app_leaves_the_root_logger_as_it_was() -> None:
     from proxy.server.app import create_app
 
     root = logging.getLogger()
-    before = (list(root.handlers), root.level)
-    create_app(config.from_dict({}, env={}))
-    assert (list(root.handlers), root.level) == before
+    kept = (list(root.handlers), root.level)
+    root.handlers[:] = []  # a process that has not configured logging yet (pytest's handlers aside)
+    try:
+        create_app(config.from_dict({}, env={}))
+        assert (root.handlers, root.level) == ([], kept[1])
+    finally:
+        root.handlers[:] = kept[0]
+        root.setLevel(kept[1])
