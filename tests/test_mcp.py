@@ -132,3 +132,16 @@ def test_making_the_app_leaves_the_root_logger_as_it_was() -> None:
     finally:
         root.handlers[:] = kept[0]
         root.setLevel(kept[1])
+
+
+def test_list_memories_pages_with_after(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = make_proxy()
+    facts = ["Mia likes sailing on Sundays.", "Mia's brother Leo lives in Lyon.", "Mia is learning the cello."]
+    mcp(proxy, *(("add_memory", {"content": f}) for f in facts))
+    _, first = mcp(proxy, ("list_memories", {"limit": 2}))
+    page = payload(first)
+    assert len(page["data"]) == 2 and page["has_more"] is True
+    _, rest, bad = mcp(proxy, ("list_memories", {"limit": 2, "after": page["last_id"]}),
+                       ("list_memories", {"limit": 1000}))
+    assert [m["content"] for m in payload(rest)["data"]] == [facts[2]] and payload(rest)["has_more"] is False
+    assert bad.is_error and "'limit' must be an integer from 1 to 100" in bad.content[0].text  # type: ignore[union-attr]

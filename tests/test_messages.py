@@ -15,7 +15,7 @@ from starlette.responses import Response
 from tests.admin_helpers import admin
 from tests.conftest import ANTHROPIC_KEY, PROXY_KEY, Proxy
 from tests.fake_anthropic import anthropic_error, sse_events
-from tests.fake_upstream import FakeUpstream, stream_response
+from tests.fake_upstream import FakeUpstream, Scripted, stream_response
 
 FACT = "My cat Biscuit is allergic to peanuts, remember that."
 QUESTION = "Which food is my cat Biscuit allergic to?"
@@ -277,3 +277,27 @@ def test_memory_off_forwards_the_body_unchanged(make_proxy: Callable[..., Proxy]
                         headers={"content-type": "application/json", "x-paperclip-memory": "off"})
     assert got.status_code == 200
     assert upstream.messages_requests()[-1].body == raw
+
+
+def test_an_upstream_dropping_mid_stream_ends_it_with_anthropics_error_event(
+    plain_proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    body = {"model": MODEL, "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    parts = sse_events(body)[:4]
+
+    async def dropping(request: Request, parsed: dict[str, Any]) -> Response:
+        return Scripted(upstream, [*parts, b"never sent"], abort_after=len(parts))  # type: ignore[return-value]
+
+    upstream.routes["/v1/messages"] = dropping
+    with plain_proxy.http() as http:
+        got = http.post("/v1/messages", json=body)
+    assert got.status_code == 200 and got.content.startswith(b"".join(parts))
+    tail = got.content[len(b"".join(parts)) :].decode()
+    name, data = tail.strip().split("\n")
+    assert name == "event: error"
+    error = json.loads(data.removeprefix("data: "))
+    assert error["type"] == "error" and error["error"]["type"] == "api_error"
+    with plain_proxy.anthropic() as client, pytest.raises(anthropic.APIStatusError), client.messages.stream(
+        model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "Hi"}]
+    ) as stream:
+        stream.get_final_message()  # the SDK reads the event as the error it is

@@ -126,10 +126,11 @@ class MemoryTools:
 
         @tool(description="List the user's active memories in the order they were made, a page at a time.")
         async def list_memories(
-            ctx: Context, limit: int = DEFAULT_LIMIT, after: str | None = None, user: str | None = None
+            ctx: Context, limit: int = DEFAULT_LIMIT, after: int | str | None = None, user: str | None = None
         ) -> CallToolResult:
+            cursor = "" if after is None else str(after)  # the last id of the page before (an id is a number)
             return await answer(ctx, user, lambda admin, tenant, who: memory_page(
-                admin, tenant, who, page_ask({"limit": str(limit), "after": after or ""})))
+                admin, tenant, who, page_ask({"limit": str(limit), "after": cursor})))
 
         @tool(description="Forget one memory of the user, by its id: it is never recalled again.")
         async def forget_memory(id: int, ctx: Context, user: str | None = None) -> CallToolResult:
