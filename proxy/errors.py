@@ -1,4 +1,4 @@
-"""Paperclip's exception tree, and the one place that renders OpenAI's error envelope.
+"""Paperclip's exception tree, and the one place that renders its errors: OpenAI's envelope, Anthropic's.
 
     PaperclipError                 an error Paperclip itself answers with
     ├── ClientError                the client's request is wrong (4xx)
@@ -26,12 +26,18 @@
     OnnxUnavailable                a model that does not run on ONNX Runtime (the embedder falls back)
 
 httpx exceptions are translated into this tree in ``upstream.clients.translate`` only.
+An error goes out in the shape of the API the client speaks (``ErrorShape``):
+OpenAI's ``{"error": {...}}`` everywhere but on Anthropic's Messages API,
+whose clients read ``{"type": "error", "error": {"type", "message"}}``.
 An upstream *response* with a 4xx/5xx status is never an exception here: it is
 passed through to the client as it came.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -170,3 +176,35 @@ class OnnxUnavailable(Exception):
 
 def envelope(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+# Anthropic's error types by status; any other status is an ``api_error``.
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+}
+
+
+def anthropic_envelope(exc: PaperclipError) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": ANTHROPIC_TYPES.get(exc.status, "api_error"), "message": exc.message}}
+
+
+@dataclass(frozen=True)
+class ErrorShape:
+    """How one API says an error: its JSON body, and the same body as an SSE event in a stream."""
+
+    body: Callable[[PaperclipError], dict[str, Any]]
+    event_name: str | None = None  # Anthropic's streams name each event; OpenAI's send data only
+
+    def event(self, exc: PaperclipError) -> bytes:
+        head = f"event: {self.event_name}\n".encode() if self.event_name else b""
+        return head + b"data: " + json.dumps(self.body(exc)).encode() + b"\n\n"
+
+
+OPENAI_ERRORS = ErrorShape(PaperclipError.envelope)
+ANTHROPIC_ERRORS = ErrorShape(anthropic_envelope, "error")

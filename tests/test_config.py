@@ -57,7 +57,7 @@ BAD_CONFIGS: list[tuple[Any, str, str]] = [
     ({"server": {"log_format": "xml"}}, "server.log_format", "must be one of text, json"),
     ({"server": {"log_content": 1}}, "server.log_content", "must be bool"),
     ({"server": {"admin_keys": [1]}}, "server.admin_keys", "list of strings"),
-    ({"tenants": {"acme": {"api_key": ["k"]}}}, "tenants.acme.api_key", "admin_keys, api_keys, compression"),
+    ({"tenants": {"acme": {"api_key": ["k"]}}}, "tenants.acme.api_key", "admin_keys, anthropic, api_keys, compression"),
 ]
 
 

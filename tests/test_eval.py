@@ -171,3 +171,13 @@ def test_convs_picks_a_data_split_and_names_an_unknown_id(
     assert {a["conversation"] for a in result["answers"]} == {"conv-y"}
     assert main([*args, "--convs", "conv-y,conv-z"]) == 2
     assert "no conversation conv-z" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", ["sessions", "one-chat"])
+def test_the_same_conversations_as_messages_requests_score_as_chats(dataset: Path, tmp_path: Path, mode: str) -> None:
+    chat = run_eval(dataset, tmp_path, "--mode", mode)
+    messages = run_eval(dataset, tmp_path, "--mode", mode, "--api", "messages")
+    assert messages["meta"]["api"] == "messages" and chat["meta"]["api"] == "chat"
+    scores = [{(a["variant"], a["index"]): (a["presence"], a["cards"]) for a in r["answers"]} for r in (chat, messages)]
+    assert scores[0] == scores[1]
+    assert any(p > 0 for p, _ in scores[1].values())

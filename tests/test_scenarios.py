@@ -43,7 +43,7 @@ def test_scoring_reads_only_the_memory_block() -> None:
     assert cards_outside_profile(block, [profile]) == 1
 
 
-@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_the_runner_replays_a_chat_and_asks_in_a_fresh_one(tmp_path: Path, api: str) -> None:
     data = {
         "unrelated": {"en": ["Why is the sky blue?"]},

@@ -17,6 +17,7 @@ from .loading import build, from_dict, load
 from .schema import (
     DEFAULTS,
     TOP_DEFAULTS,
+    Anthropic,
     Compression,
     Context,
     Memory,
@@ -29,6 +30,7 @@ from .schema import (
 __all__ = [
     "DEFAULTS",
     "TOP_DEFAULTS",
+    "Anthropic",
     "Compression",
     "Context",
     "Memory",

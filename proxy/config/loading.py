@@ -20,6 +20,7 @@ from .schema import (
     DEFAULTS,
     TENANT_KEYS,
     TOP_DEFAULTS,
+    Anthropic,
     Compression,
     Context,
     Memory,
@@ -151,6 +152,7 @@ def _tenant(name: str, defaults: Mapping[str, Any], body: Any, source: str, rout
         context=section(Context, ctx, source, f"{where}.context"),
         compression=section(Compression, comp, source, f"{where}.compression"),
         memory=section(Memory, mem, source, f"{where}.memory"),
+        anthropic=section(Anthropic, merged["anthropic"], source, f"{where}.anthropic"),
     )
 
 

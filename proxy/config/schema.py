@@ -31,8 +31,13 @@ DEFAULTS: dict[str, Any] = {
         "summary_budget_tokens": 2500,
         "compression_mode": "background",
     },
+    "anthropic": {  # the upstream of /v1/messages; reached with upstream's proxy, TLS and timeouts
+        "base_url": "https://api.anthropic.com",
+        "api_key": "${ANTHROPIC_API_KEY}",
+    },
     "compression": {
         "model": "gpt-4o-mini",
+        "api": "chat",  # or messages: the compression model behind Anthropic's Messages API
         "base_url": None,
         "api_key": None,
         "temperature": 0.0,
@@ -110,8 +115,17 @@ class Context:
 
 
 @dataclass(frozen=True)
+class Anthropic:
+    """Where ``/v1/messages`` goes: its URL, and the key sent in ``x-api-key`` for configured tenants."""
+
+    base_url: str
+    api_key: str | None
+
+
+@dataclass(frozen=True)
 class Compression:
     model: str
+    api: Literal["chat", "messages"]
     base_url: str | None
     api_key: str | None
     temperature: float
@@ -152,6 +166,7 @@ class TenantSettings:
     context: Context
     compression: Compression
     memory: Memory
+    anthropic: Anthropic
 
 
 @dataclass(frozen=True)

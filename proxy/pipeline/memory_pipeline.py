@@ -192,7 +192,7 @@ class MemoryPipeline:
     def complete(self, call: ChatCall) -> Complete:
         """The compression model's call for this tenant, what it is sent redacted by ``memory.pii``."""
         st = call.tenant.settings
-        send = self.complete_for(st, call.tenant.upstream_key)
+        send = self.complete_for(st, call.tenant.compression_key)
         if st.memory.pii == "keep":
             return send
 
