@@ -10,7 +10,7 @@ import numpy as np
 
 from proxy import config
 from proxy.server.maintenance import DAY_S, run_if_due, run_maintenance, stale_rules
-from proxy.store import Store, open_postgres, open_store
+from proxy.store import Store, open_postgres, open_store, urls
 from proxy.store.records import ItemRow, ItemWrite, NewItem
 
 DIM = 8
@@ -51,7 +51,7 @@ def test_each_tenant_is_archived_by_its_own_stale_days(tmp_path: Path) -> None:
     st = settings(tmp_path)
 
     async def scenario() -> list[dict[str, set[str]]]:
-        store = open_store(st.sqlite_path, DIM)
+        store = open_store(urls.sqlite_path(st.storage.url), DIM)
         try:
             for tenant in TENANTS:
                 for content, importance in (("likes tea", 0.1), ("is a pilot", 0.9)):
