@@ -40,7 +40,7 @@ def open_layer(tmp_path: Path) -> tuple[MemoryLayer, Tenant]:
     settings = config.from_dict({"storage": {"url": f"sqlite:///{tmp_path / 'p.db'}"}}, env={})
     embedder = HashEmbedder()
     store = open_store(urls.sqlite_path(settings.storage.url), embedder.dim)
-    layer = assemble(store, embedder, Prompts.load(), Metrics(), no_model)
+    layer = assemble(store, embedder, Prompts.load(), Metrics(), no_model, trace_candidates=settings.traces.candidates)
     return layer, Tenant("acme", settings.defaults, None, passthrough=False)
 
 

@@ -44,7 +44,10 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
         runtime.memory.offline(f"the memory layer could not start: {exc}")
         return
     try:
-        layer = assemble(store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers)
+        layer = assemble(
+            store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers,
+            trace_candidates=settings.traces.candidates,
+        )
         runtime.memory.ready(layer.serve(), layer, database_file(settings))
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
