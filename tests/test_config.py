@@ -337,7 +337,13 @@ def test_healthz_readyz_metrics(proxy: Proxy, upstream: FakeUpstream) -> None:
 
 def test_ops_endpoints_need_no_key_and_are_not_forwarded(proxy: Proxy, upstream: FakeUpstream) -> None:
     with proxy.http(key=None) as http:
-        for path in ("/healthz", "/readyz", "/metrics"):
+        for path in ("/healthz", "/health", "/readyz", "/metrics"):
             assert http.get(path).status_code == 200
     assert upstream.requests == []
 
+
+def test_health_answers_like_healthz(proxy: Proxy) -> None:
+    with proxy.http(key=None) as http:
+        health, healthz = http.get("/health"), http.get("/healthz")
+        assert (health.status_code, health.json()) == (healthz.status_code, healthz.json()) == (200, {"status": "ok"})
+        assert http.post("/health").status_code == http.post("/healthz").status_code

@@ -136,6 +136,7 @@ def routes(rt: Runtime) -> list[BaseRoute]:
 
     return [
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/health", healthz, methods=["GET"]),  # the name LiteLLM and most proxies answer on
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
