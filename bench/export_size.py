@@ -77,7 +77,9 @@ def weigh(messages: list[dict[str, Any]], candidates: int, folder: Path) -> dict
         proxy.stop()
         upstream.stop()
     data = export.json()
-    traces = len(json.dumps(data["traces"], ensure_ascii=False).encode())
+    # The export's own bytes, less those of the same document without its traces, written alike.
+    bare = json.dumps({**data, "traces": []}, ensure_ascii=False, separators=(",", ":")).encode()
+    traces = len(export.content) - len(bare)
     return {
         "candidates": candidates,
         "requests": len(sent),
