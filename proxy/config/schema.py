@@ -135,7 +135,7 @@ class Traces(Section):
     """`traces`: what each request forwarded and why (`GET /paperclip/v1/traces/{trace}`)."""
 
     retention_days: float = Field(
-        default=7, gt=0, description="Traces older than this are deleted by the hourly cleanup (and leave exports with them)."
+        default=7.0, gt=0, description="Traces older than this are deleted by the hourly cleanup (and leave exports with them)."
     )
     candidates: int = Field(
         default=20,
