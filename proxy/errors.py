@@ -20,7 +20,7 @@
         ├── MemoryUnavailable      reason ``memory_unavailable``: it is off (its database is gone)
         └── MemoryBusy             reason ``memory_busy``: recording is too far behind
     ClientGone                     the client disconnected: nobody is left to answer
-    ConfigError                    a bad config file; the CLI exits 2
+    ConfigError                    a bad config file (every problem of it); the CLI exits 2
     └── PromptError                a prompt folder, file or variable is wrong
     InvalidExport                  a file that is not an export this version can read (import)
     OnnxUnavailable                a model that does not run on ONNX Runtime (the embedder falls back)
@@ -36,7 +36,7 @@ passed through to the client as it came.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,14 +148,36 @@ class ClientGone(Exception):
     """The client disconnected while we were still reading its request."""
 
 
-class ConfigError(Exception):
-    """A configuration problem: which file, which key, what is wrong."""
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing wrong in a configuration: the file, the dotted key, what is wrong with it."""
 
-    def __init__(self, source: str, key: str, problem: str) -> None:
-        super().__init__(f"{source}: {key}: {problem}")
+    source: str
+    key: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.key}: {self.problem}"
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be served: every problem found in it, each naming file and key.
+
+    ``source``, ``key`` and ``problem`` are the first problem's; ``problems``
+    holds them all, in the order of the file.
+    """
+
+    def __init__(self, source: str, key: str, problem: str, *more: ConfigProblem) -> None:
+        self.problems = (ConfigProblem(source, key, problem), *more)
+        super().__init__("\n".join(map(str, self.problems)))
         self.source = source
         self.key = key
         self.problem = problem
+
+    @classmethod
+    def of(cls, problems: Sequence[ConfigProblem]) -> ConfigError:
+        first, *more = problems
+        return cls(first.source, first.key, first.problem, *more)
 
 
 class PromptError(ConfigError):

@@ -64,6 +64,10 @@ def scenarios_command(args: argparse.Namespace) -> int:
         Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.md:
         Path(args.md).write_text(text + "\n", encoding="utf-8")
+    if args.report:
+        from ..eval.scenarios_page import write_report
+
+        print(f"report: {write_report(args.report, results)}")
     return 0
 
 

@@ -76,12 +76,10 @@ class Harness:
     def variant(self, v: Variant) -> Tenant:
         if v.vector_weight is None or v.bm25_weight is None:
             return self.tenant
-        mem = dataclasses.replace(
-            self.tenant.settings.memory, vector_weight=v.vector_weight, bm25_weight=v.bm25_weight
+        mem = self.tenant.settings.memory.model_copy(
+            update={"vector_weight": v.vector_weight, "bm25_weight": v.bm25_weight}
         )
-        return dataclasses.replace(
-            self.tenant, settings=dataclasses.replace(self.tenant.settings, memory=mem)
-        )
+        return dataclasses.replace(self.tenant, settings=self.tenant.settings.model_copy(update={"memory": mem}))
 
     def call(self, tenant: Tenant, user: str, messages: list[dict[str, Any]], at: float) -> ChatCall:
         """The request a client sends with ``messages``: a chat completion, or the same turns as

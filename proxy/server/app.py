@@ -21,6 +21,7 @@ from ..errors import NotFound
 from ..memory.search.embedder import Embedder
 from ..metrics import Metrics
 from ..pipeline.pipeline_protocol import Pipeline
+from ..store import urls
 from ..upstream.clients import Upstreams
 from .accounting import Accounting, write_usage, writing_usage
 from .admin.routes import admin_routes
@@ -124,7 +125,7 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
         # Only a SQLite file can vanish under the process; a PostgreSQL pool reconnects.
         state = rt.memory.state
         if isinstance(state, Ready) and isinstance(state.database_file, FileIdentity):
-            await check_database(rt, rt.settings.sqlite_path, state.database_file)
+            await check_database(rt, urls.sqlite_path(rt.settings.storage.url), state.database_file)
         checks = rt.memory.checks()
         ok = all(checks.values())
         payload: dict[str, object] = {"ready": ok, "checks": checks}
@@ -141,6 +142,7 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
 
     return [
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/health", healthz, methods=["GET"]),  # the name LiteLLM and most proxies answer on
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
