@@ -28,25 +28,30 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
     settings = runtime.settings
     try:
         prompts = Prompts.load()
-        # Side by side: the tokenizers' warm-up is Python (jieba's dictionary), the
-        # model's load mostly native code that lets go of the GIL.
-        model, _ = await asyncio.gather(_embedder(settings, embedder), asyncio.to_thread(_warm_up))
+        if embedder is None:
+            embedder = await asyncio.to_thread(
+                load_embedder,
+                settings.embedding_model,
+                backend=settings.embedding_backend,
+                cache_dir=settings.embedding_cache_dir,
+            )
+        await asyncio.to_thread(_warm_up)
         configured = [t.memory.rerank for t in (settings.defaults, *settings.tenants)]
         rerankers = await asyncio.to_thread(load_rerankers, configured)
-        store = await connect(settings.storage_url, model.dim)
+        store = await connect(settings.storage_url, embedder.dim)
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
         runtime.memory.offline(f"the memory layer could not start: {exc}")
         return
     try:
-        layer = assemble(store, model, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers)
+        layer = assemble(store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers)
         runtime.memory.ready(layer.serve(), layer, database_file(settings))
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
         await store.aclose()
         runtime.memory.offline(f"the memory layer could not start: {exc}")
         return
-    log.info("memory layer ready (embedding %s, dim %d)", settings.embedding_model, model.dim)
+    log.info("memory layer ready (embedding %s, dim %d)", settings.embedding_model, embedder.dim)
 
 
 async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, freeze_heap: bool = False) -> None:
@@ -84,15 +89,6 @@ def settle_heap() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_OBJECTS, *gc.get_threshold()[1:])
-
-
-async def _embedder(settings: Settings, given: Embedder | None) -> Embedder:
-    if given is not None:
-        return given
-    return await asyncio.to_thread(
-        load_embedder, settings.embedding_model, backend=settings.embedding_backend,
-        cache_dir=settings.embedding_cache_dir,
-    )
 
 
 def _warm_up() -> None:
