@@ -1,4 +1,4 @@
-# Paperclip: slim Python, non-root, config, database and the exported embedding model on a volume.
+# Paperclip: slim Python, non-root, no torch; config and database (and any ONNX export) on a volume.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -12,11 +12,6 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     XDG_CACHE_HOME=/data/cache
 
 WORKDIR /app
-# The CPU build of torch first, from PyTorch's CPU wheel index: on a plain index torch==2.13.0
-# is the CUDA build and pulls several GB of nvidia-* wheels. `pip install .` below keeps it,
-# since the local version 2.13.0+cpu satisfies pyproject's torch==2.13.0 (PEP 440).
-ARG TORCH_VERSION=2.13.0
-RUN pip install "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu
 COPY pyproject.toml README.md proxy.yaml ./
 COPY proxy ./proxy
 COPY prompts ./prompts
@@ -24,9 +19,10 @@ COPY prompts ./prompts
 # replace them by the files before building the wheel.
 RUN rm -f proxy/_prompts proxy/config/proxy.yaml && cp -r prompts proxy/_prompts && cp proxy.yaml proxy/config/proxy.yaml \
     && pip install . && pip install '.[postgres]' && rm -rf /app/proxy /app/prompts /app/proxy.yaml
-# The image must carry no CUDA: fail the build if a dependency brought any back.
-RUN python -c "import torch; assert torch.version.cuda is None, torch.version.cuda" \
-    && ! pip list 2>/dev/null | grep -i '^nvidia-' \
+# The image carries no torch and no CUDA: fail the build if a dependency brought any in. The
+# bundled embedding model's files are checked against their pinned sha256 here too.
+RUN ! pip list 2>/dev/null | grep -iE '^(torch|triton|nvidia-|cuda)' \
+    && python -c "from proxy.memory.search.embedder import BundledEmbedder; BundledEmbedder()" \
     && paperclip --version
 
 COPY proxy.yaml /etc/paperclip/proxy.yaml

@@ -2,6 +2,8 @@
 
     python bench/ablations.py PATH [--queries 40] [--out bench/results/ablations.json]
 
+Needs the ``sentence-transformers`` extra (the cross-encoder runs on torch).
+
 PATH is a LoCoMo-format file (its turns and questions are read here, never
 written anywhere). In one run, side by side:
 
@@ -50,7 +52,7 @@ from proxy.memory.recall.query_rewrite import rewrite_prompt, rewritten_query  #
 from proxy.memory.recall.ranking import Hit  # noqa: E402
 from proxy.memory.recall.rerank import CrossEncoderReranker, rerank  # noqa: E402
 from proxy.memory.search.embedder import load_embedder  # noqa: E402
-from proxy.memory.search.embedder.sentence_model import bundled_path  # noqa: E402
+from proxy.memory.search.embedder.sentence_model import float32_bundled_path  # noqa: E402
 from proxy.prompts import Prompts  # noqa: E402
 from proxy.tokens import TokenCounter  # noqa: E402
 
@@ -94,7 +96,7 @@ def shaped_cross_encoder(folder: Path) -> CrossEncoderReranker:
     """ms-marco-MiniLM-L-6-v2's shape with random weights and the bundled model's (same) vocabulary."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    AutoTokenizer.from_pretrained(bundled_path()).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(float32_bundled_path()).save_pretrained(folder)
     shape = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                        intermediate_size=1536, num_labels=1)
     BertForSequenceClassification(shape).save_pretrained(folder)

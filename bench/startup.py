@@ -12,8 +12,9 @@ loaded), polled every 20 ms; the process is then stopped. The CPU time the
 proxy and its finished children (the export) used until then is printed too:
 on a machine shared with other work, wall time says more about the others. The embedding
 cache is a new temporary ``$XDG_CACHE_HOME`` (``embedding.cache_dir`` is
-null in the shipped file), so the first start exports the model to ONNX in
-a child process (torch) and the next ones load the cached export. Also per
+null in the shipped file), so with a model that is exported to ONNX (any
+but ``bundled``, which ships exported) the first start exports it in a child
+process (torch) and the next ones load the cached export. Also per
 start: the proxy's RSS once ready, and whether torch's library is mapped in
 it. The database goes to a temporary ``$PAPERCLIP_DATA_DIR``.
 
@@ -149,7 +150,7 @@ def main() -> int:
     print()
     print(f"serve -> /readyz 200, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(
-        f"  first start (exports to ONNX):  {first['seconds']:>6} s wall, "
+        f"  first start (empty cache):      {first['seconds']:>6} s wall, "
         f"{first['cpu_seconds']} s CPU   RSS {first['rss_mb']} MB"
     )
     if seconds:

@@ -24,6 +24,7 @@
     └── PromptError                a prompt folder, file or variable is wrong
     InvalidExport                  a file that is not an export this version can read (import)
     OnnxUnavailable                a model that does not run on ONNX Runtime (the embedder falls back)
+    ModelFileMismatch              a packaged model file is missing or not the pinned one (no memory layer)
 
 httpx exceptions are translated into this tree in ``upstream.clients.translate`` only.
 An error goes out in the shape of the API the client speaks (``ErrorShape``):
@@ -194,6 +195,10 @@ class OnnxUnavailable(Exception):
     def __init__(self, reason: str, *, expected: bool = False) -> None:
         super().__init__(reason)
         self.expected = expected
+
+
+class ModelFileMismatch(Exception):
+    """A file of the bundled embedding model is unreadable or its sha256 is not the pinned one."""
 
 
 def envelope(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import importlib.util
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +29,23 @@ from tests.servers import ServerThread
 pytest_plugins = ("tests.pg", "tests.store_backends")
 
 PROXY_KEY = "pk-test-acme"
+# The marker of tests that need the sentence-transformers extra (torch): .ci/run runs them in a
+# second virtualenv that has it, after the suite in one that does not.
+NEEDS_EXTRA = "sentence_transformers"
+# Set by .ci/run for that second run: there the extra's tests must run, never skip.
+REQUIRE_EXTRA = "PAPERCLIP_REQUIRE_EXTRA"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the extra, its tests are skipped, saying how to get it; where the extra is required
+    (``PAPERCLIP_REQUIRE_EXTRA`` set, .ci/run's second run) they run, and fail without it."""
+    if importlib.util.find_spec("sentence_transformers") is not None or os.environ.get(REQUIRE_EXTRA):
+        return
+    skip = pytest.mark.skip(reason="needs the extra: pip install -e '.[test,sentence-transformers]'")
+    for item in items:
+        if NEEDS_EXTRA in item.keywords:
+            item.add_marker(skip)
+
 ADMIN_KEY = "ak-test-acme"
 UPSTREAM_KEY = "sk-upstream-acme"
 ANTHROPIC_KEY = "sk-ant-upstream-acme"

@@ -1,8 +1,10 @@
 """The ONNX export kept on disk: a restart uses it without the exporting child; a changed or corrupt one re-exports.
 
 The exporter is a command handed to ``OnnxCache``: these tests hand in
-programs that fail (so a load that succeeds did not run it) or that copy a
-real export (a fast stand-in for the torch child).
+programs that fail (so a load that succeeds did not run it) or that copy an
+export (a fast stand-in for the torch child, tested in
+test_sentence_model.py). The export copied is made here from the bundled
+model's packaged graph, so no test here needs torch.
 """
 
 from __future__ import annotations
@@ -21,9 +23,17 @@ import numpy as np
 import pytest
 
 from proxy.memory.search.embedder import OnnxUnavailable
-from proxy.memory.search.embedder.export_files import GRAPH, PROBE_VECTORS
+from proxy.memory.search.embedder.export_files import GRAPH, META, PROBE_VECTORS, PROBES, TOKENIZER
 from proxy.memory.search.embedder.onnx_cache import MANIFEST, OnnxCache, model_key
-from proxy.memory.search.embedder.sentence_model import bundled_path
+from proxy.memory.search.embedder.onnx_encoder import OnnxEncoder
+from proxy.memory.search.embedder.packaged_model import (
+    DIM,
+    INPUTS,
+    configured_tokenizer,
+    pinned_file,
+)
+from proxy.memory.search.embedder.packaged_model import GRAPH as PACKAGED_GRAPH
+from proxy.memory.search.embedder.packaged_model import TOKENIZER as PACKAGED_TOKENIZER
 
 NEVER = (sys.executable, "-c", "import sys; sys.exit('the exporter ran')")
 PROBE = ["peanut allergy", "the weather is nice"]
@@ -43,10 +53,31 @@ def entries(folder: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache folder holding the bundled model's export, made by the real child."""
+def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What the exporting child writes, for the packaged graph: graph, tokenizer, probe vectors, meta."""
+    folder = tmp_path_factory.mktemp("export")
+    graph, tokenizer = pinned_file(*PACKAGED_GRAPH), configured_tokenizer(pinned_file(*PACKAGED_TOKENIZER))
+    (folder / GRAPH).write_bytes(graph)
+    (folder / TOKENIZER).write_text(tokenizer)
+    np.save(folder / PROBE_VECTORS, OnnxEncoder(graph, tokenizer, INPUTS, DIM).encode(list(PROBES)))
+    (folder / META).write_text(json.dumps({"dim": DIM, "inputs": INPUTS}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A model folder: the cache keys an export by its files."""
+    folder = tmp_path_factory.mktemp("model")
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    (folder / "model.safetensors").write_bytes(b"\x00" * 64)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory, export: Path, model: str) -> Path:
+    """A cache folder holding ``model``'s export."""
     folder = tmp_path_factory.mktemp("onnx")
-    OnnxCache(folder).load(bundled_path())
+    OnnxCache(folder, command=copies(export)).load(model)
     return folder
 
 
@@ -56,47 +87,43 @@ def entry(exported: Path) -> Path:
     return found
 
 
-@pytest.mark.slow
-def test_a_second_load_uses_the_cache_without_the_child(exported: Path, entry: Path) -> None:
-    assert entry.name == model_key(Path(bundled_path()))
+def test_a_second_load_uses_the_cache_without_the_child(exported: Path, entry: Path, model: str) -> None:
+    assert entry.name == model_key(Path(model))
     assert json.loads((entry / MANIFEST).read_text())["sha256"][GRAPH]
-    encoder = OnnxCache(exported, command=NEVER).load(bundled_path())
-    again = OnnxCache(exported, command=NEVER).load(bundled_path())
+    encoder = OnnxCache(exported, command=NEVER).load(model)
+    again = OnnxCache(exported, command=NEVER).load(model)
     np.testing.assert_array_equal(encoder.encode(PROBE), again.encode(PROBE))
     assert entries(exported) == [entry]  # nothing added, nothing left behind
 
 
-@pytest.mark.slow
-def test_what_a_killed_export_left_is_swept(exported: Path, entry: Path) -> None:
+def test_what_a_killed_export_left_is_swept(exported: Path, entry: Path, model: str) -> None:
     stale, live = exported / ".export-killed", exported / ".export-running"
     for work in (stale, live):
         work.mkdir()
         (work / GRAPH).write_bytes(b"half a graph")
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
-    OnnxCache(exported, command=NEVER).load(bundled_path())
+    OnnxCache(exported, command=NEVER).load(model)
     assert not stale.exists()
     assert live.exists()  # may be another process's export in progress
     shutil.rmtree(live)
     assert entries(exported) == [entry]
 
 
-@pytest.mark.slow
-def test_a_changed_model_misses(exported: Path, tmp_path: Path) -> None:
-    model = tmp_path / "model"
-    model.mkdir()
-    for file in Path(bundled_path()).iterdir():
-        (model / file.name).symlink_to(file, target_is_directory=file.is_dir())
-    OnnxCache(exported, command=NEVER).load(str(model))  # the same files: the same entry
-    (model / "README.md").unlink()
-    (model / "README.md").write_text("fine-tuned on our notes\n")
+def test_a_changed_model_misses(exported: Path, tmp_path: Path, model: str) -> None:
+    linked = tmp_path / "model"
+    linked.mkdir()
+    for file in Path(model).iterdir():
+        (linked / file.name).symlink_to(file, target_is_directory=file.is_dir())
+    OnnxCache(exported, command=NEVER).load(str(linked))  # the same files: the same entry
+    (linked / "config.json").unlink()
+    (linked / "config.json").write_text('{"model_type": "bert", "fine_tuned": true}')
     with pytest.raises(OnnxUnavailable, match="the exporter ran"):
-        OnnxCache(exported, command=NEVER).load(str(model))
+        OnnxCache(exported, command=NEVER).load(str(linked))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["graph", "manifest", "probes", "missing"])
 def test_a_corrupt_entry_is_exported_again(
-    entry: Path, tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+    entry: Path, tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture, model: str
 ) -> None:
     folder = tmp_path / "onnx"
     shutil.copytree(entry, folder / entry.name)
@@ -115,39 +142,37 @@ def test_a_corrupt_entry_is_exported_again(
     else:
         (copy / GRAPH).unlink()
     with pytest.raises(OnnxUnavailable, match="the exporter ran"), caplog.at_level(logging.WARNING):
-        OnnxCache(folder, command=NEVER).load(bundled_path())  # detected: the exporter runs
+        OnnxCache(folder, command=NEVER).load(model)  # detected: the exporter runs
     assert any("unusable" in r.getMessage() for r in caplog.records)
     assert entries(folder) == []  # the bad entry is gone
-    OnnxCache(folder, command=copies(entry)).load(bundled_path())
-    OnnxCache(folder, command=NEVER).load(bundled_path())  # and the new one is good
+    OnnxCache(folder, command=copies(entry)).load(model)
+    OnnxCache(folder, command=NEVER).load(model)  # and the new one is good
 
 
-@pytest.mark.slow
-def test_vectors_unlike_torch_are_refused(entry: Path, tmp_path: Path) -> None:
+def test_vectors_unlike_torch_are_refused(entry: Path, tmp_path: Path, model: str) -> None:
     wrong = tmp_path / "wrong"
     shutil.copytree(entry, wrong)
     np.save(wrong / PROBE_VECTORS, np.roll(np.load(wrong / PROBE_VECTORS), 1, axis=1))
     with pytest.raises(OnnxUnavailable, match="min cosine"):
-        OnnxCache(tmp_path / "onnx", command=copies(wrong)).load(bundled_path())
+        OnnxCache(tmp_path / "onnx", command=copies(wrong)).load(model)
     assert entries(tmp_path / "onnx") == []  # never cached
 
 
-@pytest.mark.slow
-def test_processes_starting_together_share_one_entry(entry: Path, tmp_path: Path) -> None:
+def test_processes_starting_together_share_one_entry(entry: Path, tmp_path: Path, model: str) -> None:
     folder = tmp_path / "onnx"
     with ThreadPoolExecutor(3) as pool:
-        encoders = list(pool.map(lambda _: OnnxCache(folder, command=copies(entry)).load(bundled_path()), range(3)))
+        encoders = list(pool.map(lambda _: OnnxCache(folder, command=copies(entry)).load(model), range(3)))
     assert [e.name for e in entries(folder)] == [entry.name]  # one entry, no temporary folder left
     for encoder in encoders:
         np.testing.assert_allclose(encoder.encode(PROBE), encoders[0].encode(PROBE), atol=1e-6)
-    OnnxCache(folder, command=NEVER).load(bundled_path())
+    OnnxCache(folder, command=NEVER).load(model)
 
 
-def test_an_unwritable_cache_folder_still_exports(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unwritable_cache_folder_still_exports(tmp_path: Path, caplog: pytest.LogCaptureFixture, model: str) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     with pytest.raises(OnnxUnavailable, match="the exporter ran"), caplog.at_level(logging.WARNING):
-        OnnxCache(blocker / "onnx", command=NEVER).load(bundled_path())
+        OnnxCache(blocker / "onnx", command=NEVER).load(model)
     assert any("not cached" in r.getMessage() for r in caplog.records)
 
 

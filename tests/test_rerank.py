@@ -98,6 +98,7 @@ def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.sentence_transformers  # the cross-encoder runs on torch
 def test_a_cross_encoder_loads_from_a_folder_and_scores_each_pair(tiny_cross_encoder: Path) -> None:
     loaded = load_rerankers([None, str(tiny_cross_encoder), str(tiny_cross_encoder)])
     assert list(loaded) == [str(tiny_cross_encoder)]  # one model per distinct name
@@ -117,6 +118,7 @@ def test_the_config_keys_are_checked() -> None:
         config.from_dict({"defaults": {"memory": {"rerank_top_n": 0}}}, env={})
 
 
+@pytest.mark.sentence_transformers  # the cross-encoder runs on torch
 def test_the_proxy_loads_the_configured_cross_encoder_at_start_and_serves_with_it(
     make_proxy: Callable[..., Proxy], tiny_cross_encoder: Path
 ) -> None:

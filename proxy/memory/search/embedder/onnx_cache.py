@@ -10,8 +10,8 @@ once older than any live export. An entry whose files no longer match the
 manifest, that fails to load, or whose vectors no longer match the probes
 is moved aside and exported again. The model's files name the entry, so a
 changed model (or a new ``EXPORT_RECIPE``) misses and exports afresh; old
-entries stay until the folder is cleared by hand (~90 MB each for the
-bundled model).
+entries stay until the folder is cleared by hand (~90 MB each for a
+MiniLM-sized model).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""A sentence-transformers model run by torch in this process: the fallback, and the exporter's source."""
+"""A sentence-transformers model run by torch in this process: the fallback, and the exporter's source.
+
+Needs the ``sentence-transformers`` extra (torch); the bundled model comes here only with
+``embedding.backend: torch``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,9 @@ import numpy as np
 from .embedder_protocol import Vectors
 
 BATCH_SIZE = 32  # sentence-transformers' batches
+# What brings torch and sentence-transformers: not installed by default.
+EXTRA = "pip install 'paperclip-proxy[sentence-transformers]'"
+EXTRA_MODULES = ("torch", "sentence_transformers", "transformers")
 TORCH_THREADS = 1
 
 
@@ -25,9 +32,14 @@ def load_sentence_transformer(path: str, *, cross_encoder: bool = False) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     # Imported here: sentence_transformers pulls in torch and takes seconds.
-    import torch
-    from sentence_transformers import CrossEncoder, SentenceTransformer
-    from transformers.utils import logging
+    try:
+        import torch
+        from sentence_transformers import CrossEncoder, SentenceTransformer
+        from transformers.utils import logging
+    except ModuleNotFoundError as exc:
+        if exc.name not in EXTRA_MODULES:
+            raise
+        raise ImportError(f"the model {path!r} runs on torch, which needs: {EXTRA}") from exc
 
     # One intra-op thread. Embeddings run on one dedicated thread beside the
     # event loop; torch's default (one thread per core) makes its workers spin
