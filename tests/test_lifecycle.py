@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from proxy.memory.extraction.item_parser import MemoryItem
 from proxy.memory.lifecycle import Decision, ExistingItem, Vector, decide, is_expired, same_value
+from proxy.memory.memory_schema import MemoryItem
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 DEDUP = 0.92

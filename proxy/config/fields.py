@@ -18,6 +18,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "auth": ("bearer", "api-key"),
     "log_format": ("text", "json"),
     "backend": ("auto", "onnx", "torch"),
+    "structured_output": ("auto", "on", "off"),
 }
 _FRACTIONS = {"vector_weight", "bm25_weight", "dedup_cosine", "importance_weight"}
 _NONNEG = {"temperature"}

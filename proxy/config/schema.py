@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
         "api_key": None,
         "temperature": 0.0,
         "timeout_s": 20.0,
+        "structured_output": "auto",  # json_schema response_format where the upstream takes it
     },
     "memory": {
         "enabled": True,
@@ -49,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
         "bm25_weight": 0.4,
         "position": "last_user",
         "extract_every_messages": 6,
+        "extract_quiet_s": 120.0,  # a chat quiet this long has its last messages extracted
         "dedup_cosine": 0.92,
         "stale_days": 180,
         "pii": "mask",
@@ -116,6 +118,7 @@ class Compression:
     api_key: str | None
     temperature: float
     timeout_s: float
+    structured_output: Literal["auto", "on", "off"]
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,7 @@ class Memory:
     bm25_weight: float
     position: Literal["last_user", "system_tail", "system_head"]
     extract_every_messages: int
+    extract_quiet_s: float
     dedup_cosine: float
     stale_days: int
     pii: Literal["mask", "keep", "drop"]

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ..context.compressor import Complete, Compressor
+from ..context.compressor import Compressor
 from ..context.watermark import View, WatermarkWindow
-from ..memory.extraction.extractor import Extractor
+from ..memory.extraction.extractor import Complete, Extractor
 from ..memory.recall.cards import inject
 from ..memory.recall.query import indexable
 from ..memory.recall.query_rewrite import rewritten_query
@@ -196,8 +196,10 @@ class MemoryPipeline:
         if st.memory.pii == "keep":
             return send
 
-        async def complete(messages: list[dict[str, Any]]) -> str:
-            return await send([redact_message(m, st.memory.pii) for m in messages])
+        async def complete(
+            messages: list[dict[str, Any]], /, *, response_format: dict[str, Any] | None = None
+        ) -> str:
+            return await send([redact_message(m, st.memory.pii) for m in messages], response_format=response_format)
 
         return complete
 

@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from ...errors import BadRequest, NotFound
 from ...memory.curation.memory_admin import MemoryAdmin
-from ...memory.extraction.item_parser import TYPES
+from ...memory.memory_schema import TYPES
 from ..admin.admin_call import memory_admin
 from ..admin.pagination import page_ask
 from .page_guard import Page
