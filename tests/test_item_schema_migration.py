@@ -28,8 +28,8 @@ OLD_ROWS: list[tuple[tuple[str, str, str, float], tuple[str, bool, str]]] = [
     (("user.preference.tea", "preference", "inferred", 0.6), ("preference", False, "user")),
     (("user.card.8865", "entity", "user-stated", 0.6), ("identifier", False, "user")),
     (("user.order.a12345", "entity", "user-stated", 0.6), ("identifier", False, "user")),
-    (("user.deadline.delivery", "constraint", "user-stated", 0.8), ("plan", False, "user")),
-    (("user.task.call_dentist", "task", "user-stated", 0.7), ("task", False, "user")),
+    (("user.deadline.delivery", "constraint", "user-stated", 0.8), ("plan", True, "user")),
+    (("user.task.call_dentist", "task", "user-stated", 0.7), ("task", True, "user")),
     (("user.event.auto_1a2b3c", "event", "inferred", 0.5), ("plan", False, "user")),
     (("user.entity.auto_9f8e7d", "entity", "user-stated", 0.9), ("other", False, "user")),
 ]

@@ -20,7 +20,7 @@ def kind(item: MemoryItem) -> str | None:
 @pytest.mark.parametrize(
     ("said", "key", "content", "expected_kind"),
     [
-        ("I just relocated to Austin, Texas.", "user.location.home", "The user lives in Austin, Texas.", "identity"),
+        ("We just relocated to Austin, Texas.", "user.location.home", "The user lives in Austin, Texas.", "identity"),
         ("I now live in Seattle.", "user.location.home", "The user lives in Seattle.", "identity"),
         ("My new address is 12 Baker Street, London.", "user.location.home",
          "The user's home address is 12 Baker Street, London.", "identity"),
@@ -72,7 +72,7 @@ def test_a_move_said_any_way_takes_the_home_slot() -> None:
 @pytest.mark.parametrize(
     "said",
     [
-        "Our company moved to the 5th floor.", "We moved to Tower B last week.", "We just relocated to Austin.",
+        "Our company moved to the 5th floor.", "We moved to Tower B last week.", "We moved to the Austin office.",
         "我们公司搬到了五楼。", "我们搬到了新的办公室。", "I'm based in the Berlin office.",
         "Our office address is 100 Main Street, Boston.", "My company's new address is 9 Dock Road, Leeds.",
         "My friend is allergic to peanuts.", "My boss can't eat gluten.", "Our office can't have nuts.",

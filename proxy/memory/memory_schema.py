@@ -54,7 +54,7 @@ CATEGORY_MEANINGS: dict[str, str] = {
 # Whether a fact of a category shapes every answer when the model did not say.
 STANDS_BY_DEFAULT: dict[str, bool] = {
     "health": True, "identity": True, "relationship": True, "preference": True,
-    "plan": False, "task": False, "identifier": False, "other": False,
+    "plan": False, "task": True, "identifier": False, "other": False,
 }
 # The type a category's fact has when the model gave none that is known, and back.
 TYPE_OF_CATEGORY: dict[str, MemoryType] = {
@@ -99,8 +99,10 @@ class MemoryItem(BaseModel):
     standing: bool = Field(
         default=False,
         description="true when the fact should shape every answer, whatever the question (a diet, an "
-        "allergy, the user's name, home or language, a lasting taste, a child's allergy); false for what "
-        "happened once, plans, tasks, identifiers and anything true only for now"
+        "allergy, the user's name, home or language, a lasting taste, a child's allergy, a reminder or a "
+        "deadline the user asked to keep in mind until it is done); false for what happened once, events, "
+        "trips and appointments, identifiers, and anything true only for now (where the user is this week, "
+        "how they feel today)"
     )
     content: str = Field(description="the fact, one self-contained sentence of about 20-50 words")
     key: str = Field(

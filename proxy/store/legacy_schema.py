@@ -8,7 +8,7 @@ them: ``user.allergy.peanut``, ``user.cat.allergy.peanut``, ``user.name``,
 ``user.location.home``, ``user.dog.name``, ``user.card.8865``,
 ``user.deadline.delivery``, ``user.task.<slug>``; a fact stood in the profile
 when the user stated it, of importance 0.5 or more, about health, identity,
-the people in their life or a lasting taste.
+the people in their life, a lasting taste, an open task or a deadline.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ _SOMEONE = re.compile(
     r"^(?:dog|cat|puppy|kitten|pet|bird|rabbit|hamster|horse|son|daughter|kid|kids|child|children|baby|toddler"
     r"|wife|husband|partner|boyfriend|girlfriend|brother|sister|mother|father|mom|dad|friend)(?:_\w+)?$"
 )
-_STANDING = frozenset({"health", "identity", "relationship", "preference"})
+_STANDING = frozenset({"health", "identity", "relationship", "preference", "task"})
+_DEADLINE = re.compile(r"^user\.deadlines?(?:\.|$)")
 _OF_TYPE = {"preference": "preference", "event": "plan", "task": "task"}
 
 
@@ -59,5 +60,6 @@ def legacy_schema(key: str, type: str, source: str, importance: float) -> Legacy
         category = "plan"
     else:
         category = _OF_TYPE.get(type, "other")
-    standing = category in _STANDING and source == "user-stated" and importance >= 0.5
+    stood = category in _STANDING or bool(_DEADLINE.search(key))
+    standing = stood and source == "user-stated" and importance >= 0.5
     return LegacySchema(category, standing, about)

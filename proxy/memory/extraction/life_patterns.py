@@ -136,8 +136,9 @@ def _switched(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 
 # A sentence about where the user works, not where they live.
-_WORKPLACE = re.compile(r"\b(?:office|company|firm|employer|team|department|building|floor|campus|headquarters|HQ"
-                        r"|branch|factory|warehouse|store|shop|school|startup|workplace|coworking)\b"
+_WORKPLACE = re.compile(r"\b(?:office|offices|company|firm|employer|team|department|building|floor|campus"
+                        r"|headquarters|HQ|branch|factory|warehouse|store|shop|school|startup|workplace|coworking"
+                        r"|tower|suite|unit|room|wing|level|desk|lab|studio|site|business)\b"
                         r"|公司|办公室|大楼|楼层|部门|单位|工厂|学校|\d+楼|[一二三四五六七八九十]+楼", re.I)
 _NOT_A_TASTE = frozenset({"it", "that", "this", "you", "him", "her", "them", "the", "what", "how"})
 _JOBS = (r"nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|midwife|vet|veterinarian|therapist"
@@ -166,8 +167,8 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
     # "My daughter Mia is 6", "our dog Rex loves walks": a name in apposition (not "my wife I think").
     (re.compile(rf"\b(?i:my|our) (?P<who>{_KIN}) (?P<v>(?!I\b)[A-Z][a-z][\w'-]*)(?=,? (?:is|was|has|loves|likes"
                 r"|turned|turns|can't|cannot|just|and|who|will|gets|needs)\b)"), _named),
-    # A move is the user's own ("I moved to"): "we moved" is as often the company or the office.
-    (re.compile(r"\b(?i:I(?:'ve| have)? (?:just |recently |finally |now )?(?:relocated|moved) (?:to|into)) "
+    # A move ("I moved to", "we relocated to"), never one said of a workplace (``_WORKPLACE``).
+    (re.compile(r"\b(?i:(?:I|we)(?:'ve| have)? (?:just |recently |finally |now )?(?:relocated|moved) (?:to|into)) "
                 + _PLACE), _home),
     (re.compile(r"\b(?i:(?:I|we) (?:now |currently )?live in|I'm based in|I am based in) " + _PLACE), _home),
     (re.compile(r"\b(?i:my (?:new |home |current |delivery |shipping )?address is) (?P<address>\d[^.;!?\n]{4,80})"),

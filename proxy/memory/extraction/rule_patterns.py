@@ -28,6 +28,7 @@ class RuleHit(NamedTuple):
     content: str
     importance: float
     about: str = USER  # who it is about: the user, or someone in their care as the user named them
+    standing: bool | None = None  # None: the category's default (``memory_schema.STANDS_BY_DEFAULT``)
 
 
 Rule = Callable[[re.Match[str], str, datetime], list[RuleHit]]
@@ -198,10 +199,12 @@ def _topic(s: str) -> str:
 def _deadline(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     mine = re.search(r"\bI (?:must|have to|need to|should|'ve got to)\b|我[^，。]{0,8}?(?:必须|一定要|得|需要)", s)
     kind: MemoryType = "task" if mine else "constraint"
+    # A deadline stands until it passes (``expiry``): what the user must get done shapes their plans.
     if re.search(r"[\u4e00-\u9fff]", s):
-        return [RuleHit(kind, "plan", f"user.deadline.{_topic(s)}", f"用户在{said_on(now)}提出的期限：“{s}”", 0.8)]
+        return [RuleHit(kind, "plan", f"user.deadline.{_topic(s)}", f"用户在{said_on(now)}提出的期限：“{s}”", 0.8,
+                        standing=True)]
     return [RuleHit(kind, "plan", f"user.deadline.{_topic(s)}",
-                f'The user stated a deadline on {said_on(now)}: "{s}"', 0.8)]
+                f'The user stated a deadline on {said_on(now)}: "{s}"', 0.8, standing=True)]
 
 
 def _card(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:

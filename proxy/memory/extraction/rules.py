@@ -62,7 +62,11 @@ def _hits(sentence: str, now: datetime) -> Iterator[RuleHit]:
 def _item(hit: RuleHit, index: int, sentence: str, now: datetime) -> MemoryItem:
     temporary = hit.type in {"event", "task", "constraint"}
     expires = expiry(sentence, now) if temporary else None
-    return MemoryItem(type=hit.type, category=hit.category, standing=STANDS_BY_DEFAULT[hit.category] and not expires,
+    stands = STANDS_BY_DEFAULT[hit.category] if hit.standing is None else hit.standing
+    # Said for now ("this week", "今天"), a fact is of the moment; a task or a deadline is by nature
+    # for a while, and stands until its expiry.
+    moment = expires is not None and hit.category not in ("task", "plan")
+    return MemoryItem(type=hit.type, category=hit.category, standing=stands and not moment,
                       content=hit.content, key=hit.key, about=hit.about, importance=hit.importance,
                       confidence=0.9, source="user-stated", expires_at=expires, turns=(index,))
 
