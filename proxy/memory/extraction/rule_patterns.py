@@ -265,9 +265,10 @@ _ZH_OBJ = f"(?P<what>{_ZH_END}{{1,10}})"
 ZH_KIN = "猫|狗|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公|妈妈|爸爸|母亲|父亲|朋友"
 # Those in the user's care, the only others whose health the rules read ("my dog", "our son Leo"):
 # not a friend, a colleague, the office or the company.
-CARE = (r"(?:dog|cat|puppy|kitten|pet|bird|rabbit|hamster|horse|son|daughter|kid|kids|child|children|baby"
-        r"|toddler|wife|husband|partner)(?: [A-Z][\w'-]*)?")
-ZH_CARE = "猫咪|狗狗|猫|狗|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公"
+CARE = (r"(?:dog|cat|puppy|kitten|pet|bird|parrot|budgie|rabbit|bunny|hamster|guinea pig|ferret|turtle|tortoise"
+        r"|lizard|snake|fish|goldfish|horse|pony|son|daughter|kid|kids|child|children|baby|toddler|twins|wife"
+        r"|husband|partner)(?: [A-Z][\w'-]*)?")
+ZH_CARE = "猫咪|狗狗|猫|狗|鹦鹉|兔子|仓鼠|宠物|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公"
 ZH_ADV = "(?:现在|已经|从此|以后|也|还|很|非常|特别|超级|最|挺|比较|真的|一直)?"
 
 RULES: list[tuple[re.Pattern[str], Rule]] = [
