@@ -18,6 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default=None,
                         help="a LoCoMo-format JSON file; for scenarios, a scenario file (default: the packaged suite)")
     parser.add_argument("--mode", choices=("sessions", "one-chat"), default="sessions")
+    parser.add_argument("--clock", choices=("dated", "burst"), default="dated",
+                        help="locomo: each session at its date (dated), or the whole history as fast as it "
+                             "comes, at the present time (burst)")
+    parser.add_argument("--model", choices=("rules", "observations"), default="rules",
+                        help="locomo: the compression model's stand-in — replies that are not JSON, so the rules "
+                             "extract (rules), or the data set's own facts in the extraction prompt's JSON and "
+                             "its session summaries (observations)")
     parser.add_argument("--limit-convs", type=int, default=None, metavar="N", help="the first N conversations")
     parser.add_argument("--convs", default=None, metavar="IDS",
                         help="only these conversations, by sample_id, comma-separated (e.g. conv-26,conv-30)")
@@ -85,9 +92,9 @@ def locomo_command(args: argparse.Namespace) -> int:
     if args.budget is not None:
         memory["budget_tokens"] = args.budget
     options = Options(mode=args.mode, embedder=args.embedder, memory=memory,
-                      record_questions=args.record_questions)
+                      record_questions=args.record_questions, clock=args.clock, model=args.model)
     bar = tqdm(total=total_steps(conversations, options), file=sys.stderr, disable=args.no_progress,
-               unit="req", desc=f"eval {args.mode}")
+               unit="req", desc=f"eval {args.mode} {args.clock} {args.model}")
     started = time.perf_counter()
     with bar:
         answers, stats = asyncio.run(run(conversations, options, bar.update))
@@ -98,6 +105,8 @@ def locomo_command(args: argparse.Namespace) -> int:
         "dataset": "locomo",
         "file": Path(args.path).name,
         "mode": args.mode,
+        "clock": args.clock,
+        "model": args.model,
         "embedder": args.embedder,
         "record_questions": args.record_questions,
         "conversations": len(conversations),
