@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--api", choices=("chat", "responses"), default="chat",
                         help="scenarios: send the turns as chat completions or through the Responses API")
+    parser.add_argument("--part", choices=("all", "tuning", "frozen"), default="all",
+                        help="scenarios: both halves (default), the tuning half, or the frozen half "
+                             "(replayed with a model stand-in that follows the extraction prompt and with the rules)")
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -59,14 +62,15 @@ def scenarios_command(args: argparse.Namespace) -> int:
     from ..eval import scenarios
 
     suite = scenarios.load(args.path)
-    bar = tqdm(total=len(suite.scenarios), file=sys.stderr, disable=args.no_progress, unit="case", desc="scenarios")
+    bar = tqdm(total=scenarios.steps(suite, args.part), file=sys.stderr, disable=args.no_progress, unit="case",
+               desc="scenarios")
     with bar:
-        results = asyncio.run(scenarios.run(suite, args.embedder, bar.update, args.api))
+        results = asyncio.run(scenarios.run(suite, args.embedder, bar.update, args.api, args.part))
     text = scenarios.markdown(results)
     print(text)
     if args.out:
         rows = [r.__dict__ for r in results]
-        data = {"summary": scenarios.summary(results), "results": rows}
+        data = {"summary": scenarios.summary(results), "frozen": scenarios.frozen_summary(results), "results": rows}
         Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.md:
         Path(args.md).write_text(text + "\n", encoding="utf-8")
