@@ -30,6 +30,7 @@ from proxy.eval.stand_in import (
     summary_lines,
     summary_of,
 )
+from proxy.memory.extraction import extractor
 from proxy.memory.extraction.item_parser import parse_items, transcript_for_extraction
 from proxy.prompts import Prompts
 
@@ -150,6 +151,10 @@ def test_an_observation_becomes_a_memory_item_the_parser_accepts() -> None:
     assert mine["key"] != observation_item(conv.sessions[0].observations[1], conv.user)["key"]
     (item,) = parse_items(json.dumps([{**mine, "turns": [1]}])) or []
     assert (item.content, item.key, item.turns) == (ana.text, mine["key"], (1,))
+    # In the memory schema: what happened in a session does not stand; a fact of the other speaker is about them.
+    (other,) = parse_items(json.dumps([theirs])) or []
+    assert (item.about, item.standing, other.about, other.category, other.standing) == (
+        "user", False, "Ben", "relationship", False)
 
 
 def known() -> Knowledge:
@@ -158,7 +163,7 @@ def known() -> Knowledge:
 
 
 def extraction_prompt(turns: list[tuple[int, str, str]]) -> str:
-    return Prompts.load().render("extract", transcript=transcript_for_extraction(turns), now="2026-12-02")
+    return extractor.extraction_prompt(Prompts.load(), turns, dt.date(2026, 12, 2))
 
 
 def test_an_extraction_call_gets_the_facts_of_the_turns_its_transcript_holds_and_only_those() -> None:

@@ -23,13 +23,20 @@ def observation_item(fact: Observation, user: str) -> Item:
     The data gives a fact's subject and text only. Its key is unique to the
     fact, so that two facts never supersede each other by a shared key; a
     fact about the other speaker (the replay's assistant side) is keyed under
-    their name and counts as inferred, since the user did not say it.
+    their name, is about them (``about``: the card says so, not "user said"),
+    of the people in the user's life (``relationship``), and counts as
+    inferred, since the user did not say it. The observations are what
+    happened in each session — a trip, a talk, a painting — so none stands
+    (``standing`` false): they are recalled when a question asks for them.
     """
     digest = hashlib.sha1(" ".join(fact.text.lower().split()).encode()).hexdigest()[:10]
     about_user = fact.speaker == user
     subject = "user" if about_user else "user." + (re.sub(r"\W+", "_", fact.speaker.lower()).strip("_") or "other")
     return {
         "type": "event",
+        "category": "other" if about_user else "relationship",
+        "standing": False,
+        "about": "user" if about_user else fact.speaker,
         "content": fact.text,
         "key": f"{subject}.fact_{digest}",
         "importance": 0.5,

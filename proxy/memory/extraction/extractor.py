@@ -207,10 +207,7 @@ class Extractor:
             return []
         parsed: list[MemoryItem] | None = None
         if complete is not None:
-            prompt = self.prompts.render(
-                "extract", transcript=transcript_for_extraction(numbered), now=now.date().isoformat(),
-                fields=prompt_fields(), example=example_reply(),
-            )
+            prompt = extraction_prompt(self.prompts, numbered, now.date())
             try:
                 reply = await complete([{"role": "user", "content": prompt}], response_format=response_format())
                 parsed = parse_items(reply)
@@ -222,6 +219,14 @@ class Extractor:
             return items
         self.metrics.memories_extracted.labels("model").inc(len(parsed))
         return parsed
+
+
+def extraction_prompt(prompts: Prompts, numbered: Sequence[Turn], today: dt.date) -> str:
+    """``prompts/extract.md`` for these turns (numbered as the prompt numbers them), with the schema's fields."""
+    return prompts.render(
+        "extract", transcript=transcript_for_extraction(numbered), now=today.isoformat(),
+        fields=prompt_fields(), example=example_reply(),
+    )
 
 
 def _numbered(turns: Sequence[Turn]) -> list[Turn]:
