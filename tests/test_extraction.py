@@ -422,3 +422,20 @@ def test_transcript_strips_blocks_and_labels_turns() -> None:
 def test_an_unclosed_block_is_cut_to_the_end() -> None:
     rendered = transcript_for_extraction([(1, "user", "Hi <paperclip-memory>\nMy name is Bob.")])
     assert rendered == "[turn 1] user: Hi"
+
+
+@pytest.mark.parametrize(
+    ("said", "stands"),
+    [
+        ("I must file my tax return by April 15.", True),  # a deadline stands until it passes
+        ("Remind me to call the dentist.", True),
+        ("I have to submit the report by Friday this week.", True),
+        ("I need to finish the slides by tonight.", False),  # today's or tomorrow's is of the moment
+        ("Remind me to call mom tomorrow.", False),
+        ("I'm in Paris this week.", False),
+        ("我的论文必须在六月十日之前交。", True),
+    ],
+)
+def test_a_rules_task_or_deadline_stands_unless_it_is_of_today_or_tomorrow(said: str, stands: bool) -> None:
+    (item,) = rule_extract(user(said), NOW)
+    assert item.standing is stands

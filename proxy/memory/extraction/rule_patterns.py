@@ -248,8 +248,13 @@ _TEMPORARY = [(re.compile(r"\b(?:today|tonight)\b|今天|今晚", re.I), 1),
 
 
 def expiry(sentence: str, now: datetime) -> str | None:
-    days = next((d for rx, d in _TEMPORARY if rx.search(sentence)), None)
+    days = lasts_days(sentence)
     return None if days is None else (now + timedelta(days=days)).isoformat()
+
+
+def lasts_days(sentence: str) -> int | None:
+    """How many days a temporary statement stays true ("today": 1, "this week": 7), None when it is not one."""
+    return next((d for rx, d in _TEMPORARY if rx.search(sentence)), None)
 
 
 _DATE = (r"(?:(?:next |this )?(?:mon|tues|wednes|thurs|fri|satur|sun)day|tomorrow|tonight|today"

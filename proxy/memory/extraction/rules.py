@@ -17,7 +17,9 @@ from .activity_patterns import ACTIVITY_RULES
 from .health_patterns import HEALTH_RULES
 from .item_parser import Turn, strip_blocks
 from .life_patterns import LIFE_RULES
-from .rule_patterns import RULES, RuleHit, expiry, remind
+from .rule_patterns import RULES, RuleHit, expiry, lasts_days, remind
+
+SHORT_DAYS = 2  # a task or deadline of today or tomorrow is of the moment: it does not stand
 
 _ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES, *ACTIVITY_RULES]
 
@@ -64,8 +66,9 @@ def _item(hit: RuleHit, index: int, sentence: str, now: datetime) -> MemoryItem:
     expires = expiry(sentence, now) if temporary else None
     stands = STANDS_BY_DEFAULT[hit.category] if hit.standing is None else hit.standing
     # Said for now ("this week", "今天"), a fact is of the moment; a task or a deadline is by nature
-    # for a while, and stands until its expiry.
-    moment = expires is not None and hit.category not in ("task", "plan")
+    # for a while, and stands until its expiry — unless that is today or tomorrow.
+    days = lasts_days(sentence) if expires else None
+    moment = days is not None and (hit.category not in ("task", "plan") or days <= SHORT_DAYS)
     return MemoryItem(type=hit.type, category=hit.category, standing=stands and not moment,
                       content=hit.content, key=hit.key, about=hit.about, importance=hit.importance,
                       confidence=0.9, source="user-stated", expires_at=expires, turns=(index,))
