@@ -150,7 +150,8 @@ def test_two_facts_sharing_a_key_that_names_a_kind_of_fact_are_two_facts(key: st
 
 
 @pytest.mark.parametrize("key", ["user.location.home", "user.diet", "user.name", "user.cat.allergy.peanut",
-                                 "user.preference.spicy_food", "user.deadline.delivery", "user.language.reply"])
+                                 "user.preference.spicy_food", "user.deadline.delivery", "user.language.reply",
+                                 "user.medication.diabetes", "user.glasses", "user.address"])
 def test_a_key_that_names_one_fact_is_a_slot(key: str) -> None:
     old = stored("m1", "The old value of the fact.", key, at_cosine(0.3))
     assert decide(item("A new value of the fact.", key), BASE, [old], DEDUP).action == "supersede"

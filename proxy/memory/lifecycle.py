@@ -82,19 +82,17 @@ _KINDS_OF_FACT = frozenset({
     "note", "notes", "misc", "general", "events", "plans", "preferences", "personal", "experience",
     "experiences", "thing", "things", "life", "family", "friends", "pets", "news", "update", "updates",
     "memory", "memories", "statement", "statements", "tasks", "goals", "achievements", "opinion", "opinions",
+    # Collections a model names with a plural; a plural is not read from a final "s" (diabetes, glasses).
+    "allergies", "medications", "conditions", "foods", "places", "trips", "books", "movies", "songs",
+    "skills", "languages", "people",
 })
 
 
 def is_slot(key: str) -> bool:
     """Whether a key names one fact, whose later value replaces the earlier (``user.location.home``),
-    rather than a kind of fact many values share: a generic last part, or a plural one."""
+    rather than a kind of fact many values share (``_KINDS_OF_FACT``)."""
     parts = key.split(".")
-    last = parts[-1]
-    return len(parts) >= 2 and last not in _KINDS_OF_FACT and not _plural(last)
-
-
-def _plural(word: str) -> bool:
-    return len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is", "ous"))
+    return len(parts) >= 2 and parts[-1] not in _KINDS_OF_FACT
 
 
 def _refines(key: str, broader: str) -> bool:
