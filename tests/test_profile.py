@@ -204,3 +204,19 @@ def test_the_profile_endpoint_shows_the_standing_facts_and_a_tenant_can_turn_the
         http.post("/paperclip/v1/users/ada/memories", json=body)
         got = http.get("/paperclip/v1/users/ada/profile").json()
         assert got["enabled"] is False and got["data"] == [] and got["block"] is None
+
+
+def test_what_stands_is_the_users_to_change_by_hand(make_proxy: Callable[..., Proxy]) -> None:
+    proxy = make_proxy()
+    proxy.wait_ready()
+    with admin(proxy) as http:
+        body = {"content": "The user cannot climb stairs.", "type": "constraint", "category": "health",
+                "key": "user.mobility.stairs", "about": "user"}
+        made = http.post("/paperclip/v1/users/ada/memories", json=body).json()["item"]
+        assert (made["category"], made["standing"]) == ("health", True)  # a health fact stands by default
+        assert [d["key"] for d in http.get("/paperclip/v1/users/ada/profile").json()["data"]] == ["user.mobility.stairs"]
+        edited = http.patch(f"/paperclip/v1/users/ada/memories/{made['id']}", json={"standing": False})
+        assert edited.status_code == 200 and edited.json()["standing"] is False
+        assert http.get("/paperclip/v1/users/ada/profile").json()["data"] == []
+        wrong = http.patch(f"/paperclip/v1/users/ada/memories/{made['id']}", json={"category": "medical"})
+        assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "category"
