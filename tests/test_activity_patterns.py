@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from proxy.memory.extraction.activities import gerund
-from proxy.memory.extraction.item_parser import MemoryItem
 from proxy.memory.extraction.reconcile import close_pairs, fold_batch
 from proxy.memory.extraction.rules import rule_extract
 from proxy.memory.lifecycle import ExistingItem, decide, slot_keys, slot_members
-from proxy.memory.recall.profile import kind_of
+from proxy.memory.memory_schema import MemoryItem
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 DEDUP = 0.92
@@ -80,7 +78,8 @@ def test_the_same_activity_liked_in_either_language_is_one_slot() -> None:
 def test_an_injury_or_operation_is_a_health_constraint(text: str, key: str, content: str) -> None:
     ((found, what),) = [(k, c) for k, c in said(text) if k.startswith("user.health")]
     assert (found, what) == (key, content)
-    assert kind_of(SimpleNamespace(key=found, type="entity")) == "health"  # type: ignore[arg-type]
+    (item,) = [i for i in rule_extract([(1, "user", text)], NOW) if i.key == key]
+    assert (item.category, item.standing) == ("health", True)
 
 
 @pytest.mark.parametrize(
@@ -104,9 +103,9 @@ ZH_LIKED = ExistingItem("8", "user.preference.running_marathon", "用户很喜�
 @pytest.mark.parametrize(
     ("new", "old"),
     [
-        (MemoryItem("preference", "The user has stopped running, since their knee surgery.", "user.preference.running"),
+        (MemoryItem(type="preference", content="The user has stopped running, since their knee surgery.", key="user.preference.running"),
          LIKED),
-        (MemoryItem("preference", "用户因膝盖手术，不再跑步了。", "user.preference.running"), ZH_LIKED),
+        (MemoryItem(type="preference", content="用户因膝盖手术，不再跑步了。", key="user.preference.running"), ZH_LIKED),
     ],
 )
 def test_an_ended_activity_supersedes_every_narrower_taste_of_it(new: MemoryItem, old: ExistingItem) -> None:
@@ -117,16 +116,16 @@ def test_an_ended_activity_supersedes_every_narrower_taste_of_it(new: MemoryItem
 
 
 def test_a_liking_does_not_end_narrower_tastes_nor_reach_other_slots() -> None:
-    liking = MemoryItem("preference", "The user loves running.", "user.preference.running")
+    liking = MemoryItem(type="preference", content="The user loves running.", key="user.preference.running")
     assert slot_members(liking, [LIKED]) == []
-    ended = MemoryItem("preference", "The user has stopped running.", "user.preference.running")
+    ended = MemoryItem(type="preference", content="The user has stopped running.", key="user.preference.running")
     rower = ExistingItem("9", "user.preference.runningboard", "The user likes runningboards.", vec(1, 0, 0))
     assert slot_members(ended, [LIKED, rower]) == [LIKED]
-    ring = MemoryItem("entity", "用户买了一个戒指。", "user.preference.running")  # 戒指 is a ring, not "gave up"
+    ring = MemoryItem(type="entity", content="用户买了一个戒指。", key="user.preference.running")  # 戒指 is a ring, not "gave up"
     assert slot_members(ring, [LIKED]) == []
-    quit_zh = MemoryItem("preference", "用户戒掉了跑步。", "user.preference.running")
+    quit_zh = MemoryItem(type="preference", content="用户戒掉了跑步。", key="user.preference.running")
     assert slot_members(quit_zh, [LIKED]) == [LIKED]
-    two_segments = MemoryItem("entity", "The user no longer has a name.", "user.name")
+    two_segments = MemoryItem(type="entity", content="The user no longer has a name.", key="user.name")
     assert slot_members(two_segments, [ExistingItem("1", "user.name_old", "x", vec(1, 0, 0))]) == []
 
 

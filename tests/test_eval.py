@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +197,88 @@ def test_the_same_conversations_as_messages_requests_score_as_chats(dataset: Pat
     scores = [{(a["variant"], a["index"]): (a["presence"], a["cards"]) for a in r["answers"]} for r in (chat, messages)]
     assert scores[0] == scores[1]
     assert any(p > 0 for p, _ in scores[1].values())
+
+
+def test_clock_and_model_are_options_of_the_command_and_answers_are_scored(dataset: Path, tmp_path: Path) -> None:
+    dated = run_eval(dataset, tmp_path)
+    burst = run_eval(dataset, tmp_path, "--clock", "burst", "--model", "observations")
+    assert (dated["meta"]["clock"], dated["meta"]["model"]) == ("dated", "rules")
+    assert (burst["meta"]["clock"], burst["meta"]["model"]) == ("burst", "observations")
+    greyhound = {(a["variant"], a["index"]): a for a in dated["answers"]}[("fusion", 0)]
+    assert greyhound["answer_presence"] == 1.0  # "Pixel" is in the recalled turn
+    assert dated["summary"]["fusion"]["answers 1-4"] is not None
+    with pytest.raises(SystemExit):
+        main(["eval", "locomo", str(dataset), "--clock", "yesterday"])
+
+
+async def _replayed(dataset: Path, tmp_path: Path, options: Any) -> tuple[dict[str, Any], list[str]]:
+    """Replay the sample, then what the store holds of its user: the export, and the items' texts."""
+    from proxy.eval.harness import TENANT, open_harness
+    from proxy.eval.replay import replay, schedule
+
+    (conv,) = locomo.load(dataset)
+    h = await open_harness(options, tmp_path, [conv])
+    try:
+        replayed, _ = schedule(conv, options.mode, options.clock, time.time())
+        await replay(h, conv, options.mode, replay_stats(), lambda n: None, replayed)
+        await h.runtime.background.drain()
+        export = await h.memory.store.users.export(TENANT, conv.id)
+        items = [r.content for r in await h.memory.store.items.all(TENANT, conv.id)]
+    finally:
+        h.close()
+    return export, items
+
+
+def replay_stats() -> Any:
+    from proxy.eval.replay import Stats
+
+    return Stats()
+
+
+OBSERVATIONS = {
+    "session_1_observation": {"Ana": [["Ana adopted a greyhound named Pixel the day before.", "D1:1"]]},
+    "session_2_observation": {"Ana": [["Ana plays the violin on weekends.", "D2:2"]]},
+}
+
+
+@pytest.mark.parametrize("model", ["rules", "observations"])
+def test_the_observations_stand_in_answers_extraction_with_the_datas_facts(
+    tmp_path: Path, model: str
+) -> None:
+    import asyncio
+
+    from proxy.eval.harness import Options
+
+    path = tmp_path / "observed.json"
+    # Sessions whose one request carries 6 messages: the extraction cadence.
+    sample = json.loads(json.dumps(SAMPLE))
+    sample["conversation"]["session_2"] += [
+        {"speaker": "Ben", "dia_id": f"D2:{i}", "text": text} for i, text in ((4, "Deal."), (6, "See you."))
+    ]
+    sample["conversation"]["session_2"].insert(4, {"speaker": "Ana", "dia_id": "D2:5", "text": "Great."})
+    sample["conversation"]["session_2"].append({"speaker": "Ana", "dia_id": "D2:7", "text": "Bye."})
+    sample["conversation"]["session_1"].append({"speaker": "Ana", "dia_id": "D1:6", "text": "Bye now."})
+    path.write_text(json.dumps([{**sample, "observation": OBSERVATIONS}]), encoding="utf-8")
+    options = Options(embedder="hash", model=model)  # type: ignore[arg-type]
+    _, items = asyncio.run(_replayed(path, tmp_path, options))
+    facts = {"Ana adopted a greyhound named Pixel the day before.", "Ana plays the violin on weekends."}
+    if model == "observations":
+        assert facts <= set(items)
+    else:
+        assert not facts & set(items)  # the rules write their own items, never the data's
+
+
+@pytest.mark.parametrize("clock", ["dated", "burst"])
+def test_the_burst_clock_replays_at_the_present_time(dataset: Path, tmp_path: Path, clock: str) -> None:
+    import asyncio
+
+    from proxy.eval.harness import Options
+
+    started = time.time()
+    export, _ = asyncio.run(_replayed(dataset, tmp_path, Options(embedder="hash", clock=clock)))  # type: ignore[arg-type]
+    created = sorted(f["created"] for f in export["fragments"])
+    assert created
+    if clock == "burst":
+        assert created[0] >= started - 1 and created[-1] - created[0] < 60  # all of it within a minute, now
+    else:
+        assert created[0] < dt.datetime(2023, 5, 9, tzinfo=dt.UTC).timestamp() < created[-1]

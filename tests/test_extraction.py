@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from proxy.memory.extraction.item_parser import MemoryItem, parse_items, transcript_for_extraction
+from proxy.memory.extraction.item_parser import parse_items, transcript_for_extraction
 from proxy.memory.extraction.rules import rule_extract
+from proxy.memory.memory_schema import CATEGORIES, TYPES, MemoryItem
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 ITEM = (
@@ -81,7 +85,7 @@ def test_an_empty_array_means_nothing_to_remember() -> None:
     assert parse_items('{"memories": []}') == []
 
 
-def test_parse_items_validates_strictly() -> None:
+def test_parse_items_normalises_a_models_deviations_and_drops_only_what_holds_no_fact() -> None:
     raw = """[
       {"type": "mood", "content": "The user is happy."},
       {"type": "Preference", "content": "  The user   likes green tea.  ", "importance": 7,
@@ -91,13 +95,63 @@ def test_parse_items_validates_strictly() -> None:
        "importance": "high", "expires_at": "2026-11-09", "turns": 5},
       "stray string"
     ]"""
-    tea, paris = parse_items(raw) or []
-    assert tea.type == "preference" and tea.content == "The user likes green tea."
+    happy, tea, paris = parse_items(raw) or []
+    assert (happy.type, happy.category, happy.standing) == ("entity", "other", False)  # an unknown type is kept
+    assert (tea.type, tea.category, tea.standing) == ("preference", "preference", True)
+    assert tea.content == "The user likes green tea."
     assert (tea.importance, tea.confidence, tea.source) == (1.0, 0.0, "user-stated")
     assert tea.expires_at is None and tea.turns == (2, 4)
     assert tea.key.startswith("user.preference.auto_")
-    assert paris.key == "user_location.current"
+    assert (paris.key, paris.category, paris.standing) == ("user_location.current", "plan", False)
     assert (paris.importance, paris.source, paris.expires_at, paris.turns) == (0.5, "inferred", "2026-11-09", (5,))
+
+
+@pytest.mark.parametrize(
+    ("said", "category", "source", "key"),
+    [
+        ({"category": "Health"}, "health", "inferred", "user.diet"),
+        ({"category": "medical", "source": "user"}, "health", "user-stated", "user.diet"),
+        ({"category": "dietary restrictions", "source": "User-Stated"}, "health", "user-stated", "user.diet"),
+        ({"category": "mood"}, "other", "inferred", "user.diet"),
+        ({"category": "HEALTH", "key": "User.Diet"}, "health", "inferred", "user.diet"),
+        ({"key": "USER DIET"}, "other", "inferred", "user_diet"),
+    ],
+)
+def test_a_models_small_deviations_keep_the_fact(said: dict[str, str], category: str, source: str, key: str) -> None:
+    entry = {"type": "entity", "content": "The user is vegetarian.", "key": "user.diet", **said}
+    (item,) = parse_items(json.dumps([entry])) or []
+    assert (item.category, item.source, item.key, item.content) == (category, source, key, "The user is vegetarian.")
+
+
+def test_a_left_out_standing_is_the_categorys_and_a_said_one_is_kept() -> None:
+    raw = json.dumps([
+        {"type": "entity", "category": "health", "content": "The user is vegan."},
+        {"type": "event", "category": "plan", "content": "The user flies to Rome on 2026-12-01."},
+        {"type": "event", "category": "health", "standing": "false", "content": "The user has a cold today."},
+        {"type": "entity", "category": "identifier", "standing": 1, "content": "The user's account is 8812."},
+    ])
+    assert [i.standing for i in parse_items(raw) or []] == [True, False, False, True]
+
+
+def test_a_structured_reply_is_read_like_a_plain_one() -> None:
+    structured = json.dumps({"memories": [json.loads(ITEM)]})
+    assert parse_items(structured) == [EXPECTED]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(MemoryItem.model_fields)), st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=30),
+    st.lists(st.one_of(st.integers(), st.text(max_size=5)), max_size=4))), st.text(min_size=1, max_size=80))
+def test_any_entry_with_content_gives_an_item_of_the_schema(entry: dict[str, object], content: str) -> None:
+    entry["content"] = content
+    items = parse_items(json.dumps([entry]))
+    if not content.split():
+        assert items is None
+        return
+    (item,) = items or []
+    assert item.category in CATEGORIES and item.type in TYPES and item.source in ("user-stated", "inferred")
+    assert 0 <= item.importance <= 1 and 0 <= item.confidence <= 1 and item.key
+    assert item.content == " ".join(content.split())
 
 
 def test_a_derived_key_is_stable_and_content_specific() -> None:
@@ -107,8 +161,8 @@ def test_a_derived_key_is_stable_and_content_specific() -> None:
     assert a[0].key == b[0].key != c[0].key
 
 
-def test_only_invalid_items_fall_back_to_the_rules() -> None:
-    assert parse_items('[{"type": "mood", "content": "happy"}, {"content": "no type"}]') is None
+def test_only_entries_without_a_fact_fall_back_to_the_rules() -> None:
+    assert parse_items('[{"type": "mood", "content": ""}, {"type": "task"}]') is None
 
 
 # ---------------------------------------------------------------- rule_extract, English
@@ -368,3 +422,20 @@ def test_transcript_strips_blocks_and_labels_turns() -> None:
 def test_an_unclosed_block_is_cut_to_the_end() -> None:
     rendered = transcript_for_extraction([(1, "user", "Hi <paperclip-memory>\nMy name is Bob.")])
     assert rendered == "[turn 1] user: Hi"
+
+
+@pytest.mark.parametrize(
+    ("said", "stands"),
+    [
+        ("I must file my tax return by April 15.", True),  # a deadline stands until it passes
+        ("Remind me to call the dentist.", True),
+        ("I have to submit the report by Friday this week.", True),
+        ("I need to finish the slides by tonight.", False),  # today's or tomorrow's is of the moment
+        ("Remind me to call mom tomorrow.", False),
+        ("I'm in Paris this week.", False),
+        ("我的论文必须在六月十日之前交。", True),
+    ],
+)
+def test_a_rules_task_or_deadline_stands_unless_it_is_of_today_or_tomorrow(said: str, stands: bool) -> None:
+    (item,) = rule_extract(user(said), NOW)
+    assert item.standing is stands

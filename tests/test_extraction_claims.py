@@ -39,7 +39,7 @@ class Model:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def __call__(self, messages: list[dict[str, Any]]) -> str:
+    async def __call__(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None = None) -> str:
         self.calls += 1
         await asyncio.sleep(0.05)
         return json.dumps([CAROL])

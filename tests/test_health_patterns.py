@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
-from types import SimpleNamespace
 
 import pytest
 
 from proxy.memory.extraction.rules import rule_extract
-from proxy.memory.recall.profile import kind_of
+from proxy.memory.memory_schema import MemoryItem
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
+
+
+def health(item: MemoryItem) -> bool:
+    """A standing health fact: of the user ("health"), or of someone in their care ("relationship")."""
+    return item.standing and item.category == ("health" if item.about_user else "relationship")
 
 
 @pytest.mark.parametrize(
@@ -32,7 +36,7 @@ def test_a_health_or_diet_statement_is_a_standing_fact(said: str, key: str, word
     (item,) = [i for i in rule_extract([(3, "user", said)], NOW) if i.key == key]
     assert (item.key, item.turns, item.expires_at) == (key, (3,), None)
     assert words in item.content and item.importance >= 0.9
-    assert kind_of(SimpleNamespace(key=item.key, type=item.type)) == "health"  # type: ignore[arg-type]
+    assert health(item)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +91,7 @@ def test_more_ways_of_saying_a_health_fact(said: str, key: str, content: str) ->
     """A diet kept or ended, a pregnancy expected, a medication, a food someone in the user's care must avoid."""
     (item,) = [i for i in rule_extract([(2, "user", said)], NOW) if i.key == key]
     assert item.content == content and item.importance >= 0.9 and item.expires_at is None
-    assert kind_of(SimpleNamespace(key=item.key, type=item.type)) == "health"  # type: ignore[arg-type]
+    assert health(item)
 
 
 @pytest.mark.parametrize(
@@ -99,7 +103,7 @@ def test_more_ways_of_saying_a_health_fact(said: str, key: str, content: str) ->
     ],
 )
 def test_a_remark_of_the_moment_is_no_health_fact(said: str) -> None:
-    assert [i.key for i in rule_extract([(1, "user", said)], NOW) if kind_of(i) == "health"] == []  # type: ignore[arg-type]
+    assert [i.key for i in rule_extract([(1, "user", said)], NOW) if health(i)] == []
 
 
 def test_a_diet_ended_takes_the_diet_slot() -> None:

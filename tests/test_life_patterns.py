@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
-from types import SimpleNamespace
 
 import pytest
 
 from proxy.memory.extraction.rules import rule_extract
-from proxy.memory.recall.profile import kind_of
+from proxy.memory.memory_schema import MemoryItem
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
 
-def kind(item: object) -> str | None:
-    return kind_of(SimpleNamespace(key=item.key, type=item.type))  # type: ignore[arg-type,attr-defined]
+def kind(item: MemoryItem) -> str | None:
+    """The category of a standing fact, None for one that does not stand."""
+    return item.category if item.standing else None
 
 
 @pytest.mark.parametrize(
@@ -31,8 +31,8 @@ def kind(item: object) -> str | None:
         ("我是一名护士。", "user.occupation", "用户是护士。", "identity"),
         ("Please always answer in French.", "user.language.reply", "The user wants replies in French.", "identity"),
         ("I speak Spanish natively.", "user.language", "The user's native language is Spanish.", "identity"),
-        ("My daughter Mia is 6.", "user.daughter.name", "The user's daughter is called Mia.", "identity"),
-        ("Our dog Rex loves long walks.", "user.dog.name", "The user's dog is called Rex.", "identity"),
+        ("My daughter Mia is 6.", "user.daughter.name", "The user's daughter is called Mia.", "relationship"),
+        ("Our dog Rex loves long walks.", "user.dog.name", "The user's dog is called Rex.", "relationship"),
         ("My favorite color is green.", "user.preference.favorite_color", "The user's favorite color is green.",
          "preference"),
         ("I'm not into sushi anymore.", "user.preference.sushi", "The user no longer likes sushi.", "preference"),
@@ -63,7 +63,41 @@ def test_a_switch_ends_the_old_taste_and_takes_up_the_new() -> None:
 
 
 def test_a_move_said_any_way_takes_the_home_slot() -> None:
-    said = ["I live in Boston.", "We just relocated to Austin, Texas.", "My new address is 5 Elm Road, Austin."]
+    said = ["I live in Boston.", "I just relocated to Austin, Texas.", "My new address is 5 Elm Road, Austin."]
     items = rule_extract([(i, "user", s) for i, s in enumerate(said)], NOW)
     assert [i.key for i in items] == ["user.location.home"] * 3
     assert [i.turns for i in items] == [(0,), (1,), (2,)]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Our company moved to the 5th floor.", "We moved to Tower B last week.", "We moved to the Austin office.",
+        "我们公司搬到了五楼。", "我们搬到了新的办公室。", "I'm based in the Berlin office.",
+        "Our office address is 100 Main Street, Boston.", "My company's new address is 9 Dock Road, Leeds.",
+        "My friend is allergic to peanuts.", "My boss can't eat gluten.", "Our office can't have nuts.",
+        "我朋友对花生过敏。", "我同事不能吃辣。", "My colleague is vegan.",
+    ],
+)
+def test_what_is_said_of_the_office_the_company_or_friends_is_not_the_users(said: str) -> None:
+    assert [(i.key, i.content) for i in rule_extract([(1, "user", said)], NOW)] == []
+
+
+def test_an_office_move_said_later_leaves_the_home_alone() -> None:
+    items = rule_extract([(1, "user", "I live in Lyon."), (3, "user", "Our company moved to the 5th floor."),
+                          (5, "user", "我们公司搬到了五楼。")], NOW)
+    assert [(i.key, i.content) for i in items] == [("user.location.home", "The user lives in Lyon.")]
+
+
+@pytest.mark.parametrize(
+    ("said", "about", "category"),
+    [
+        ("My dog can't eat chicken.", "the user's dog", "relationship"),
+        ("Our son Leo is allergic to eggs.", "the user's son Leo", "relationship"),
+        ("我女儿对牛奶过敏。", "用户的女儿", "relationship"),
+        ("I'm allergic to shellfish.", "user", "health"),
+    ],
+)
+def test_a_fact_of_someone_in_the_users_care_says_whom_it_is_about(said: str, about: str, category: str) -> None:
+    (item,) = [i for i in rule_extract([(1, "user", said)], NOW) if not i.key.endswith(".name")]
+    assert (item.about, item.category, item.standing) == (about, category, True)

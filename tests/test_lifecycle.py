@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from proxy.memory.extraction.item_parser import MemoryItem
 from proxy.memory.lifecycle import Decision, ExistingItem, Vector, decide, is_expired, same_value
+from proxy.memory.memory_schema import MemoryItem
 
 NOW = datetime(2026, 11, 2, 12, 0, tzinfo=UTC)
 DEDUP = 0.92
@@ -136,3 +136,31 @@ def test_slot_keys_know_the_keys_the_old_slug_cut() -> None:
     assert "user.preference.pear" not in slot_keys("user.preference.apple")
     assert "ser.city" not in slot_keys("user.city")  # the namespace was never a slug
     assert "user.preference.apple" not in slot_keys("user.preference.pple")  # only old → new, not the reverse
+
+
+@pytest.mark.parametrize("key", ["user.likes", "user.preference", "melanie.activities", "user.allergies", "user.facts",
+                                 "caroline.hobby", "user.health", "likes"])
+def test_two_facts_sharing_a_key_that_names_a_kind_of_fact_are_two_facts(key: str) -> None:
+    old = stored("m1", "The user likes hiking in the Alps.", key, at_cosine(0.4))
+    new = item("The user likes jazz records from the fifties.", key)
+    assert decide(new, BASE, [old], DEDUP).action == "add"
+    # The same words again still merge, by their vectors: nothing is stored twice.
+    again = item("The user likes hiking in the Alps.", key)
+    assert decide(again, BASE, [stored("m1", again.content, key, BASE)], DEDUP).action == "merge"
+
+
+@pytest.mark.parametrize("key", ["user.location.home", "user.diet", "user.name", "user.cat.allergy.peanut",
+                                 "user.preference.spicy_food", "user.deadline.delivery", "user.language.reply",
+                                 "user.medication.diabetes", "user.glasses", "user.address"])
+def test_a_key_that_names_one_fact_is_a_slot(key: str) -> None:
+    old = stored("m1", "The old value of the fact.", key, at_cosine(0.3))
+    assert decide(item("A new value of the fact.", key), BASE, [old], DEDUP).action == "supersede"
+
+
+def test_a_slot_is_held_by_one_the_user_and_someone_else_never_supersede_each_other() -> None:
+    mine = ExistingItem("m1", "user.diet", "The user is vegetarian.", FAR)
+    sons = MemoryItem(type="entity", category="relationship", about="the user's son", key="user.diet",
+                      content="The user's son eats meat.")
+    assert decide(sons, BASE, [mine], DEDUP).action == "add"
+    theirs = ExistingItem("m2", "user.diet", "The user's son is vegan.", FAR, about="the user's son")
+    assert decide(sons, BASE, [theirs], DEDUP).action == "supersede"

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from proxy import config
 from proxy.config import TenantSettings
 from proxy.context.compressor import Complete
-from proxy.memory.extraction.item_parser import MemoryItem
 from proxy.memory.extraction.remember import remember
+from proxy.memory.memory_schema import MemoryItem
 from proxy.memory.search.embedder import HashEmbedder
 from proxy.metrics import Metrics
 from proxy.pipeline.chat_call import ChatCall, Reply, reply_text
@@ -56,7 +56,7 @@ def test_prepare_only_reads_and_record_touches_what_was_recalled(tmp_path: Path)
     tenant = dataclasses.replace(tenant, settings=tenant.settings.model_copy(update={"memory": memory}))
 
     async def scenario() -> tuple[int, int, int]:
-        fact = MemoryItem("fact", ALLERGY, "cat.allergy.peanuts", source="user-stated")
+        fact = MemoryItem(type="fact", content=ALLERGY, key="cat.allergy.peanuts", source="user-stated")
         added = await remember(layer.store.items, layer.fragments.embed, "acme", "mia", None, fact, dedup_cosine=0.9)
         call = ask(tenant, "What is my cat allergic to? Peanuts?")
         prepared = await layer.pipeline.prepare(call)

@@ -123,8 +123,8 @@ async def test_the_compression_models_calls_go_home_to_the_loop_of_its_clients(t
     home = asyncio.get_running_loop()
     seen: list[asyncio.AbstractEventLoop] = []
 
-    def complete_for(st: Any, key: str | None) -> Callable[[list[dict[str, Any]]], Any]:
-        async def complete(messages: list[dict[str, Any]]) -> str:
+    def complete_for(st: Any, key: str | None) -> Callable[..., Any]:
+        async def complete(messages: list[dict[str, Any]], response_format: dict[str, Any] | None = None) -> str:
             seen.append(asyncio.get_running_loop())
             return "summary"
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy import config
-from proxy.memory.recall.cards import render_block
-from proxy.memory.recall.profile import ProfileMemo, kind_of, profile_of, select_profile, standing
+from proxy.memory.recall.cards import render_block, render_card
+from proxy.memory.recall.profile import ProfileMemo, profile_of, select_profile, standing
 from proxy.tokens import TokenCounter
 from tests.admin_helpers import admin
 from tests.conftest import Proxy
@@ -29,6 +29,9 @@ class Item:
     key: str
     content: str
     importance: float = 0.8
+    category: str = "other"
+    standing: bool = True
+    about: str = "user"
     source: str = "user-stated"
     expires_at: str | None = None
     status: str = "active"
@@ -36,36 +39,40 @@ class Item:
     updated: float = NOW.timestamp() - 10 * DAY
 
 
-VEGETARIAN = Item(1, "constraint", "user.diet", "The user has been strictly vegetarian for ten years.", 0.9)
-CAT = Item(2, "entity", "user.cat.allergy.peanut", "The user's cat is allergic to peanuts.", 0.9)
-NAME = Item(3, "entity", "user.name", "The user's name is Ada.", 0.8)
-TEA = Item(4, "preference", "user.preference.tea", "The user prefers tea over coffee.", 0.6)
-TASK = Item(5, "task", "user.task.call_dentist", "The user wants to call the dentist by Friday.", 0.7)
-ZH = Item(6, "entity", "user.location.home", "用户住在杭州。", 0.6)
-TRIP = Item(7, "event", "user.trip.paris", "The user went to Paris in May.", 0.9)
-PASSING = Item(8, "preference", "user.preference.blue", "The user liked the blue design.", 0.3)
-OLD = Item(9, "constraint", "user.diet.old", "The user eats fish.", 0.9, status="superseded")
-EXPIRED = Item(10, "task", "user.task.pack", "Pack the bags today.", 0.9, expires_at="2026-11-01")
-GUESSED = Item(11, "constraint", "user.diet.vegan", "The user may be vegan.", 0.9, source="inferred")
-ALL = [VEGETARIAN, CAT, NAME, TEA, TASK, ZH, TRIP, PASSING, OLD, EXPIRED, GUESSED]
+VEGETARIAN = Item(1, "constraint", "user.diet", "The user has been strictly vegetarian for ten years.", 0.9, "health")
+CAT = Item(2, "entity", "user.cat.allergy.peanut", "The user's cat is allergic to peanuts.", 0.9, "relationship",
+           about="the user's cat")
+NAME = Item(3, "entity", "user.name", "The user's name is Ada.", 0.8, "identity")
+TEA = Item(4, "preference", "user.preference.tea", "The user prefers tea over coffee.", 0.6, "preference")
+STAIRS = Item(5, "constraint", "user.mobility.stairs", "The user cannot climb stairs since a knee operation.", 0.7,
+              "health")
+ZH = Item(6, "entity", "user.location.home", "用户住在杭州。", 0.6, "identity")
+TRIP = Item(7, "event", "user.trip.paris", "The user went to Paris in May.", 0.9, "plan", standing=False)
+PASSING = Item(8, "preference", "user.preference.blue", "The user liked the blue design.", 0.3, "preference",
+               standing=False)
+OLD = Item(9, "constraint", "user.diet.old", "The user eats fish.", 0.9, "health", status="superseded")
+EXPIRED = Item(10, "task", "user.task.pack", "Pack the bags today.", 0.9, "task", expires_at="2026-11-01")
+NOT_SAID = Item(11, "constraint", "user.diet", "The user skipped lunch today.", 0.9, "health", standing=False)
+ALL = [VEGETARIAN, CAT, NAME, TEA, STAIRS, ZH, TRIP, PASSING, OLD, EXPIRED, NOT_SAID]
 
 
-def test_standing_facts_are_health_identity_preferences_and_open_tasks() -> None:
-    assert [kind_of(i) for i in (VEGETARIAN, CAT, NAME, TEA, TASK, ZH, TRIP)] == [
-        "health", "health", "identity", "preference", "task", "identity", None,
-    ]
-    assert kind_of(replace(TRIP, type="entity", key="user.dog.name")) == "identity"
-    assert kind_of(replace(TRIP, type="entity", key="user.dog.breed")) is None
-    # Events, passing remarks, inferences, superseded and expired items never stand.
+def test_standing_facts_are_the_active_unexpired_items_the_schema_says_stand() -> None:
+    # Plans, passing remarks, superseded and expired items never stand; a key's text decides nothing.
     assert {i.id for i in standing(ALL, NOW)} == {1, 2, 3, 4, 5, 6}
+    budget = Item(12, "preference", "user.budget.renovation", "The user's renovation budget is 20000 euros.",
+                  0.7, "preference")
+    loose = Item(13, "entity", "likes", "The user likes hiking.", 0.6, "preference")
+    assert {i.id for i in standing([budget, loose, NOT_SAID], NOW)} == {12, 13}
 
 
-def test_the_block_leads_with_health_then_identity_preferences_tasks() -> None:
+def test_the_block_leads_with_health_then_identity_relationships_preferences() -> None:
     profile = select_profile(ALL, NOW, COUNTER, 1000)
-    assert [c.id for c in profile.cards] == ["i1", "i2", "i3", "i6", "i4", "i5"]
+    assert [c.id for c in profile.cards] == ["i1", "i5", "i3", "i6", "i2", "i4"]
     assert profile.item_ids == frozenset({1, 2, 3, 4, 5, 6})
     assert profile.cards[0].kind == "constraint" and profile.cards[0].source == "user said"
     assert profile.cards[0].date == "2026-11-20"
+    # A fact about someone else says whom it is about, not that the user said it of themself.
+    assert render_card(profile.cards[4]) == "[entity · about the user's cat · 2026-11-20] " + CAT.content
 
 
 def test_a_small_budget_keeps_the_most_important_and_recent() -> None:
@@ -86,9 +93,10 @@ def test_a_fact_that_does_not_fit_is_skipped_for_a_shorter_one_never_cut() -> No
     assert all("…" not in c.text for c in profile.cards)
 
 
-def test_one_fact_per_key() -> None:
-    again = replace(VEGETARIAN, id=12, content="Vegetarian.", updated=VEGETARIAN.updated - DAY)
-    assert select_profile([VEGETARIAN, again], NOW, COUNTER, 500).item_ids == {1}
+def test_two_standing_facts_of_one_loose_key_both_stand() -> None:
+    hiking = Item(12, "preference", "user.likes", "The user likes hiking.", 0.6, "preference")
+    jazz = Item(13, "preference", "user.likes", "The user likes jazz.", 0.6, "preference")
+    assert select_profile([hiking, jazz], NOW, COUNTER, 500).item_ids == {12, 13}
 
 
 facts = st.builds(
@@ -97,6 +105,8 @@ facts = st.builds(
     type=st.sampled_from(["entity", "preference", "event", "task", "constraint"]),
     key=st.sampled_from(["user.name", "user.diet", "user.allergy.egg", "user.preference.tea",
                          "user.task.x", "user.trip", "user.preference.jazz", "user.location.home"]),
+    category=st.sampled_from(["health", "identity", "relationship", "preference", "plan", "other"]),
+    standing=st.booleans(),
     content=st.text(min_size=1, max_size=60),
     importance=st.floats(0, 1),
     created=st.floats(1.6e9, 1.7e9),
@@ -144,10 +154,10 @@ def test_the_memo_answers_what_profile_of_would_whatever_the_clock_does(
 
 def test_the_memo_costs_a_comparison_while_nothing_changes() -> None:
     memo = ProfileMemo()
-    first = memo.of((3, 1.0), [VEGETARIAN, TASK], MEMORY, COUNTER, NOW)
+    first = memo.of((3, 1.0), [VEGETARIAN, STAIRS], MEMORY, COUNTER, NOW)
     assert memo.of((3, 1.0), [], MEMORY, COUNTER, NOW + dt.timedelta(days=30)) is first  # the items are not read
     assert memo.of((4, 2.0), [], MEMORY, COUNTER, NOW).cards == ()  # a new version is
-    tomorrow = replace(TASK, expires_at="2026-11-30")  # through today
+    tomorrow = replace(STAIRS, expires_at="2026-11-30")  # through today
     memo.of((5, 3.0), [tomorrow], MEMORY, COUNTER, NOW)
     assert memo.of((5, 3.0), [tomorrow], MEMORY, COUNTER, NOW + dt.timedelta(days=1)).cards == ()
     assert memo.of((5, 3.0), [tomorrow], MEMORY.model_copy(update={"profile": False}), COUNTER, NOW).cards == ()
@@ -174,9 +184,9 @@ def test_the_profile_endpoint_shows_the_standing_facts_and_a_tenant_can_turn_the
     with admin(proxy) as http:
         for body in (
             {"content": "The user has been strictly vegetarian for ten years.", "type": "constraint",
-             "key": "user.diet", "importance": 0.9},
+             "category": "health", "key": "user.diet", "importance": 0.9},
             {"content": "The user went to Porto in May.", "type": "event", "importance": 0.9},
-            {"content": "The user likes the colour blue.", "type": "preference", "importance": 0.3},
+            {"content": "The user liked the blue design.", "type": "preference", "importance": 0.3, "standing": False},
         ):
             assert http.post("/paperclip/v1/users/ada/memories", json=body).status_code == 201
         got = http.get("/paperclip/v1/users/ada/profile").json()
@@ -189,7 +199,24 @@ def test_the_profile_endpoint_shows_the_standing_facts_and_a_tenant_can_turn_the
     off = make_proxy(tenants={"acme": {"memory": {"profile": False}}})
     off.wait_ready()
     with admin(off) as http:
-        body = {"content": "The user is vegetarian.", "type": "constraint", "key": "user.diet", "importance": 0.9}
+        body = {"content": "The user is vegetarian.", "type": "constraint", "category": "health", "key": "user.diet",
+                "importance": 0.9}
         http.post("/paperclip/v1/users/ada/memories", json=body)
         got = http.get("/paperclip/v1/users/ada/profile").json()
         assert got["enabled"] is False and got["data"] == [] and got["block"] is None
+
+
+def test_what_stands_is_the_users_to_change_by_hand(make_proxy: Callable[..., Proxy]) -> None:
+    proxy = make_proxy()
+    proxy.wait_ready()
+    with admin(proxy) as http:
+        body = {"content": "The user cannot climb stairs.", "type": "constraint", "category": "health",
+                "key": "user.mobility.stairs", "about": "user"}
+        made = http.post("/paperclip/v1/users/ada/memories", json=body).json()["item"]
+        assert (made["category"], made["standing"]) == ("health", True)  # a health fact stands by default
+        assert [d["key"] for d in http.get("/paperclip/v1/users/ada/profile").json()["data"]] == ["user.mobility.stairs"]
+        edited = http.patch(f"/paperclip/v1/users/ada/memories/{made['id']}", json={"standing": False})
+        assert edited.status_code == 200 and edited.json()["standing"] is False
+        assert http.get("/paperclip/v1/users/ada/profile").json()["data"] == []
+        wrong = http.patch(f"/paperclip/v1/users/ada/memories/{made['id']}", json={"category": "medical"})
+        assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "category"

@@ -8,7 +8,6 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.memory.extraction.item_parser import MemoryItem
 from proxy.memory.extraction.reconcile import (
     Batch,
     close_pairs,
@@ -20,6 +19,7 @@ from proxy.memory.extraction.reconcile import (
     slot_family,
 )
 from proxy.memory.lifecycle import Decision, ExistingItem, Vector
+from proxy.memory.memory_schema import MemoryItem
 from proxy.prompts import Prompts
 
 DEDUP = 0.92

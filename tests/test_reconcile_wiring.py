@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from proxy.memory.extraction.extractor import Extractor, Turn
-from proxy.memory.extraction.item_parser import MemoryItem
 from proxy.memory.extraction.remember import remember
+from proxy.memory.memory_schema import MemoryItem
 from proxy.memory.recall.query import fragment_hash
 from proxy.memory.search.embedder import HashEmbedder
 from proxy.metrics import Metrics
@@ -21,7 +21,7 @@ from proxy.store.records import NewFragment
 
 EMBEDDER = HashEmbedder(64)
 OLD_SAID = "I love spicy food, the hotter the better."
-OLD = MemoryItem("preference", "The user loves spicy food, the hotter the better.", "user.food.spicy")
+OLD = MemoryItem(type="preference", content="The user loves spicy food, the hotter the better.", key="user.food.spicy")
 NEW = {"type": "preference", "content": "The user has quit spicy food for good.", "key": "user.food.spicy.quit",
        "importance": 0.7, "source": "user-stated", "turns": [1]}
 TURNS: list[Turn] = [(0, "user", "I've quit spicy food for good."), (1, "assistant", "Noted.")]
@@ -37,7 +37,7 @@ class Model:
     def __init__(self, extracted: list[dict[str, Any]], verdicts: str) -> None:
         self.extracted, self.verdicts, self.prompts = extracted, verdicts, list[str]()
 
-    async def __call__(self, messages: list[dict[str, Any]]) -> str:
+    async def __call__(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None = None) -> str:
         prompt = str(messages[-1]["content"])
         self.prompts.append(prompt)
         return self.verdicts if "<pairs>" in prompt else json.dumps(self.extracted)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from proxy.memory.extraction.item_parser import MemoryItem
 from proxy.memory.extraction.remember import remember
+from proxy.memory.memory_schema import MemoryItem
 from proxy.memory.search.embedder import HashEmbedder
 from proxy.store import open_store
 from proxy.store.records import NewFragment
@@ -23,7 +23,7 @@ async def embed(texts: Sequence[str]) -> np.ndarray:
 
 async def test_the_same_fact_remembered_at_once_is_stored_once(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "r.db"), 16)
-    fact = MemoryItem("entity", "The user's name is Carol.", "user.name", source="user-stated")
+    fact = MemoryItem(type="entity", content="The user's name is Carol.", key="user.name", source="user-stated")
     try:
         done = await asyncio.gather(
             *(remember(store.items, embed, "t", "u", "s", fact, dedup_cosine=0.9) for _ in range(8))
@@ -40,9 +40,9 @@ async def test_a_new_value_supersedes_and_hides_the_turn_the_old_one_came_from(t
     try:
         await store.fragments.add("t", "u", "s", [NewFragment("h1", "user", "I live in Oslo", "oslo", 0, 4)],
                                   EMBEDDER.embed(["I live in Oslo"]))
-        old = MemoryItem("entity", "The user lives in Oslo.", "user.city", turns=(1,))
+        old = MemoryItem(type="entity", content="The user lives in Oslo.", key="user.city", turns=(1,))
         first = await remember(store.items, embed, "t", "u", "s", old, dedup_cosine=0.9, fragment_hashes=["h1"])
-        new = MemoryItem("entity", "The user lives in Bergen.", "user.city")
+        new = MemoryItem(type="entity", content="The user lives in Bergen.", key="user.city")
         second = await remember(store.items, embed, "t", "u", None, new, dedup_cosine=0.9)
         assert (first.action, second.action, second.superseded) == ("added", "superseded", (first.item_id,))
         assert [r.content for r in await store.items.all("t", "u")] == ["The user lives in Bergen."]
@@ -55,13 +55,13 @@ async def test_a_key_the_old_slug_cut_is_the_same_slot(tmp_path: Path) -> None:
     # Stored before the slug fix: "apples" lost its "a", "animals with fur" too.
     store = open_store(str(tmp_path / "r.db"), 16)
     try:
-        old = MemoryItem("preference", "The user loves apples.", "user.preference.pple")
-        fur = MemoryItem("entity", "The user is allergic to animals with fur.", "user.allergy.nimals_with_fur")
-        kept = MemoryItem("preference", "The user loves pears.", "user.preference.pear")
+        old = MemoryItem(type="preference", content="The user loves apples.", key="user.preference.pple")
+        fur = MemoryItem(type="entity", content="The user is allergic to animals with fur.", key="user.allergy.nimals_with_fur")
+        kept = MemoryItem(type="preference", content="The user loves pears.", key="user.preference.pear")
         for item in (old, fur, kept):
             await remember(store.items, embed, "t", "u", "s", item, dedup_cosine=0.99)
-        changed = MemoryItem("preference", "The user no longer likes apples.", "user.preference.apple")
-        again = MemoryItem("entity", "The user is allergic to animals with fur.", "user.allergy.animals_with_fur")
+        changed = MemoryItem(type="preference", content="The user no longer likes apples.", key="user.preference.apple")
+        again = MemoryItem(type="entity", content="The user is allergic to animals with fur.", key="user.allergy.animals_with_fur")
         assert (await remember(store.items, embed, "t", "u", None, changed, dedup_cosine=0.99)).action == "superseded"
         assert (await remember(store.items, embed, "t", "u", None, again, dedup_cosine=0.99)).action == "merged"
         assert sorted(r.content for r in await store.items.all("t", "u")) == [

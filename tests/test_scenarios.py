@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from proxy.commands.main import main
 from proxy.eval import scenarios
-from proxy.eval.scenarios import Scenario, cards_outside_profile, memory_block, score
+from proxy.eval.scenarios import (
+    Scenario,
+    cards_outside_profile,
+    memory_block,
+    presented_as_current,
+    score,
+)
 from proxy.memory.recall.cards import Card, render_block
 
 
@@ -80,3 +88,84 @@ def test_report_writes_a_page_with_its_plots(tmp_path: Path, capsys: pytest.Capt
     assert "<td>cat</td>" in page and "<td>1/1</td>" in page  # a row per scenario
     assert "<td>nothing</td>" in page and "purple" in page  # with what it missed
     assert "<td>all</td><td>2</td><td>0.5</td>" in page  # the summary
+
+
+# The frozen half's text, pinned: it is never edited (tune on the tuning half; add new cases there).
+FROZEN_SHA256 = "146fc68b8735c0708663df4ef5443a6b0309a2eecbead9b4996f628b848e9cf8"
+
+
+def test_the_frozen_half_is_frozen_and_well_formed() -> None:
+    raw = json.loads(scenarios.DATA.read_text(encoding="utf-8"))
+    pinned = hashlib.sha256(json.dumps(raw["frozen"], ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+    assert pinned == FROZEN_SHA256, "the frozen half was edited: never change it, nor a rule because of it"
+    suite = scenarios.load()
+    kinds = Counter((s.kind, s.lang) for s in suite.frozen)
+    assert all(kinds[(k, lang)] >= 4 for k in ("standing", "changed", "moment") for lang in ("en", "zh"))
+    assert not {s.id for s in suite.frozen} & {s.id for s in suite.scenarios}
+    said: list[str] = []
+    for s in suite.frozen:
+        turns = [t for chat in s.chats for t in chat]
+        assert all(text in turns for text, _ in s.extraction), s.id
+        said += [text for text, items in s.extraction if items]
+        latest = " ".join(str(i["content"]) for i in s.extraction[-1][1]).lower() if s.extraction else ""
+        if s.kind in ("standing", "changed"):
+            # A model's extraction can be recalled: it holds a phrasing of the fact.
+            assert all(any(a.lower() in latest for a in alts) for alts in s.expect), s.id
+        if s.kind == "changed":
+            assert len(s.chats) == 2 and s.forbid
+            new = (s.extraction[-1][0] + " " + latest).lower()
+            assert not any(f.lower() in new for f in s.forbid), s.id  # the new value never names the old
+        if s.kind == "moment":
+            assert s.moment and not s.expect
+            assert not any(i.get("standing") for _, items in s.extraction for i in items), s.id
+    assert len(said) == len(set(said))  # a fact's turn names one case: the stand-in finds it by its text
+
+
+def test_an_old_value_counts_as_current_unless_its_card_is_marked_as_changed() -> None:
+    old = Card("entity", "user said", "2026-11-02", "The user lives in Leeds.", "i1")
+    new = Card("entity", "user said", "2026-11-20", "The user moved to York.", "i2")
+    assert presented_as_current(render_block([new, old]), ["Leeds"])
+    marked = render_block([new]).replace("</paperclip-memory>", "[earlier, since changed] The user lived in Leeds.\n"
+                                          "</paperclip-memory>")
+    assert not presented_as_current(marked, ["Leeds"]) and not presented_as_current(render_block([new]), ["Leeds"])
+
+
+def frozen_file(tmp_path: Path) -> Path:
+    item = {"type": "constraint", "category": "health", "standing": True, "key": "user.allergy.mango",
+            "content": "The user is allergic to mangoes.", "importance": 0.95, "confidence": 0.95,
+            "source": "user-stated", "expires_at": None}
+    where = {"type": "event", "category": "plan", "standing": False, "key": "user.location.current",
+             "content": "The user is at Frankfurt airport tonight.", "importance": 0.4, "confidence": 0.9,
+             "source": "user-stated", "expires_in_days": 1}
+    fill = ["Thanks.", "Tell me a joke.", "Bye."]
+    data = {
+        "unrelated": {"en": ["Why is the sky blue?"]},
+        "scenarios": [],
+        "frozen": [
+            {"id": "mango", "lang": "en", "kind": "standing", "chats": [["Mangoes make my lips swell up.", *fill]],
+             "question": "Which fruit should I put in my smoothie?", "expect": [["mango"]],
+             "extraction": [{"said": "Mangoes make my lips swell up.", "items": [item]}]},
+            {"id": "airport", "lang": "en", "kind": "moment", "chats": [["Stuck at Frankfurt airport tonight.", *fill]],
+             "question": "What should I do this weekend?", "expect": [], "moment": ["Frankfurt"],
+             "extraction": [{"said": "Stuck at Frankfurt airport tonight.", "items": [where]}]},
+        ],
+    }
+    path = tmp_path / "frozen.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_frozen_half_is_replayed_with_a_model_that_follows_the_prompt_and_with_none(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    argv = ["eval", "scenarios", str(frozen_file(tmp_path)), "--embedder", "hash", "--no-progress", "--out", str(out)]
+    assert main([*argv, "--part", "frozen"]) == 0
+    result = json.loads(out.read_text())
+    rows = {(r["id"], r["stand_in"]): r for r in result["results"]}
+    assert set(rows) == {(c, s) for c in ("mango", "airport") for s in ("model", "rules")}
+    # The rules were never written for "make my lips swell up"; the model's extraction says it.
+    model = rows[("mango", "model")]
+    assert model["recalled"] == 1 and model["half"] == "frozen" and model["kind"] == "standing"
+    assert not rows[("airport", "model")]["moment_standing"]
+    frozen = result["frozen"]
+    assert frozen["model"]["all"]["standing_recalled"] == 1.0 and frozen["model"]["all"]["moments"] == 1
+    assert set(frozen) == {"model", "rules"} and result["summary"]["all"]["scenarios"] == 0

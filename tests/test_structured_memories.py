@@ -71,7 +71,7 @@ def test_cat_allergy_recalled_80_turns_and_one_new_chat_later(
     assert int(headers["x-paperclip-memories"]) >= 1
     sent = forwarded_last_user(upstream)
     assert "allergic to peanuts" in sent
-    assert "user said" in sent  # the card says where it came from
+    assert "about the user's cat" in sent  # the card says whom the fact is about
     # Recall never writes: the injected item's access is recorded after the response.
     allergy = [i for i in items(proxy, "mia") if "peanut" in i["key"]]
     assert allergy and allergy[0]["access_count"] == 1 and allergy[0]["last_access"] is not None

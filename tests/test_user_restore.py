@@ -14,7 +14,7 @@ from proxy.store import user_restore as plan
 
 
 def _item(item_id: int, key: str, superseded_by: int | None = None) -> dict[str, Any]:
-    return {"id": item_id, "session": "s1", "type": "fact", "key": key, "content": f"{key} content",
+    return {"id": item_id, "session": "s1", "type": "fact", "category": "other", "standing": False, "about": "user", "key": key, "content": f"{key} content",
             "terms": key, "importance": 0.5, "confidence": 0.9, "source": "user", "expires_at": None,
             "expires": None, "status": "superseded" if superseded_by else "active", "turns": [],
             "fragment_hashes": [], "seen_count": 1, "access_count": 0, "last_access": None,
@@ -71,7 +71,7 @@ def test_the_scope_is_locked_before_its_first_fragment_and_every_row_is_counted_
 def test_rows_already_there_are_skipped_and_history_points_at_the_new_ids() -> None:
     counts, seen = _replay({"h0", "city"})
     assert counts["fragments"] == 1 and counts["items"] == 2
-    inserted = [s.values[3] for s in seen if isinstance(s, plan.Insert) and s.table == "items"]
+    inserted = [s.values[6] for s in seen if isinstance(s, plan.Insert) and s.table == "items"]
     assert inserted == ["diet", "diet2"]  # "city" was found, not inserted again
     # items 10 and 11 got ids 100 and 101: the superseded one points at its successor's new id
     assert [s for s in seen if isinstance(s, plan.Supersede)] == [plan.Supersede(101, 100)]

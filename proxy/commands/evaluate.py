@@ -18,6 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", default=None,
                         help="a LoCoMo-format JSON file; for scenarios, a scenario file (default: the packaged suite)")
     parser.add_argument("--mode", choices=("sessions", "one-chat"), default="sessions")
+    parser.add_argument("--clock", choices=("dated", "burst"), default="dated",
+                        help="locomo: each session at its date (dated), or the whole history as fast as it "
+                             "comes, at the present time (burst)")
+    parser.add_argument("--model", choices=("rules", "observations"), default="rules",
+                        help="locomo: the compression model's stand-in — replies that are not JSON, so the rules "
+                             "extract (rules), or the data set's own facts in the extraction prompt's JSON and "
+                             "its session summaries (observations)")
     parser.add_argument("--limit-convs", type=int, default=None, metavar="N", help="the first N conversations")
     parser.add_argument("--convs", default=None, metavar="IDS",
                         help="only these conversations, by sample_id, comma-separated (e.g. conv-26,conv-30)")
@@ -33,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api", choices=("chat", "responses", "messages"), default="chat",
                         help="send the turns as chat completions, through the Responses API (scenarios) "
                              "or as Anthropic Messages requests (locomo)")
+    parser.add_argument("--part", choices=("all", "tuning", "frozen"), default="all",
+                        help="scenarios: both halves (default), the tuning half, or the frozen half "
+                             "(replayed with a model stand-in that follows the extraction prompt and with the rules)")
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -53,14 +63,15 @@ def scenarios_command(args: argparse.Namespace) -> int:
     from ..eval import scenarios
 
     suite = scenarios.load(args.path)
-    bar = tqdm(total=len(suite.scenarios), file=sys.stderr, disable=args.no_progress, unit="case", desc="scenarios")
+    bar = tqdm(total=scenarios.steps(suite, args.part), file=sys.stderr, disable=args.no_progress, unit="case",
+               desc="scenarios")
     with bar:
-        results = asyncio.run(scenarios.run(suite, args.embedder, bar.update, args.api))
+        results = asyncio.run(scenarios.run(suite, args.embedder, bar.update, args.api, args.part))
     text = scenarios.markdown(results)
     print(text)
     if args.out:
         rows = [r.__dict__ for r in results]
-        data = {"summary": scenarios.summary(results), "results": rows}
+        data = {"summary": scenarios.summary(results), "frozen": scenarios.frozen_summary(results), "results": rows}
         Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.md:
         Path(args.md).write_text(text + "\n", encoding="utf-8")
@@ -93,9 +104,9 @@ def locomo_command(args: argparse.Namespace) -> int:
         print("paperclip eval locomo: --api is chat or messages", file=sys.stderr)
         return 2
     options = Options(mode=args.mode, embedder=args.embedder, memory=memory,
-                      record_questions=args.record_questions, api=args.api)
+                      record_questions=args.record_questions, api=args.api, clock=args.clock, model=args.model)
     bar = tqdm(total=total_steps(conversations, options), file=sys.stderr, disable=args.no_progress,
-               unit="req", desc=f"eval {args.mode}")
+               unit="req", desc=f"eval {args.mode} {args.clock} {args.model}")
     started = time.perf_counter()
     with bar:
         answers, stats = asyncio.run(run(conversations, options, bar.update))
@@ -106,6 +117,8 @@ def locomo_command(args: argparse.Namespace) -> int:
         "dataset": "locomo",
         "file": Path(args.path).name,
         "mode": args.mode,
+        "clock": args.clock,
+        "model": args.model,
         "embedder": args.embedder,
         "record_questions": args.record_questions,
         "api": args.api,

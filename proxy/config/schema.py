@@ -255,6 +255,12 @@ class Compression(Section):
     )
     temperature: float = Field(default=0.0, ge=0, le=2, description="The compression model's sampling temperature.")
     timeout_s: PositiveNumber = Field(default=20.0, description="Seconds a compression or extraction call may take.")
+    structured_output: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="`auto`: extraction asks for the memory schema as a `json_schema` response_format and, when "
+        "the upstream rejects it, falls back to plain prompting (remembered per upstream and model); `on`: always "
+        "ask for it; `off`: never.",
+    )
 
 
 class Memory(Section):
@@ -276,6 +282,11 @@ class Memory(Section):
         "or inside the summary system message.",
     )
     extract_every_messages: Positive = Field(default=6, description="Memories are extracted every this many new messages.")
+    extract_quiet_s: PositiveNumber = Field(
+        default=120.0,
+        description="A chat quiet this long has its last messages (fewer than the cadence) extracted; the same "
+        "user's next request in another chat extracts them at once.",
+    )
     dedup_cosine: Fraction = Field(
         default=0.92, description="A new memory this close to an active one of the user is merged into it."
     )

@@ -6,13 +6,16 @@ line, at most a third of the source's words — shorter than its source, so the
 compressor accepts it, and never a verbatim copy of a whole turn longer than
 six words (a paraphrase in a summary does not count as evidence). Extraction
 prompts get the same kind of reply, which is not JSON, so the rule-based
-extractor stands in, as it does when a real model misbehaves.
+extractor stands in, as it does when a real model misbehaves (``--model
+rules``). ``FakeCompressionModel`` answers with another function when given
+one: ``stand_in.StandIn`` for ``--model observations``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -43,10 +46,15 @@ def completion(text: str, model: str = "fake-compressor") -> dict[str, Any]:
     }
 
 
-class FakeCompressionModel:
-    """An ``httpx`` transport answering compression and extraction calls; it counts them."""
+Answer = Callable[[list[dict[str, Any]]], str]
+"""A stand-in's reply text to a call's chat messages."""
 
-    def __init__(self) -> None:
+
+class FakeCompressionModel:
+    """An ``httpx`` transport answering compression and extraction calls with ``answer``; it counts them."""
+
+    def __init__(self, answer: Answer = fake_summary) -> None:
+        self.answer = answer
         self.calls = 0
 
     def transport(self) -> httpx.MockTransport:
@@ -57,4 +65,4 @@ class FakeCompressionModel:
             return httpx.Response(404, json={"error": {"message": "not faked", "type": "not_found"}})
         body = json.loads(request.content)
         self.calls += 1
-        return httpx.Response(200, json=completion(fake_summary(body["messages"]), body.get("model", "")))
+        return httpx.Response(200, json=completion(self.answer(body["messages"]), body.get("model", "")))

@@ -2,7 +2,10 @@
 
 ``open_harness`` assembles the ``MemoryPipeline`` the proxy runs with
 ``start_memory``, over a real store on a temporary SQLite file, the
-configured embedder, and a deterministic in-process compression model;
+configured embedder, and a deterministic in-process compression model —
+``rules``: replies that are never JSON, so the rule-based extractor stands
+in; ``observations``: ``stand_in.StandIn`` answering from the replayed
+conversations' own model-written facts and session summaries.
 ``Harness.send`` is one request of the replayed client (``prepare``, then
 ``record`` with the given reply). ``Options`` and the retriever ``Variant``s
 say what to build and ask.
@@ -13,12 +16,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from .. import config
 from ..background import Background
+from ..memory.redaction import redact
 from ..metrics import Metrics
 from ..pipeline.anthropic_messages import as_messages, rebuild
 from ..pipeline.chat_call import Api, ChatCall, Reply
@@ -30,9 +35,15 @@ from ..server.runtime import Ready, Runtime, build_runtime
 from ..server.startup import start_memory
 from ..tenancy import Tenant, resolve_session
 from ..upstream.clients import Upstreams
+from . import observations
+from .clocks import ClockName
 from .fake import FakeCompressionModel, completion
+from .locomo import Conversation
+from .stand_in import StandIn
 
 Mode = Literal["sessions", "one-chat"]
+ModelName = Literal["rules", "observations"]
+MODELS: tuple[ModelName, ...] = ("rules", "observations")
 MODEL = "gpt-4o-mini"
 TENANT = "eval"
 
@@ -56,6 +67,8 @@ class Options:
     variants: tuple[Variant, ...] = VARIANTS
     record_questions: bool = True
     api: Api = "chat"  # chat, or messages: each request sent as an Anthropic Messages body
+    clock: ClockName = "dated"
+    model: ModelName = "rules"  # the compression model's stand-in
 
 
 class Harness:
@@ -134,9 +147,14 @@ class Harness:
         self.memory.close()
 
 
-async def open_harness(options: Options, folder: Path) -> Harness:
-    fake = FakeCompressionModel()
+async def open_harness(options: Options, folder: Path, conversations: Sequence[Conversation] = ()) -> Harness:
+    """The harness; ``conversations`` are those to be replayed (what ``observations`` answers from)."""
     settings = config.from_dict(_raw_settings(options, folder / "eval.db"), env={})
+    fake = FakeCompressionModel()
+    if options.model == "observations":
+        pii = settings.defaults.memory.pii
+        known = observations.knowledge(conversations, lambda text: redact(text, pii))
+        fake = FakeCompressionModel(StandIn(known))
     runtime = build_runtime(settings, Upstreams(fake.transport()), Metrics(), Background())
     await start_memory(runtime)
     if not isinstance(runtime.memory.state, Ready) or runtime.memory.layer is None:

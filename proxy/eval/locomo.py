@@ -1,9 +1,12 @@
-"""The LoCoMo data format, read as the replay protocol says (/work/shared/eval/README.md).
+"""The LoCoMo data format, read as the replay protocol says.
 
 A sample has ``conversation`` (``speaker_a``, ``speaker_b``, ``session_N``
-lists of turns and ``session_N_date_time``) and ``qa`` (``question``,
+lists of turns and ``session_N_date_time``), ``qa`` (``question``,
 ``evidence``: the ``dia_id``s of the turns that hold the answer, and
-``category``). ``speaker_a`` speaks as ``user``, ``speaker_b`` as
+``category``), and the data set's model-written notes on each session:
+``observation`` (``session_N_observation``: per speaker, facts each tied to
+the ``dia_id``s it came from) and ``session_summary``
+(``session_N_summary``). ``speaker_a`` speaks as ``user``, ``speaker_b`` as
 ``assistant``. Nothing here knows about Paperclip.
 """
 
@@ -35,10 +38,21 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class Observation:
+    """One of the data set's model-written facts about a speaker, tied to the turns it came from."""
+
+    speaker: str  # the name of the speaker it is about
+    text: str
+    turns: tuple[str, ...]  # dia_ids of this conversation
+
+
+@dataclass(frozen=True)
 class Session:
     number: int
     date: dt.datetime | None  # UTC; None when the data gives no date
     turns: tuple[Turn, ...]
+    observations: tuple[Observation, ...] = ()
+    summary: str | None = None  # the data's ``session_N_summary``
 
 
 @dataclass(frozen=True)
@@ -55,6 +69,7 @@ class Conversation:
     sessions: tuple[Session, ...]
     questions: tuple[Question, ...]
     skipped: int  # questions with no evidence turn left (not scored)
+    user: str = ""  # speaker_a's name: the one who speaks as ``user``
 
     def turns(self) -> dict[str, Turn]:
         return {t.dia_id: t for s in self.sessions for t in s.turns}
@@ -86,11 +101,20 @@ def conversation(sample: dict[str, Any], index: int = 0) -> Conversation:
     conv = sample["conversation"]
     user = conv["speaker_a"]
     numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION.fullmatch(k)))
+    turns = {n: _turns(conv[f"session_{n}"], user) for n in numbers}
+    known = {t.dia_id for ts in turns.values() for t in ts}
+    observed = sample.get("observation") or {}
+    summaries = sample.get("session_summary") or {}
     sessions = tuple(
-        Session(n, parse_date(conv.get(f"session_{n}_date_time")), _turns(conv[f"session_{n}"], user))
+        Session(
+            n,
+            parse_date(conv.get(f"session_{n}_date_time")),
+            turns[n],
+            observations(observed.get(f"session_{n}_observation") or {}, known),
+            str(summaries[f"session_{n}_summary"]) if summaries.get(f"session_{n}_summary") else None,
+        )
         for n in numbers
     )
-    known = {t.dia_id for s in sessions for t in s.turns}
     questions, skipped = [], 0
     for qa in sample.get("qa", []):
         evidence = parse_evidence(qa.get("evidence") or [], known)
@@ -99,7 +123,25 @@ def conversation(sample: dict[str, Any], index: int = 0) -> Conversation:
             continue
         answer = str(qa.get("answer", qa.get("adversarial_answer", "")))
         questions.append(Question(str(qa["question"]), int(qa["category"]), evidence, answer))
-    return Conversation(str(sample.get("sample_id", f"sample-{index}")), sessions, tuple(questions), skipped)
+    sample_id = str(sample.get("sample_id", f"sample-{index}"))
+    return Conversation(sample_id, sessions, tuple(questions), skipped, str(user))
+
+
+def observations(by_speaker: dict[str, Any], known: set[str] | frozenset[str]) -> tuple[Observation, ...]:
+    """A session's ``observation`` entries: ``{speaker: [[text, dia_id or [dia_ids]], ...]}``.
+
+    The ids are read as evidence is; a fact that names no turn of the conversation is left out.
+    """
+    out = []
+    for speaker, facts in by_speaker.items():
+        for fact in facts or ():
+            if not isinstance(fact, list | tuple) or len(fact) < 2 or not str(fact[0]).strip():
+                continue
+            ids = fact[1] if isinstance(fact[1], list) else [fact[1]]
+            turns = parse_evidence([str(i) for i in ids], known)
+            if turns:
+                out.append(Observation(str(speaker), str(fact[0]).strip(), turns))
+    return tuple(out)
 
 
 def _turns(raw: Sequence[dict[str, Any]], user: str) -> tuple[Turn, ...]:

@@ -13,6 +13,10 @@ conversation's own next assistant turn as the upstream's reply.
 - ``one-chat`` mode: the whole conversation is one chat, sent at every user
   turn, so compressions happen exactly where they would in serving.
 
+The requests and questions are sent at the times of a clock (``clocks``):
+``dated``, each session at its date; ``burst``, all of it a second apart
+from the moment the replay starts.
+
 Each question is then asked once per retriever variant (fusion with the
 configured weights, BM25 alone, vector alone): in a fresh chat of the user
 (sessions) or appended to the whole history (one-chat). By default each
@@ -28,7 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,9 +41,10 @@ from ..memory.recall.query import text_of
 from ..memory.recall.recall import Recall
 from ..memory.redaction import redact
 from ..pipeline.pipeline_protocol import Prepared
+from .clocks import ClockName, at_clock
 from .harness import Harness, Mode, Options, open_harness
 from .locomo import Conversation, Question, Turn, normalise
-from .scoring import ndcg_at, presence, recall_at
+from .scoring import answer_presence, ndcg_at, presence, recall_at
 
 RECALL_KS = (5, 10, 20)
 NDCG_K = 10
@@ -56,6 +61,7 @@ class Answer:
     category: int
     variant: str
     presence: float
+    answer_presence: float  # the answer (normalised) in what was forwarded, summaries included
     evidence: int
     in_window: int  # evidence turns already in the verbatim window
     recall: dict[int, float] | None  # over evidence outside the window; None if there is none
@@ -117,59 +123,102 @@ def unindexed(turns: Sequence[Turn]) -> int:
     return max(0, len(turns) - last - 2)
 
 
-async def replay(h: Harness, conv: Conversation, mode: Mode, stats: Stats, tick: Tick) -> None:
+@dataclass(frozen=True)
+class Request:
+    """One request of the replayed client: the history it sends, the upstream's reply, its dated time."""
+
+    messages: list[dict[str, Any]]
+    reply: str | None
+    dated: float
+
+
+def requests(conv: Conversation, mode: Mode) -> list[Request]:
+    """The requests a client sends over the conversation, in order.
+
+    ``sessions``: each session its own chat, sent once at its last user turn,
+    at the session's date. ``one-chat``: one chat, sent at every user turn, a
+    second apart per position within its session's date.
+    """
     times = session_times(conv)
-    timeline = stats.timeline.setdefault(conv.id, [])
     if mode == "sessions":
+        out = []
         for session, at in zip(conv.sessions, times, strict=True):
             messages = [as_message(t) for t in session.turns]
-            for end, reply in requests_of(session.turns, every_user_turn=False):
-                timeline.append(await h.send(conv.id, messages[:end], at, reply))
-                stats.requests += 1
-            stats.unindexed_turns += unindexed(session.turns)
-            tick(1)
-        return
+            out += [Request(messages[:end], reply, at) for end, reply in requests_of(session.turns, False)]
+        return out
     flat = [(t, at) for s, at in zip(conv.sessions, times, strict=True) for t in s.turns]
     messages = [as_message(t) for t, _ in flat]
-    for end, reply in requests_of([t for t, _ in flat], every_user_turn=True):
-        timeline.append(await h.send(conv.id, messages[:end], flat[end - 1][1] + end, reply))
+    return [
+        Request(messages[:end], reply, flat[end - 1][1] + end)
+        for end, reply in requests_of([t for t, _ in flat], every_user_turn=True)
+    ]
+
+
+def question_times(conv: Conversation) -> list[float]:
+    """The questions' dated times: a day after the last session, a second apart."""
+    at = max(session_times(conv), default=_UNDATED.timestamp()) + 86_400
+    return [at + i for i in range(len(conv.questions))]
+
+
+def schedule(conv: Conversation, mode: Mode, clock: ClockName, start: float) -> tuple[list[float], list[float]]:
+    """The send times of the replay's requests and of the questions on ``clock`` (burst: from ``start``)."""
+    replayed = [r.dated for r in requests(conv, mode)]
+    times = at_clock(clock, [*replayed, *question_times(conv)], start)
+    return times[: len(replayed)], times[len(replayed) :]
+
+
+async def replay(
+    h: Harness, conv: Conversation, mode: Mode, stats: Stats, tick: Tick, times: Sequence[float]
+) -> None:
+    """Send the conversation's requests at ``times`` (one per request, see ``schedule``)."""
+    timeline = stats.timeline.setdefault(conv.id, [])
+    for request, at in zip(requests(conv, mode), times, strict=True):
+        timeline.append(await h.send(conv.id, request.messages, at, request.reply))
         stats.requests += 1
         tick(1)
-    stats.unindexed_turns += unindexed([t for t, _ in flat])
+    chats = [s.turns for s in conv.sessions] if mode == "sessions" else [[t for s in conv.sessions for t in s.turns]]
+    stats.unindexed_turns += sum(unindexed(turns) for turns in chats)
 
 
 def replay_steps(conv: Conversation, mode: Mode) -> int:
-    if mode == "sessions":
-        return len(conv.sessions)
-    return sum(1 for s in conv.sessions for t in s.turns if t.role == "user")
+    return len(requests(conv, mode))
 
 
 # --- asking the questions --------------------------------------------------------------
 
 
 async def ask(
-    h: Harness, conv: Conversation, options: Options, tick: Tick, stats: Stats | None = None
+    h: Harness,
+    conv: Conversation,
+    options: Options,
+    tick: Tick,
+    stats: Stats | None = None,
+    times: Sequence[float] | None = None,
 ) -> list[Answer]:
+    """Ask each question at its time in ``times`` (default: the dated clock's, see ``schedule``)."""
     turns = conv.turns()
     mode = options.mode
     history = [] if mode == "sessions" else [as_message(t) for s in conv.sessions for t in s.turns]
-    at = max(session_times(conv), default=_UNDATED.timestamp()) + 86_400
+    times = question_times(conv) if times is None else times
     pii = h.tenant.settings.memory.pii
     lookup = _fragment_lookup(turns.values(), pii)
+    own: set[str] = set()  # the eval's own words: the questions and the replies it recorded
     out = []
-    for index, q in enumerate(conv.questions):
+    for index, (q, at) in enumerate(zip(conv.questions, times, strict=True)):
         messages = [*history, {"role": "user", "content": q.text}]
+        own.add(normalise(q.text))
         for v in options.variants:
-            call = h.call(h.variant(v), conv.id, messages, at + index)
+            call = h.call(h.variant(v), conv.id, messages, at)
             prepared = await h.pipeline.prepare(call)
             sent = h.forwarded(call, prepared)
-            out.append(measure(conv.id, index, q, v.name, prepared, sent, turns, lookup))
+            out.append(measure(conv.id, index, q, v.name, prepared, sent, turns, lookup, own))
             if stats is not None and v is options.variants[0]:
                 _scores(prepared.plan.recall if prepared.plan else None, stats)
             tick(1)
         if options.record_questions:
             reply = q.answer or None
-            await h.send(conv.id, messages, at + index, reply)
+            await h.send(conv.id, messages, at, reply)
+            own.add(normalise(q.answer))
             # A user's next question comes after this one was recorded, as in serving.
             await h.runtime.background.drain()
             if mode == "one-chat":
@@ -203,14 +252,15 @@ def measure(
     sent: list[dict[str, Any]],
     turns: dict[str, Turn],
     lookup: dict[str, set[str]],
+    own: Collection[str] = (),
 ) -> Answer:
-    """Score what ``prepare`` forwarded (``sent``) for question ``q``."""
+    """Score what ``prepare`` forwarded (``sent``) for question ``q``; ``own``: see ``answer_presence``."""
     if prepared.plan is None:
         raise ValueError("the memory pipeline always returns a plan")
     recall, view, counter = prepared.plan.recall, prepared.plan.view, prepared.plan.counter
-    text = "\n".join(text_of(m) for m in sent)
+    forwarded = text = "\n".join(text_of(m) for m in sent)
     for summary, _, _ in view.summaries:
-        text = text.replace(summary, " ")  # a paraphrase in a summary does not count
+        text = text.replace(summary, " ")  # a paraphrase in a summary does not count as evidence
     evidence = [turns[d].content for d in q.evidence]
     window = normalise("\n".join(text_of(m) for m in view.window[:-1]))
     outside = {d for d in q.evidence if normalise(turns[d].content) not in window}
@@ -225,6 +275,7 @@ def measure(
         category=q.category,
         variant=variant,
         presence=presence(evidence, text),
+        answer_presence=answer_presence(q.answer, forwarded, own),
         evidence=len(evidence),
         in_window=len(evidence) - len(outside),
         recall={k: recall_at(ranked, outside, k) for k in RECALL_KS} if outside else None,
@@ -238,19 +289,23 @@ def measure(
 async def run(
     conversations: Sequence[Conversation], options: Options, tick: Tick = lambda n: None
 ) -> tuple[list[Answer], Stats]:
-    """Replay every conversation (one user each) into one store, then ask its questions."""
+    """Replay every conversation (one user each) into one store, then ask its questions.
+
+    On the ``burst`` clock a conversation starts at the present time (the wall clock when its replay starts).
+    """
     stats = Stats(skipped=sum(c.skipped for c in conversations))
     answers: list[Answer] = []
     with tempfile.TemporaryDirectory(prefix="paperclip-eval-") as folder:
-        h = await open_harness(options, Path(folder))
+        h = await open_harness(options, Path(folder), conversations)
         try:
             for conv in conversations:
+                replayed, asked = schedule(conv, options.mode, options.clock, time.time())
                 started = time.perf_counter()
-                await replay(h, conv, options.mode, stats, tick)
+                await replay(h, conv, options.mode, stats, tick, replayed)
                 await h.runtime.background.drain()
                 stats.replay_s += time.perf_counter() - started
                 started = time.perf_counter()
-                answers += await ask(h, conv, options, tick, stats)
+                answers += await ask(h, conv, options, tick, stats, asked)
                 stats.questions_s += time.perf_counter() - started
                 stats.questions += len(conv.questions)
         finally:

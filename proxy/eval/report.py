@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from .locomo import ANSWERABLE, CATEGORIES
 from .replay import NDCG_K, RECALL_KS, Answer, Stats
 
 COLUMNS = [
-    "cats 1-4", *CATEGORIES.values(), *(f"R@{k}" for k in RECALL_KS), f"NDCG@{NDCG_K}",
+    "cats 1-4", "answers 1-4", *CATEGORIES.values(), *(f"R@{k}" for k in RECALL_KS), f"NDCG@{NDCG_K}",
     "memory tok", "max memory tok", "forwarded tok", "no memory",
 ]
 
@@ -32,6 +32,7 @@ def summarise(answers: Sequence[Answer]) -> dict[str, dict[str, Any]]:
         row: dict[str, Any] = {
             "questions": len(rows),
             "cats 1-4": _mean([a.presence for a in scored]),
+            "answers 1-4": _mean([a.answer_presence for a in scored]),
             **{
                 name: _mean([a.presence for a in rows if a.category == cat])
                 for cat, name in CATEGORIES.items()
@@ -69,7 +70,8 @@ def cell(column: str, value: Any) -> str:
 
 def headline(meta: Mapping[str, Any], stats: Stats) -> str:
     return (
-        f"LoCoMo · mode {meta['mode']} · embedder {meta['embedder']} · "
+        f"LoCoMo · mode {meta['mode']} · clock {meta.get('clock', 'dated')} · "
+        f"model {meta.get('model', 'rules')} · embedder {meta['embedder']} · "
         f"{meta['conversations']} conversations · {stats.questions} questions "
         f"({stats.skipped} without evidence skipped, "
         f"{'recorded' if meta.get('record_questions', True) else 'not recorded'}) · top_k {meta['top_k']} · "
@@ -97,7 +99,8 @@ def forwarded_against_sent(client: int, forwarded: int) -> str:
 
 def markdown(meta: Mapping[str, Any], stats: Stats, summary: Mapping[str, Mapping[str, Any]]) -> str:
     notes = (
-        "Evidence presence per category; R@k and NDCG over the ranked candidates "
+        "Evidence presence per category and over cats 1–4; answers 1–4: the share of "
+        "questions whose answer (normalised) is in what was forwarded; R@k and NDCG over the ranked candidates "
         "(evidence already in the verbatim window excluded); tokens per question "
         "(all categories)."
     )
@@ -115,3 +118,26 @@ def write_json(
         "answers": [dataclasses.asdict(a) for a in answers],
     }
     Path(path).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+
+
+def read_answers(path: str | Path) -> tuple[dict[str, Any], list[Answer]]:
+    """The meta and answers of a file ``write_json`` wrote."""
+    payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    answers = [
+        Answer(**{**a, "recall": {int(k): v for k, v in a["recall"].items()} if a["recall"] else None})
+        for a in payload["answers"]
+    ]
+    return payload["meta"], answers
+
+
+def by_half(
+    answers: Sequence[Answer], halves: Mapping[str, Collection[str]], variant: str = "fusion"
+) -> dict[str, dict[str, Any]]:
+    """``variant``'s summary over each half's conversations (a half's name -> its sample_ids)."""
+    out = {}
+    for name, ids in halves.items():
+        rows = summarise([a for a in answers if a.variant == variant and a.conversation in ids])
+        if variant not in rows:
+            raise ValueError(f"no answer of {variant} for half {name} ({', '.join(sorted(ids))})")
+        out[name] = rows[variant]
+    return out

@@ -14,11 +14,26 @@ block only: a fact counts as recalled when one of its phrasings appears; a
 forbidden phrase (a superseded value) must never appear. After each scenario
 an unrelated question in a fresh chat of the same user counts the cards
 injected outside the profile (``GET .../profile``), which should be none.
+
+The file has two halves. ``scenarios`` is the tuning half, the cases the
+rules were written against. ``frozen`` was written before any rule for it,
+from phrasings no rule was written for, and no rule is ever changed because
+of it; each of its cases is of one ``kind``: ``standing`` (a lasting fact
+said in new words, recalled in a fresh chat), ``changed`` (an old value in
+one chat, a new one in the next: the new recalled, the old — ``forbid`` —
+never presented as current, that is, never in a card not marked as changed)
+or ``moment`` (a statement of the moment whose ``moment`` phrases must not
+become standing facts: never in the user's profile). Each frozen case also
+carries its ``extraction``: what a model following ``prompts/extract.md``
+returns for the turns that ``said`` it. The frozen half is replayed twice:
+with the rules alone (the compression model's replies are not JSON) and with
+``stand_in.StandIn`` answering the extraction calls from that extraction.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import tempfile
@@ -32,10 +47,12 @@ from starlette.applications import Starlette
 
 from .. import config
 from ..memory.recall.cards import BLOCK_END, BLOCK_START
+from ..memory.redaction import redact
 from ..server.app import create_app
 from ..server.runtime import Offline, Runtime
-from .fake import completion, fake_summary
+from .fake import Answer, completion, fake_summary
 from .harness import anthropic_message, messages_body
+from .stand_in import Fact, Item, Knowledge, StandIn
 
 DATA = Path(__file__).with_name("scenarios.json")
 COMPRESSOR = "fake-compressor"
@@ -44,7 +61,10 @@ REPLY = "Sure, happy to help with that."
 KEY = "sk-scenarios"
 ADMIN_KEY = "ak-scenarios"
 _CARD = re.compile(r"^\[[^\]\n]+\]", re.M)
+# A card header that marks a value as no longer current (SPEC §5: "shown marked as earlier and since changed").
+_MARKED = re.compile(r"superseded|since changed|changed since|no longer current|outdated", re.I)
 Api = Literal["chat", "responses", "messages"]
+Part = Literal["all", "tuning", "frozen"]
 PATHS: dict[str, str] = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
 
 
@@ -57,12 +77,16 @@ class Scenario:
     expect: tuple[tuple[str, ...], ...]  # facts, each as alternative phrasings
     forbid: tuple[str, ...] = ()  # superseded values
     unrelated: str | None = None
+    kind: str = "tuning"  # the frozen half's: "standing", "changed" or "moment"
+    moment: tuple[str, ...] = ()  # phrases of a statement of the moment
+    extraction: tuple[tuple[str, tuple[Item, ...]], ...] = ()  # (a user turn, the items it gives)
 
 
 @dataclass(frozen=True)
 class Suite:
-    scenarios: tuple[Scenario, ...]
+    scenarios: tuple[Scenario, ...]  # the tuning half
     unrelated: dict[str, tuple[str, ...]]
+    frozen: tuple[Scenario, ...] = ()
 
     def unrelated_for(self, index: int, scenario: Scenario) -> str:
         pool = self.unrelated[scenario.lang]
@@ -71,19 +95,39 @@ class Suite:
 
 def load(path: str | Path | None = None) -> Suite:
     raw = json.loads(Path(path or DATA).read_text(encoding="utf-8"))
-    scenarios = tuple(
-        Scenario(
-            id=s["id"],
-            lang=s["lang"],
-            chats=tuple(tuple(chat) for chat in s["chats"]),
-            question=s["question"],
-            expect=tuple(tuple(alts) for alts in s["expect"]),
-            forbid=tuple(s.get("forbid", ())),
-            unrelated=s.get("unrelated"),
-        )
-        for s in raw["scenarios"]
+    cases = (tuple(_scenario(s) for s in raw.get(half, ())) for half in ("scenarios", "frozen"))
+    unrelated = {lang: tuple(qs) for lang, qs in raw["unrelated"].items()}
+    return Suite(next(cases), unrelated, next(cases))
+
+
+def _scenario(s: dict[str, Any]) -> Scenario:
+    return Scenario(
+        id=s["id"],
+        lang=s["lang"],
+        chats=tuple(tuple(chat) for chat in s["chats"]),
+        question=s["question"],
+        expect=tuple(tuple(alts) for alts in s["expect"]),
+        forbid=tuple(s.get("forbid", ())),
+        unrelated=s.get("unrelated"),
+        kind=s.get("kind", "tuning"),
+        moment=tuple(s.get("moment", ())),
+        extraction=tuple((e["said"], tuple(e["items"])) for e in s.get("extraction", ())),
     )
-    return Suite(scenarios, {lang: tuple(qs) for lang, qs in raw["unrelated"].items()})
+
+
+def knowledge(cases: Sequence[Scenario], mask: Callable[[str], str]) -> Knowledge:
+    """What a model following the extraction prompt would answer for the cases' turns.
+
+    Turn ids are ``<case>/<chat>/<turn>``; an item is drawn from the turns of its case that said it.
+    """
+    turns = [(f"{s.id}/{c}/{i}", f"{s.id}/{c}", text) for s in cases for c, chat in enumerate(s.chats)
+             for i, text in enumerate(chat)]
+    facts = []
+    for s in cases:
+        for said, items in s.extraction:
+            ids = tuple(f"{s.id}/{c}/{i}" for c, chat in enumerate(s.chats) for i, t in enumerate(chat) if t == said)
+            facts += [Fact(ids, item) for item in items]
+    return Knowledge.of(turns, facts, mask=mask)
 
 
 @dataclass(frozen=True)
@@ -96,13 +140,19 @@ class Result:
     cards: int  # cards in the question's block
     unrelated_cards: int  # cards outside the profile for the unrelated question
     missing: tuple[str, ...] = ()
+    half: str = "tuning"  # or "frozen"
+    stand_in: str = "rules"  # the compression model: "rules" (replies not JSON) or "model" (StandIn)
+    kind: str = "tuning"
+    old_as_current: bool = False  # a forbidden value in a card not marked as changed
+    moment_standing: bool = False  # a moment phrase in the user's profile
 
 
 @dataclass
 class ScriptedUpstream:
-    """The upstream and the compression model: a fixed reply to chats, a fake summary to prompts."""
+    """The upstream and the compression model: a fixed reply to chats, ``compressor``'s to prompts."""
 
     chats: list[list[dict[str, Any]]] = field(default_factory=list)
+    compressor: Answer = fake_summary
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self._handle)
@@ -110,7 +160,7 @@ class ScriptedUpstream:
     def _handle(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         if body.get("model") == COMPRESSOR:
-            return httpx.Response(200, json=completion(fake_summary(body["messages"]), COMPRESSOR))
+            return httpx.Response(200, json=completion(self.compressor(body["messages"]), COMPRESSOR))
         responses = request.url.path.endswith("/responses")
         anthropic = request.url.path.endswith("/v1/messages")
         self.chats.append(_input_messages(body) if responses else _system_and_messages(body) if anthropic
@@ -161,18 +211,33 @@ def _text(content: Any) -> str:
     return str(content or "")
 
 
+def cards_of(block: str) -> list[str]:
+    """The rendered cards of a block, each with its header line."""
+    headers = [m.start() for m in _CARD.finditer(block)]
+    ends = [*headers[1:], len(block)][: len(headers)]
+    return [block[a:b].rstrip("\n").split("\n</paperclip-memory>")[0] for a, b in zip(headers, ends, strict=True)]
+
+
 def cards_outside_profile(block: str, profile: Sequence[str]) -> int:
     """The cards of a block that are not the profile's (``profile``: its rendered cards)."""
     shown = set(profile)
-    headers = [m.start() for m in _CARD.finditer(block)]
-    ends = [*headers[1:], len(block)][: len(headers)]
-    cards = [block[a:b].rstrip("\n") for a, b in zip(headers, ends, strict=True)]
-    return sum(1 for card in cards if card.split("\n</paperclip-memory>")[0] not in shown)
+    return sum(1 for card in cards_of(block) if card not in shown)
+
+
+def presented_as_current(block: str, phrases: Sequence[str]) -> bool:
+    """Whether a phrase appears in a card of ``block`` whose header does not mark it as changed."""
+    lowered = [p.lower() for p in phrases]
+    for card in cards_of(block):
+        header = _CARD.match(card)
+        if header and not _MARKED.search(header.group()) and any(p in card.lower() for p in lowered):
+            return True
+    return False
 
 
 def score(s: Scenario, block: str, unrelated_block: str, profile: Sequence[str] = ()) -> Result:
     lowered = block.lower()
     found = [any(a.lower() in lowered for a in alts) for alts in s.expect]
+    standing = "\n".join(profile).lower()
     return Result(
         id=s.id,
         lang=s.lang,
@@ -182,6 +247,9 @@ def score(s: Scenario, block: str, unrelated_block: str, profile: Sequence[str] 
         cards=len(_CARD.findall(block)),
         unrelated_cards=cards_outside_profile(unrelated_block, profile),
         missing=tuple(alts[0] for alts, ok in zip(s.expect, found, strict=True) if not ok),
+        kind=s.kind,
+        old_as_current=presented_as_current(block, s.forbid),
+        moment_standing=any(p.lower() in standing for p in s.moment),
     )
 
 
@@ -256,33 +324,69 @@ async def _ready(app: Starlette) -> None:
 
 
 async def run(
-    suite: Suite, embedder: str = "bundled", tick: Callable[[int], None] = lambda n: None, api: Api = "chat"
+    suite: Suite,
+    embedder: str = "bundled",
+    tick: Callable[[int], None] = lambda n: None,
+    api: Api = "chat",
+    part: Part = "all",
 ) -> list[Result]:
-    upstream = ScriptedUpstream()
+    """The tuning half and the frozen half with the rules, then the frozen half with the model stand-in."""
+    tuning = suite.scenarios if part != "frozen" else ()
+    frozen = suite.frozen if part != "tuning" else ()
+    ruled = [(s, "tuning") for s in tuning] + [(s, "frozen") for s in frozen]
+    results = await _served(suite, ruled, embedder, tick, api, None) if ruled else []
+    if frozen:
+        results += await _served(suite, [(s, "frozen") for s in frozen], embedder, tick, api, frozen)
+    return results
+
+
+def steps(suite: Suite, part: Part = "all") -> int:
+    """How many cases ``run`` replays."""
+    return len(suite.scenarios) * (part != "frozen") + 2 * len(suite.frozen) * (part != "tuning")
+
+
+async def _served(
+    suite: Suite,
+    cases: Sequence[tuple[Scenario, str]],
+    embedder: str,
+    tick: Callable[[int], None],
+    api: Api,
+    known: Sequence[Scenario] | None,
+) -> list[Result]:
+    """``cases`` (with their half) through one app: the rules stand in, or ``StandIn`` knows ``known``."""
     with tempfile.TemporaryDirectory(prefix="paperclip-scenarios-") as folder:
-        app = create_app(settings_for(Path(folder) / "scenarios.db", embedder), transport=upstream.transport())
+        settings = settings_for(Path(folder) / "scenarios.db", embedder)
+        upstream = ScriptedUpstream()
+        if known is not None:
+            pii = settings.defaults.memory.pii
+            upstream = ScriptedUpstream(compressor=StandIn(knowledge(known, lambda text: redact(text, pii))))
+        app = create_app(settings, transport=upstream.transport())
         async with app.router.lifespan_context(app):
             await _ready(app)
             client = Client(app, upstream, api)
             async with client.http:
-                results = await _replay(suite, client, tick)
+                results = await _replay(suite, cases, client, tick, "rules" if known is None else "model")
     return results
 
 
-async def _replay(suite: Suite, client: Client, tick: Callable[[int], None]) -> list[Result]:
+async def _replay(
+    suite: Suite, cases: Sequence[tuple[Scenario, str]], client: Client, tick: Callable[[int], None], stand_in: str
+) -> list[Result]:
     results = []
-    for index, s in enumerate(suite.scenarios):
+    for index, (s, half) in enumerate(cases):
         user = f"scenario-{s.id}"
         for chat in s.chats:
             await client.chat(user, chat)
         asked = await client.send(user, [{"role": "user", "content": s.question}])
         aside = await client.send(user, [{"role": "user", "content": suite.unrelated_for(index, s)}])
-        results.append(score(s, memory_block(asked), memory_block(aside), await client.profile(user)))
+        result = score(s, memory_block(asked), memory_block(aside), await client.profile(user))
+        results.append(dataclasses.replace(result, half=half, stand_in=stand_in))
         tick(1)
     return results
 
 
 def summary(results: Sequence[Result]) -> dict[str, Any]:
+    """The tuning half's figures, over all its cases and per language."""
     def part(rs: Sequence[Result]) -> dict[str, Any]:
         facts = sum(r.facts for r in rs)
         return {
@@ -292,22 +396,82 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
             "unrelated_with_cards": sum(r.unrelated_cards > 0 for r in rs),
         }
 
+    results = [r for r in results if r.half == "tuning"]
     langs = sorted({r.lang for r in results})
     return {"all": part(results), **{lang: part([r for r in results if r.lang == lang]) for lang in langs}}
 
 
+def frozen_summary(results: Sequence[Result]) -> dict[str, dict[str, Any]]:
+    """The frozen half's figures per stand-in (``model``, ``rules``) and language."""
+    def recall(rs: Sequence[Result]) -> float | None:
+        facts = sum(r.facts for r in rs)
+        return round(sum(r.recalled for r in rs) / facts, 3) if facts else None
+
+    def part(rs: Sequence[Result]) -> dict[str, Any]:
+        return {
+            "cases": len(rs),
+            "standing_recalled": recall([r for r in rs if r.kind == "standing"]),
+            "new_values_recalled": recall([r for r in rs if r.kind == "changed"]),
+            "old_values_as_current": sum(r.old_as_current for r in rs if r.kind == "changed"),
+            "changed": sum(r.kind == "changed" for r in rs),
+            "moments_made_standing": sum(r.moment_standing for r in rs if r.kind == "moment"),
+            "moments": sum(r.kind == "moment" for r in rs),
+            "unrelated_with_cards": sum(r.unrelated_cards > 0 for r in rs),
+        }
+
+    out: dict[str, dict[str, Any]] = {}
+    frozen = [r for r in results if r.half == "frozen"]
+    for stand_in in sorted({r.stand_in for r in frozen}):
+        rs = [r for r in frozen if r.stand_in == stand_in]
+        langs = sorted({r.lang for r in rs})
+        out[stand_in] = {"all": part(rs), **{lang: part([r for r in rs if r.lang == lang]) for lang in langs}}
+    return out
+
+
 def markdown(results: Sequence[Result]) -> str:
-    table = summary(results)
-    lines = [
-        "| scenarios | n | recall | superseded injected | unrelated questions given cards |",
-        "|---|---|---|---|---|",
-    ]
-    for name, row in table.items():
-        lines.append(
-            f"| {name} | {row['scenarios']} | {row['recall']} | {row['superseded_injected']} "
-            f"| {row['unrelated_with_cards']} |"
-        )
-    missed = [f"{r.id} ({', '.join(r.missing)})" for r in results if r.missing]
-    leaked = [r.id for r in results if r.superseded_injected]
-    lines += ["", f"Missed: {'; '.join(missed) or 'none'}", f"Superseded injected: {', '.join(leaked) or 'none'}"]
+    tuning = [r for r in results if r.half == "tuning"]
+    lines: list[str] = []
+    if tuning:
+        lines += [
+            "Tuning half:",
+            "",
+            "| scenarios | n | recall | superseded injected | unrelated questions given cards |",
+            "|---|---|---|---|---|",
+        ]
+        for name, row in summary(tuning).items():
+            lines.append(
+                f"| {name} | {row['scenarios']} | {row['recall']} | {row['superseded_injected']} "
+                f"| {row['unrelated_with_cards']} |"
+            )
+        missed = [f"{r.id} ({', '.join(r.missing)})" for r in tuning if r.missing]
+        leaked = [r.id for r in tuning if r.superseded_injected]
+        lines += ["", f"Missed: {'; '.join(missed) or 'none'}", f"Superseded injected: {', '.join(leaked) or 'none'}"]
+    frozen = frozen_summary(results)
+    if frozen:
+        lines += [
+            *([""] if lines else []),
+            "Frozen half (never tuned on): model = a stand-in answering extraction as prompts/extract.md asks; "
+            "rules = no usable model.",
+            "",
+            "| stand-in | cases | n | standing facts recalled | new values recalled | old values as current "
+            "| moments made standing | unrelated questions given cards |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for stand_in, rows in frozen.items():
+            for name, row in rows.items():
+                lines.append(
+                    f"| {stand_in} | {name} | {row['cases']} | {row['standing_recalled']} | "
+                    f"{row['new_values_recalled']} | {row['old_values_as_current']} of {row['changed']} | "
+                    f"{row['moments_made_standing']} of {row['moments']} | {row['unrelated_with_cards']} |"
+                )
+        for stand_in in frozen:
+            rs = [r for r in results if r.half == "frozen" and r.stand_in == stand_in]
+            missed = [f"{r.id} ({', '.join(r.missing)})" for r in rs if r.missing]
+            old = [r.id for r in rs if r.old_as_current]
+            moments = [r.id for r in rs if r.moment_standing]
+            lines += [
+                "",
+                f"{stand_in}: missed: {'; '.join(missed) or 'none'}; old values as current: "
+                f"{', '.join(old) or 'none'}; moments made standing: {', '.join(moments) or 'none'}",
+            ]
     return "\n".join(lines)

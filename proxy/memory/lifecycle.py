@@ -18,7 +18,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .extraction.item_parser import MemoryItem
+from ..store.records import ItemRow
+from .memory_schema import CATEGORIES, TYPES, USER, MemoryItem
 
 Action = Literal["add", "merge", "supersede"]
 Vector = npt.NDArray[Any]
@@ -60,10 +61,38 @@ def slot_keys(key: str) -> frozenset[str]:
 
 def slot_members(new: MemoryItem, active: Sequence[ExistingItem]) -> list[ExistingItem]:
     """The active items ``new`` speaks for: those of its slot, and, when it says something ended,
-    those of the narrower slots under it (``user.preference.running_marathon`` under ``…running``)."""
+    those of the narrower slots under it (``user.preference.running_marathon`` under ``…running``).
+
+    A slot is a key that names one fact (``is_slot``), held by the same one: the user, or
+    someone else (``about``). A key that names a kind of fact (``user.likes``) holds many.
+    """
+    if not is_slot(new.key):
+        return []
     slot = slot_keys(new.key)
     ended = bool(_ENDED.search(new.content))
-    return [e for e in active if e.key in slot or (ended and _refines(e.key, new.key))]
+    mine = [e for e in active if (e.about == USER) == new.about_user]
+    return [e for e in mine if e.key in slot or (ended and _refines(e.key, new.key))]
+
+
+# The last part of a key that names a kind of fact rather than one fact: such a key
+# ("user.likes", "melanie.activities", "user.preference") is shared by facts that are all true at once.
+_KINDS_OF_FACT = frozenset({
+    *CATEGORIES, *TYPES, "like", "likes", "love", "loves", "dislike", "dislikes", "interest", "interests",
+    "hobby", "hobbies", "activity", "activities", "fact", "facts", "info", "information", "detail", "details",
+    "note", "notes", "misc", "general", "events", "plans", "preferences", "personal", "experience",
+    "experiences", "thing", "things", "life", "family", "friends", "pets", "news", "update", "updates",
+    "memory", "memories", "statement", "statements", "tasks", "goals", "achievements", "opinion", "opinions",
+    # Collections a model names with a plural; a plural is not read from a final "s" (diabetes, glasses).
+    "allergies", "medications", "conditions", "foods", "places", "trips", "books", "movies", "songs",
+    "skills", "languages", "people",
+})
+
+
+def is_slot(key: str) -> bool:
+    """Whether a key names one fact, whose later value replaces the earlier (``user.location.home``),
+    rather than a kind of fact many values share (``_KINDS_OF_FACT``)."""
+    parts = key.split(".")
+    return len(parts) >= 2 and parts[-1] not in _KINDS_OF_FACT
 
 
 def _refines(key: str, broader: str) -> bool:
@@ -80,6 +109,11 @@ class ExistingItem:
     content: str
     vector: Vector
     status: str = "active"  # "active" | "superseded" | "archived"
+    about: str = USER
+
+    @classmethod
+    def of(cls, row: ItemRow, vector: Vector) -> ExistingItem:
+        return cls(str(row.id), row.key, row.content, vector, row.status, row.about)
 
 
 @dataclass(frozen=True)
@@ -101,10 +135,13 @@ def decide(
 ) -> Decision:
     """Add, merge or supersede, by SPEC §5's rules; only ``active`` existing items count.
 
-    Same key (``slot_members``: or a narrower one under an ended activity): the
-    same value merges, a different value supersedes (the newer statement wins — a paraphrase superseding a paraphrase loses nothing, while
-    merging a real change would lose it). Different key: within ``dedup_cosine``
-    merges, unless numbers or negation differ (then they are two facts).
+    Same slot (``slot_members``: the same key naming one fact, of the same
+    holder, or a narrower one under an ended activity): the same value
+    merges, a different value supersedes (the newer statement wins — a
+    paraphrase superseding a paraphrase loses nothing, while merging a real
+    change would lose it). Otherwise, a shared key string included: within
+    ``dedup_cosine`` merges, unless numbers or negation differ (then they are
+    two facts), else it is added.
     """
     active = [e for e in existing if e.status == "active"]
     same_key = slot_members(new, active)

@@ -25,6 +25,7 @@ from ..tokens import TokenCounter
 from .memory_pipeline import MemoryPipeline
 from .pipeline_protocol import CompleteFor, Pipeline
 from .pipeline_thread import PipelineThread, ThreadedPipeline, home_calls
+from .quiet_extraction import QuietExtraction
 
 
 @dataclass(frozen=True)
@@ -78,10 +79,16 @@ class MemoryLayer:
 
     def close(self) -> None:
         """SQLite only (the eval's harness); ``aclose`` closes either store."""
+        if self.pipeline.quiet is not None:
+            self.pipeline.quiet.cancel()
         self._stop_threads()
         self.store.close()
 
     async def aclose(self) -> None:
+        if self.threads:  # the pipeline's timers and tasks live on its thread's loop
+            await self.threads[0].run(self.pipeline.aclose())
+        else:
+            await self.pipeline.aclose()
         await asyncio.to_thread(self._stop_threads)
         await self.store.aclose()
 
@@ -114,5 +121,6 @@ def assemble(
         responses=store.responses,
         rerankers=rerankers,
         trace_candidates=trace_candidates,
+        quiet=QuietExtraction(on_error=lambda stage: metrics.background_errors.labels(stage).inc()),
     )
     return MemoryLayer(store, embedder, fragments, items, pipeline, admin_items=ItemIndex(store.items))

@@ -2,7 +2,8 @@
 
 ``prepare`` reads (prefix state, index) and decides what to forward; it never
 writes. ``record`` runs after the response: index the new messages, compress
-when the window is over its watermark, extract memories on cadence, keep the
+when the window is over its watermark, extract memories on cadence (and the
+chat's last messages once it goes quiet, ``quiet_extraction``), keep the
 trace. Anything that fails in ``prepare`` is turned by the handler into a
 plain forward with ``X-Paperclip-Degraded``.
 """
@@ -14,9 +15,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ..context.compressor import Complete, Compressor
+from ..context.compressor import Compressor
 from ..context.watermark import View, WatermarkWindow
-from ..memory.extraction.extractor import Extractor
+from ..memory.extraction.extractor import MODEL_CATCH_UP, Complete, Extractor
 from ..memory.recall.cards import inject
 from ..memory.recall.query import indexable
 from ..memory.recall.query_rewrite import rewritten_query
@@ -32,6 +33,7 @@ from ..store.interface import ResponseSessions, Traces
 from ..tokens import Counters, TokenCounter
 from .chat_call import ChatCall, Reply, reply_answer
 from .pipeline_protocol import CompleteFor, Plan, Prepared
+from .quiet_extraction import QuietExtraction
 
 log = logging.getLogger("paperclip.pipeline")
 
@@ -51,6 +53,7 @@ class MemoryPipeline:
         responses: ResponseSessions | None = None,
         rerankers: Mapping[str, Reranker] | None = None,
         trace_candidates: int,
+        quiet: QuietExtraction | None = None,
     ) -> None:
         self.context = context
         self.index = index
@@ -63,6 +66,7 @@ class MemoryPipeline:
         self.responses = responses
         self.rerankers = rerankers or {}  # by memory.rerank, loaded at start
         self.trace_candidates = trace_candidates  # traces.candidates
+        self.quiet = quiet  # a chat's last messages, extracted once it goes quiet
         self.counter = Counters()
         # Inline compressions that outlived their deadline, by trace: record() awaits
         # them, so they are tracked after-response work, never left running unowned.
@@ -177,10 +181,24 @@ class MemoryPipeline:
         mem = call.tenant.settings.memory
         held = call.provider_state is not None
         turns = _turns(call, view, answer if held else None)
+        tenant, user, session, complete = call.tenant.id, call.user, call.session, self.complete(call)
+        quiet = None if force or held else self.quiet
+        if quiet is not None:  # the user's other chats first: their last words were said before these
+            await quiet.flush(tenant, user, besides=session)
+        length = call.offset + len(view.conv)
         await self.extractor.catch_up(
-            call.tenant.id, call.user, call.session, turns, call.offset + len(view.conv) + held, self.complete(call),
+            tenant, user, session, turns, length + held, complete,
             every=1 if force or held else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
         )
+        if quiet is None:
+            return
+        extractor, last = self.extractor, _turns(call, view, answer)[-MODEL_CATCH_UP:]
+
+        async def when_quiet() -> None:  # what waits, the answer included: the chat's last message
+            await extractor.catch_up(tenant, user, session, last, length + bool(answer), complete,
+                                     every=1, pii=mem.pii, dedup_cosine=mem.dedup_cosine)
+
+        quiet.arm((tenant, user, session), mem.extract_quiet_s, when_quiet)
 
     async def _compress(self, call: ChatCall, view: View, counter: TokenCounter) -> View:
         compressor = Compressor(self.prompts, self.complete(call), self.counter(None))
@@ -192,6 +210,11 @@ class MemoryPipeline:
             call.tenant.id, call.user, call.session, view, compressor, counter, on_summary
         )
 
+    async def aclose(self) -> None:
+        """Cancel what waits to be extracted and drain what runs (at shutdown, on the pipeline's loop)."""
+        if self.quiet is not None:
+            await self.quiet.close()
+
     def complete(self, call: ChatCall) -> Complete:
         """The compression model's call for this tenant, what it is sent redacted by ``memory.pii``."""
         st = call.tenant.settings
@@ -199,8 +222,10 @@ class MemoryPipeline:
         if st.memory.pii == "keep":
             return send
 
-        async def complete(messages: list[dict[str, Any]]) -> str:
-            return await send([redact_message(m, st.memory.pii) for m in messages])
+        async def complete(
+            messages: list[dict[str, Any]], /, *, response_format: dict[str, Any] | None = None
+        ) -> str:
+            return await send([redact_message(m, st.memory.pii) for m in messages], response_format=response_format)
 
         return complete
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..config import TenantSettings
-from ..context.compressor import Complete
 from ..context.watermark import View
+from ..memory.extraction.extractor import Complete
 from ..memory.recall.recall import Recall
 from ..tokens import TokenCounter
 from .chat_call import ChatCall, Reply

@@ -39,8 +39,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from ..context.compressor import Complete
 from ..errors import MemoryBusy
+from ..memory.extraction.extractor import Complete
 from .chat_call import ChatCall, Reply
 from .pipeline_protocol import CompleteFor, Pipeline, Prepared
 
@@ -175,9 +175,11 @@ def home_calls(complete_for: CompleteFor, home: asyncio.AbstractEventLoop) -> Co
     def on_home(settings: Any, upstream_key: str | None) -> Complete:
         send = complete_for(settings, upstream_key)
 
-        async def complete(messages: list[dict[str, Any]]) -> str:
+        async def complete(
+            messages: list[dict[str, Any]], /, *, response_format: dict[str, Any] | None = None
+        ) -> str:
             async def there() -> str:
-                return await send(messages)
+                return await send(messages, response_format=response_format)
 
             if asyncio.get_running_loop() is home:
                 return await there()

@@ -59,7 +59,7 @@ def generation_key(tenant: str, user: str) -> str:
 
 # An item row's columns, as ``item_row`` reads them (and as a user's export lists them).
 ITEM_COLUMNS = (
-    "id, session, type, key, content, importance, confidence, source, expires_at, status,"
+    "id, session, type, category, standing, about, key, content, importance, confidence, source, expires_at, status,"
     " superseded_by, turns, fragment_hashes, seen_count, access_count, last_access, created, updated"
 )
 
@@ -84,6 +84,9 @@ class ItemRow:
     last_access: float | None
     created: float
     updated: float
+    category: str = "other"
+    standing: bool = False
+    about: str = "user"  # who the fact is about (``memory_schema.MemoryItem.about``)
 
     def public(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -104,6 +107,9 @@ class NewItem:
     expires: float | None  # ``expires_at`` in epoch seconds, as the caller reads it
     turns: Sequence[int]
     fragment_hashes: Sequence[str]
+    category: str = "other"
+    standing: bool = False
+    about: str = "user"
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,8 @@ Choose = Callable[[list[tuple["ItemRow", np.ndarray]]], ItemWrite]
 def item_row(r: Any) -> ItemRow:
     """An ``items`` row (either store's, read by column name) as an ``ItemRow``."""
     return ItemRow(
-        id=int(r["id"]), session=r["session"], type=r["type"], key=r["key"], content=r["content"],
+        id=int(r["id"]), session=r["session"], type=r["type"], category=r["category"],
+        standing=bool(r["standing"]), about=r["about"], key=r["key"], content=r["content"],
         importance=float(r["importance"]), confidence=float(r["confidence"]), source=r["source"],
         expires_at=r["expires_at"], status=r["status"], superseded_by=r["superseded_by"],
         turns=json.loads(r["turns"]), fragment_hashes=json.loads(r["fragment_hashes"]),

@@ -30,7 +30,8 @@ OWNED = ("fragments", "items", "summaries", "prefixes", "traces", "response_sess
 # Restoring inserts these columns, in this order (``*_values`` give the values).
 RESTORED_FRAGMENT = '"user", session, hash, role, text, terms, position, tokens, created, status'
 RESTORED_ITEM = (
-    '"user", session, type, key, content, terms, importance, confidence, source, expires_at, expires,'
+    '"user", session, type, category, standing, about, key, content, terms, importance, confidence, source,'
+    " expires_at, expires,"
     " status, turns, fragment_hashes, seen_count, access_count, last_access, created, updated"
 )
 RESTORED_SUMMARY = 'id, "user", session, level, text, tokens, start, "end", created'
@@ -48,6 +49,7 @@ def document(
 ) -> dict[str, Any]:
     """The export of (tenant, user) from its rows (``session_part`` gives each session's)."""
     for item in items:
+        item["standing"] = bool(item["standing"])
         item["turns"] = json.loads(item["turns"])
         item["fragment_hashes"] = json.loads(item["fragment_hashes"])
     return {
@@ -96,7 +98,8 @@ def fragment_values(user: str, f: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def item_values(user: str, item: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (user, item["session"], item["type"], item["key"], item["content"], item["terms"],
+    return (user, item["session"], item["type"], item["category"], int(item["standing"]), item["about"],
+            item["key"], item["content"], item["terms"],
             item["importance"], item["confidence"], item["source"], item["expires_at"], item["expires"],
             item["status"], json.dumps(item["turns"]), json.dumps(item["fragment_hashes"]),
             item["seen_count"], item["access_count"], item["last_access"], item["created"], item["updated"])

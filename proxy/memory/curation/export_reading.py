@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import InvalidExport
 from ...store.sqlite.sqlite_users import EXPORT_VERSION
-from ..extraction.item_parser import TYPES, derive_key
+from ..memory_schema import CATEGORIES, CATEGORY_OF_TYPE, STANDS_BY_DEFAULT, TYPES, USER, derive_key
 from ..recall.query import fragment_hash
 
 _REQUIRED = object()
@@ -28,7 +28,8 @@ _OPT_NUM = (int, float, type(None))
 Spec = Mapping[str, tuple[tuple[type, ...], Any]]
 
 ITEM: Spec = {
-    "id": ((int,), None), "session": (_OPT_STR, None), "type": ((str,), _REQUIRED),
+    "id": ((int,), None), "session": (_OPT_STR, None), "type": ((str,), _REQUIRED), "category": ((str,), ""),
+    "about": ((str,), USER),
     "key": ((str,), ""), "content": ((str,), _REQUIRED), "importance": (_NUM, 0.5),
     "confidence": (_NUM, 0.7), "source": ((str,), "user-stated"), "expires_at": (_OPT_STR, None),
     "status": ((str,), "active"), "superseded_by": (_OPT_INT, None), "turns": ((list,), []),
@@ -82,6 +83,13 @@ def _item(raw: Any, where: str, index: int, now: float) -> dict[str, Any]:
     item = _row(raw, ITEM, where, now)
     if item["type"] not in TYPES:
         raise InvalidExport(f"{where}.type: must be one of {', '.join(sorted(TYPES))}")
+    item["category"] = item["category"] or CATEGORY_OF_TYPE[item["type"]]
+    if item["category"] not in CATEGORIES:
+        raise InvalidExport(f"{where}.category: must be one of {', '.join(CATEGORIES)}")
+    standing = raw.get("standing", STANDS_BY_DEFAULT[item["category"]])
+    if not isinstance(standing, bool):
+        raise InvalidExport(f"{where}.standing: expected true or false, got {type(standing).__name__}")
+    item["standing"] = standing
     if item["status"] not in STATUSES:
         raise InvalidExport(f"{where}.status: must be one of {', '.join(sorted(STATUSES))}")
     if not item["content"].strip():

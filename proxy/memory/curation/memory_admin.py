@@ -7,19 +7,27 @@ when a user is forgotten.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from ...errors import BadRequest
 from ...store import Store
 from ...store.records import ItemRow
-from ..extraction.item_parser import TYPES, MemoryItem, MemoryType, derive_key
 from ..extraction.remember import remember
 from ..lifecycle import expiry_epoch, expiry_moment
+from ..memory_schema import (
+    CATEGORIES,
+    CATEGORY_OF_TYPE,
+    STANDS_BY_DEFAULT,
+    TYPES,
+    USER,
+    MemoryItem,
+    clean_key,
+    derive_key,
+)
 from ..redaction import redact
 from ..search.bm25 import BM25Index, tokenize
 from ..search.fusion import Floor, fuse
@@ -35,8 +43,8 @@ MAX_KNN = 4096
 SEARCH_LIMIT = 20
 SEARCH_POOL = 500
 MAX_CONTENT_CHARS = 4000
-NEW_MEMORY_FIELDS = frozenset({"content", "type", "key", "importance", "expires_at"})
-EDIT_FIELDS = frozenset({"content", "type", "importance", "expires_at"})
+NEW_MEMORY_FIELDS = frozenset({"content", "type", "category", "standing", "about", "key", "importance", "expires_at"})
+EDIT_FIELDS = frozenset({"content", "type", "category", "standing", "importance", "expires_at"})
 
 
 @dataclass(frozen=True)
@@ -201,15 +209,19 @@ def new_memory(body: Any, pii: str) -> MemoryItem:
         raise BadRequest(f"Unknown field {unknown[0]!r}.", param=unknown[0])
     content = _content(body, pii)
     kind = _type(_text(body, "type") or "entity")
-    return MemoryItem(
-        type=cast(MemoryType, kind),
-        content=content,
-        key=_key(_text(body, "key")) or derive_key(kind, content),
-        importance=_importance(body.get("importance", 0.5)),
-        confidence=1.0,
-        source="user-stated",
-        expires_at=_expires(body.get("expires_at")),
-    )
+    category = _category(_text(body, "category") or CATEGORY_OF_TYPE[kind])
+    return MemoryItem.model_validate({
+        "type": kind,
+        "category": category,
+        "standing": _standing(body.get("standing", STANDS_BY_DEFAULT[category])),
+        "about": _text(body, "about") or USER,
+        "content": content,
+        "key": clean_key(_text(body, "key")) or derive_key(category, content),
+        "importance": _importance(body.get("importance", 0.5)),
+        "confidence": 1.0,
+        "source": "user-stated",
+        "expires_at": _expires(body.get("expires_at")),
+    })
 
 
 def edit_fields(body: Any, pii: str) -> dict[str, Any]:
@@ -224,6 +236,10 @@ def edit_fields(body: Any, pii: str) -> dict[str, Any]:
         changes["content"] = _content(body, pii)
     if "type" in body:
         changes["type"] = _type(_text(body, "type", required=True))
+    if "category" in body:
+        changes["category"] = _category(_text(body, "category", required=True))
+    if "standing" in body:
+        changes["standing"] = int(_standing(body["standing"]))
     if "importance" in body:
         changes["importance"] = _importance(body["importance"])
     if "expires_at" in body:
@@ -245,6 +261,18 @@ def _type(kind: str) -> str:
     return kind
 
 
+def _category(value: str) -> str:
+    if value not in CATEGORIES:
+        raise BadRequest(f"'category' must be one of {', '.join(CATEGORIES)}.", param="category")
+    return value
+
+
+def _standing(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise BadRequest("'standing' must be true or false.", param="standing")
+    return value
+
+
 def _text(body: Mapping[str, Any], name: str, *, required: bool = False) -> str:
     value = body.get(name)
     if value is None and not required:
@@ -252,12 +280,6 @@ def _text(body: Mapping[str, Any], name: str, *, required: bool = False) -> str:
     if not isinstance(value, str) or (required and not value.strip()):
         raise BadRequest(f"'{name}' must be a non-empty string.", param=name)
     return value.strip()
-
-
-def _key(value: str) -> str:
-    # The slot convention of extraction (``user.allergy.peanut``): lower case, dots, underscores.
-    text = re.sub(r"[\s-]+", "_", value.lower())
-    return re.sub(r"\.{2,}", ".", re.sub(r"[^\w.]", "", text)).strip("._")[:200]
 
 
 def _importance(value: Any) -> float:

@@ -48,18 +48,18 @@ def _stopped(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     if what := first_group(m, "zh"):
         why = _ZH_REASON.search(s)
         text = f"用户{'因' + why.group('why') + '，' if why else ''}不再{what}了。"
-        return [RuleHit("preference", f"user.preference.{slug(what)}", text, _ACTIVITY_IMPORTANCE)]
+        return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", text, _ACTIVITY_IMPORTANCE)]
     what = _activity(m)
-    return [RuleHit("preference", f"user.preference.{slug(what)}", f"The user has stopped {what}{_reason(s)}.",
+    return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"The user has stopped {what}{_reason(s)}.",
                     _ACTIVITY_IMPORTANCE)]
 
 
 def _taken_up(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I swim now", "I've taken up cycling", "现在改游泳了": the activity the user does instead."""
     if what := first_group(m, "zh"):
-        return [RuleHit("preference", f"user.preference.{slug(what)}", f"用户现在改为{what}。", _ACTIVITY_IMPORTANCE)]
+        return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"用户现在改为{what}。", _ACTIVITY_IMPORTANCE)]
     what = _activity(m)
-    return [RuleHit("preference", f"user.preference.{slug(what)}", f"The user has taken up {what}.",
+    return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"The user has taken up {what}.",
                     _ACTIVITY_IMPORTANCE)]
 
 
@@ -68,7 +68,7 @@ def _body(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     part = first_group(m, "part", "zhpart")
     if m.groupdict().get("zhpart"):
         text = f"用户的{part}{'做过手术' if '手术' in m.group() else '受过伤'}。"
-        return [RuleHit("entity", f"user.health.{slug(part)}", text, _HEALTH_IMPORTANCE)]
+        return [RuleHit("entity", "health", f"user.health.{slug(part)}", text, _HEALTH_IMPORTANCE)]
     event = first_group(m, "event").lower()
     if event == "injury":
         text = f"The user has {'an' if part[0] in 'aeiouAEIOU' else 'a'} {part.lower()} injury."
@@ -76,7 +76,7 @@ def _body(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
         text = f"The user had {part.lower()} {event}."
     else:
         text = f"The user {m.group('hurt').lower()} their {part.lower()}."
-    return [RuleHit("entity", f"user.health.{slug(part)}", text, _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", "health", f"user.health.{slug(part)}", text, _HEALTH_IMPORTANCE)]
 
 
 _ZH_STOPPED = rf"(?P<zh>{ZH_ACTIVITY})"

@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -27,9 +27,10 @@ from ...store import lease
 from ...store.interface import ExtractionCursors, Fragments, Items
 from ...store.records import ItemRow
 from ..lifecycle import Decision, ExistingItem
+from ..memory_schema import MemoryItem, example_reply, prompt_fields, response_format
 from ..recall.query import fragment_hash
 from ..redaction import redact
-from .item_parser import MemoryItem, parse_items, transcript_for_extraction
+from .item_parser import parse_items, transcript_for_extraction
 from .reconcile import (
     Batch,
     Pair,
@@ -47,7 +48,16 @@ from .rules import rule_extract
 log = logging.getLogger("paperclip.items")
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
-Complete = Callable[[list[dict[str, Any]]], Awaitable[str]]
+
+
+class Complete(Protocol):
+    """The compression model's call. ``response_format`` is asked for where the upstream takes it
+    (``compression.structured_output``); the caller reads the reply the same way either way."""
+
+    async def __call__(
+        self, messages: list[dict[str, Any]], /, *, response_format: dict[str, Any] | None = None
+    ) -> str: ...
+
 Turn = tuple[int, str, str]  # (conversation position, role, text)
 
 # A session that arrives with a long history is caught up with the model for
@@ -143,7 +153,7 @@ class Extractor:
             return 0
         batch = fold_batch(found, list(await self.embed([i.content for i in found])), dedup_cosine)
         existing = await self.items.active_with_vectors(tenant, user)
-        known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
+        known = [ExistingItem.of(r, v) for r, v in existing]
         pairs = close_pairs(batch, known)
         judged = await self._judge(batch, pairs, complete) if pairs and complete is not None else None
         plans = decisions(batch, known, pairs, judged, dedup_cosine)
@@ -197,11 +207,10 @@ class Extractor:
             return []
         parsed: list[MemoryItem] | None = None
         if complete is not None:
-            prompt = self.prompts.render(
-                "extract", transcript=transcript_for_extraction(numbered), now=now.date().isoformat()
-            )
+            prompt = extraction_prompt(self.prompts, numbered, now.date())
             try:
-                parsed = parse_items(await complete([{"role": "user", "content": prompt}]))
+                reply = await complete([{"role": "user", "content": prompt}], response_format=response_format())
+                parsed = parse_items(reply)
             except Exception as exc:
                 log.warning("memory extraction model failed, using the rules: %r", exc)
         if parsed is None:
@@ -210,6 +219,14 @@ class Extractor:
             return items
         self.metrics.memories_extracted.labels("model").inc(len(parsed))
         return parsed
+
+
+def extraction_prompt(prompts: Prompts, numbered: Sequence[Turn], today: dt.date) -> str:
+    """``prompts/extract.md`` for these turns (numbered as the prompt numbers them), with the schema's fields."""
+    return prompts.render(
+        "extract", transcript=transcript_for_extraction(numbered), now=today.isoformat(),
+        fields=prompt_fields(), example=example_reply(),
+    )
 
 
 def _numbered(turns: Sequence[Turn]) -> list[Turn]:

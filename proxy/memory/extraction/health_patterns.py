@@ -17,7 +17,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from .rule_patterns import Rule, RuleHit, allergy, first_group, listed, slug
+from ..memory_schema import USER, Category
+from .rule_patterns import CARE, ZH_CARE, Rule, RuleHit, allergy, first_group, listed, slug, whose
 
 _DIETS = r"vegetarian|vegan|pescatarian|pescetarian|plant-based|kosher|halal"
 _ADVERBS = r"(?:(?:now|strictly|strict|fully|completely|been|always|mostly|a|an|totally)\s+){0,3}"
@@ -48,24 +49,24 @@ _HEALTH_IMPORTANCE = 0.9
 def _diet(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     if diet := first_group(m, "diet").lower():
         text = _DIET_TEXT.get(diet, f"The user is {diet}.")
-        return [RuleHit("entity", "user.diet", text, _HEALTH_IMPORTANCE)]
-    return [RuleHit("entity", "user.diet", f"用户吃素：“{m.group()}”。", _HEALTH_IMPORTANCE)]
+        return [RuleHit("entity", "health", "user.diet", text, _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", "health", "user.diet", f"用户吃素：“{m.group()}”。", _HEALTH_IMPORTANCE)]
 
 
 def _diet_ended(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I'm no longer vegetarian", "I eat meat again", "我不吃素了": the diet's slot, ended."""
     if re.search(r"[\u4e00-\u9fff]", m.group()):
-        return [RuleHit("entity", "user.diet", "用户不再吃素了。", _HEALTH_IMPORTANCE)]
+        return [RuleHit("entity", "health", "user.diet", "用户不再吃素了。", _HEALTH_IMPORTANCE)]
     diet = first_group(m, "diet", "diet2", "diet3").lower()
     text = f"The user is no longer {diet}." if diet else "The user eats meat again."
-    return [RuleHit("entity", "user.diet", text, _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", "health", "user.diet", text, _HEALTH_IMPORTANCE)]
 
 
 def _medication(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     what = m.group("what")
     if re.search(r"[\u4e00-\u9fff]", what):
-        return [RuleHit("entity", f"user.health.medication.{slug(what)}", f"用户在服用{what}。", _HEALTH_IMPORTANCE)]
-    return [RuleHit("entity", f"user.health.medication.{slug(what)}", f"The user takes {what.lower()}.",
+        return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"用户在服用{what}。", _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"The user takes {what.lower()}.",
                     _HEALTH_IMPORTANCE)]
 
 
@@ -76,9 +77,11 @@ def _cannot_eat(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     verb = m.group("verb")
     zh = bool(re.search(r"[\u4e00-\u9fff]", m.group()))
     subject = (f"用户的{who}" if who else "用户") if zh else (f"The user's {who}" if who else "The user")
-    return [RuleHit("constraint", f"{holder}.diet.{slug(what)}",
+    category: Category = "relationship" if who else "health"
+    about = whose(who, zh) if who else USER
+    return [RuleHit("constraint", category, f"{holder}.diet.{slug(what)}",
                     f"{subject}不能{verb}{what}。" if zh else f"{subject} can't {verb.lower()} {what}.",
-                    _HEALTH_IMPORTANCE)
+                    _HEALTH_IMPORTANCE, about)
             for what in _foods(m.group("what"))]
 
 
@@ -95,19 +98,19 @@ def _foods(said: str) -> list[str]:
 def _pregnancy(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     zh = re.search(r"[\u4e00-\u9fff]", m.group())
     text = "用户怀孕了。" if zh else "The user is pregnant."
-    return [RuleHit("entity", "user.health.pregnancy", text, _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", "health", "user.health.pregnancy", text, _HEALTH_IMPORTANCE)]
 
 
 def _condition(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     what = m.group("what")
     if re.search(r"[\u4e00-\u9fff]", what):
-        return [RuleHit("entity", f"user.health.{slug(what)}", f"用户有{what}。", _HEALTH_IMPORTANCE)]
+        return [RuleHit("entity", "health", f"user.health.{slug(what)}", f"用户有{what}。", _HEALTH_IMPORTANCE)]
     verb = "is" if re.fullmatch(_STATES, what, re.I) else "has"
-    return [RuleHit("entity", f"user.health.{slug(what)}", f"The user {verb} {what}.", _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", "health", f"user.health.{slug(what)}", f"The user {verb} {what}.", _HEALTH_IMPORTANCE)]
 
 
 def _mobility(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
-    return [RuleHit("entity", "user.health.mobility", "The user uses a wheelchair.", _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", "health", "user.health.mobility", "The user uses a wheelchair.", _HEALTH_IMPORTANCE)]
 
 
 HEALTH_RULES: list[tuple[re.Pattern[str], Rule]] = [
@@ -125,14 +128,14 @@ HEALTH_RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"\bI(?: take| am taking|'m taking|'m on| am on| have to take| need to take| inject| use)\s+"
                 rf"(?:(?:daily|regular|prescription|prescribed)\s+)?(?P<what>{_MEDICATIONS})\b", re.I), _medication),
     (re.compile(f"我(?:每天|一直|正在|在|长期)?(?:吃|服用|服|打|注射|用)(?P<what>{_ZH_MEDICATIONS})"), _medication),
-    (re.compile(r"\b(?:I|(?:my|our) (?P<who>\w+(?: [A-Z]\w+)?)) (?:can't|cannot|can not|mustn't|must not|shouldn't)"
+    (re.compile(r"\b(?:I|(?:my|our) (?P<who>" + CARE + r")) (?:can't|cannot|can not|mustn't|must not|shouldn't)"
                 r" (?:ever )?(?P<verb>eat|have|drink) (?P<what>[^.,;!?\n]+)", re.I), _cannot_eat),
-    (re.compile(r"我(?:的|家)?(?P<who>猫|狗|猫咪|狗狗|女儿|儿子|孩子|宝宝)?(?:不能|不可以|不许)(?P<verb>吃|喝)"
+    (re.compile(r"我(?:的|家)?(?P<who>" + ZH_CARE + r")?(?:不能|不可以|不许)(?P<verb>吃|喝)"
                 r"(?P<what>[^，。！？,.!?；;\s]{1,8}?)(?=$|[，。！？,.!?；;\s]|的东西)"), _cannot_eat),
-    (re.compile(r"\b(?:I|(?:my|our) (?P<who>\w+(?: [A-Z]\w+)?)) (?:has|have|'ve got|has got) an? "
+    (re.compile(r"\b(?:I|(?:my|our) (?P<who>" + CARE + r")) (?:has|have|'ve got|has got) an? "
                 r"(?:(?:severe|mild|bad|serious|slight|known|life-threatening|food)\s+){0,2}allerg(?:y|ies) to "
                 r"(?P<what>[^.;!?\n]+)", re.I), allergy),
-    (re.compile(r"\b(?:my|our) (?P<who>\w+(?: [A-Z]\w+)?) (?:has|has got) an? (?:(?:severe|mild|bad|serious)\s+)?"
+    (re.compile(r"\b(?:my|our) (?P<who>" + CARE + r") (?:has|has got) an? (?:(?:severe|mild|bad|serious)\s+)?"
                 r"(?P<what>[\w ]{2,30}?) allerg(?:y|ies)\b", re.I), allergy),
     (re.compile(r"\bI (?:have|'ve got|was diagnosed with|suffer from|live with) "
                 f"(?P<what>{_CONDITIONS})\\b", re.I), _condition),

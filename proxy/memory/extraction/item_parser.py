@@ -1,71 +1,49 @@
-"""Structured memory items: parsing the model's JSON (the rules live in ``rules``).
+"""Reading the extraction model's reply: JSON repaired, entries read through the memory schema.
 
 Pure functions, no I/O. ``parse_items`` turns whatever the extraction model
-returned into validated ``MemoryItem``s, or ``None`` when there is nothing to
-salvage — the caller then runs ``rule_extract`` over the same turns. Both see
-turns with injected ``<paperclip-memory>`` blocks removed, so a memory that
-Paperclip itself injected is never extracted again as a new one.
-
-Key convention (conflict detection depends on it; SPEC §5): a key names a slot,
-not a value — ``user.name``, ``user.nickname``, ``user.allergy.peanut``,
-``user.cat.allergy.peanut``, ``user.preference.spicy_food`` (a like and a later
-dislike of the same thing share it), ``user.card.8865``, ``user.order.a12345``,
-``user.deadline.delivery``, ``user.task.<slug>``, ``user.location.current``.
-A key the model left out is derived from type and a hash of the content, so it
-never collides with another fact by accident.
+returned into ``MemoryItem``s (``memory_schema``: the one declaration, and its
+tolerant normalisation), or ``None`` when there is nothing to salvage — the
+caller then runs ``rule_extract`` over the same turns. Both see turns with
+injected ``<paperclip-memory>`` blocks removed, so a memory that Paperclip
+itself injected is never extracted again as a new one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
+import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any
 
 import json_repair
+from pydantic import ValidationError
 
-MemoryType = Literal["entity", "preference", "event", "task", "constraint"]
-Source = Literal["user-stated", "inferred"]
+from ..memory_schema import REPLY_FIELD, MemoryItem
+
+log = logging.getLogger("paperclip.items")
 Turn = tuple[int, str, str]
-
-TYPES: frozenset[str] = frozenset({"entity", "preference", "event", "task", "constraint"})
-
-
-@dataclass(frozen=True)
-class MemoryItem:
-    """One self-contained fact about the user, as extracted (before storage)."""
-
-    type: MemoryType
-    content: str
-    key: str
-    importance: float = 0.5
-    confidence: float = 0.7
-    source: Source = "inferred"
-    expires_at: str | None = None
-    turns: tuple[int, ...] = ()
 
 
 # ---------------------------------------------------------------- parsing the model's output
 
 # The language tag is bounded: an unbounded one backtracks quadratically on an unclosed fence.
 _FENCE = re.compile(r"```[\w-]{0,20}[ \t]*\n?(.*?)```", re.S)
-_WRAPPERS = ("memories", "items", "memory", "facts", "results", "data")
+_WRAPPERS = (REPLY_FIELD, "items", "memory", "facts", "results", "data")
 _DECODER = json.JSONDecoder()
 _MAX_STARTS = 8
 
 
 def parse_items(raw: str) -> list[MemoryItem] | None:
-    """Validated items from the model's raw reply, or None when nothing usable is there.
+    """The items of the model's raw reply, or None when nothing usable is there.
 
     Repairs code fences, prose around the JSON, trailing commas, single quotes, a
-    single object instead of an array and ``{"memories": [...]}`` wrappers. Items
-    with an unknown type or no content are dropped; numbers are clamped to [0, 1].
-    An honest empty array gives ``[]`` (nothing to remember); a non-empty reply in
-    which no item survives gives None, so the rules get their chance. Never raises.
+    single object instead of an array and ``{"memories": [...]}`` wrappers (the
+    structured reply's own shape). Each entry is read through the schema, which
+    normalises a model's small deviations; only an entry with no content is
+    left out, and that is logged. An honest empty array gives ``[]`` (nothing to
+    remember); a non-empty reply in which no item survives gives None, so the
+    rules get their chance. Never raises.
     """
     try:
         entries = _entries(load_json(raw))
@@ -74,6 +52,8 @@ def parse_items(raw: str) -> list[MemoryItem] | None:
     if entries is None:
         return None
     items = [item for entry in entries if (item := _to_item(entry)) is not None]
+    if len(items) < len(entries):
+        log.info("extraction reply: %d of %d entries held no fact", len(entries) - len(items), len(entries))
     return items if items or not entries else None
 
 
@@ -117,61 +97,11 @@ def _entries(data: Any) -> list[Any] | None:
 def _to_item(entry: Any) -> MemoryItem | None:
     if not isinstance(entry, dict):
         return None
-    kind = str(entry.get("type", "")).strip().lower()
-    content = " ".join(str(entry.get("content") or "").split())
-    if kind not in TYPES or not content:
-        return None
-    return MemoryItem(
-        type=cast(MemoryType, kind),
-        content=content,
-        key=_clean_key(entry.get("key")) or derive_key(kind, content),
-        importance=_unit(entry.get("importance"), 0.5),
-        confidence=_unit(entry.get("confidence"), 0.7),
-        source=_source(entry.get("source")),
-        expires_at=_iso(entry.get("expires_at")),
-        turns=_turn_list(entry.get("turns")),
-    )
-
-
-def derive_key(kind: str, content: str) -> str:
-    """A key for an item the model gave none: unique to its content, so it conflicts with nothing."""
-    digest = hashlib.sha1(" ".join(content.lower().split()).encode()).hexdigest()[:10]
-    return f"user.{kind}.auto_{digest}"
-
-
-def _clean_key(value: Any) -> str:
-    text = re.sub(r"[\s-]+", "_", str(value or "").strip().lower())
-    text = re.sub(r"[^\w.]", "", text)
-    return re.sub(r"\.{2,}", ".", text).strip("._")
-
-
-def _unit(value: Any, default: float) -> float:
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return default
-    return default if math.isnan(number) else min(1.0, max(0.0, number))
-
-
-def _source(value: Any) -> Source:
-    text = re.sub(r"[\s_]+", "-", str(value or "").strip().lower())
-    return "user-stated" if text in {"user-stated", "stated", "user", "explicit"} else "inferred"
-
-
-def _iso(value: Any) -> str | None:
-    if not isinstance(value, str) or not value.strip():
+        item = MemoryItem.model_validate(entry)
+    except ValidationError:
         return None
-    try:
-        datetime.fromisoformat(value.strip())
-    except ValueError:
-        return None
-    return value.strip()
-
-
-def _turn_list(value: Any) -> tuple[int, ...]:
-    raw = value if isinstance(value, list) else [value]
-    found = {int(m) for v in raw if isinstance(v, int | str) for m in re.findall(r"\d+", str(v))}
-    return tuple(sorted(found))
+    return item if item.content else None
 
 
 # ---------------------------------------------------------------- transcripts

@@ -38,6 +38,7 @@ from .rule_patterns import (
     said_on,
     slug,
     third_person_object,
+    whose,
 )
 
 
@@ -46,9 +47,12 @@ def _named(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     who, value = m.group("who"), m.group("v")
     if value.split()[0].lower() in {"not", "a", "an", "the", "just", "so", "very", "really"}:
         return []
-    if re.search(r"[\u4e00-\u9fff]", who):
-        return [RuleHit("entity", f"user.{slug(who)}.name", f"用户的{who}叫{value}。", 0.7)]
-    return [RuleHit("entity", f"user.{slug(who)}.name", f"The user's {who.lower()} is called {value}.", 0.7)]
+    zh = bool(re.search(r"[\u4e00-\u9fff]", who))
+    about = whose(who, zh)
+    if zh:
+        return [RuleHit("entity", "relationship", f"user.{slug(who)}.name", f"用户的{who}叫{value}。", 0.7, about)]
+    return [RuleHit("entity", "relationship", f"user.{slug(who)}.name", f"The user's {who.lower()} is called {value}.",
+                    0.7, about)]
 
 
 def _habit(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
@@ -58,28 +62,30 @@ def _habit(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
         what = what.rstrip(ZH_PARTICLES)
         if not what or what[0] in "你他她它这那什":
             return []
-        return [RuleHit("preference", f"user.preference.{slug(what)}", f"用户{m.group().removeprefix('我')}。", 0.6)]
+        return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"用户{m.group().removeprefix('我')}。", 0.6)]
     phrase = " ".join(m.group().split()[1:])
     verb, _, rest = phrase.partition(" ")
-    return [RuleHit("preference", f"user.preference.{slug(what)}", f"The user {verb}s {rest}.", 0.6)]
+    return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"The user {verb}s {rest}.", 0.6)]
 
 
 def _reply_language(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"Please always answer in French", "From now on reply in German": the language the user wants back."""
-    return [RuleHit("entity", "user.language.reply", f"The user wants replies in {m.group('lang')}.", 0.8)]
+    return [RuleHit("entity", "identity", "user.language.reply", f"The user wants replies in {m.group('lang')}.", 0.8)]
 
 
 def _home(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """A home however it is said: a move, "now live in", an address. One slot, so a move supersedes it."""
+    if _WORKPLACE.search(s):
+        return []  # "I'm based in the Shanghai office", "our building's address is ...": not the user's home
     if address := m.groupdict().get("address"):
         where = address.strip().rstrip(",")
         if re.search(r"[\u4e00-\u9fff]", m.group()):
-            return [RuleHit("entity", "user.location.home", f"用户的地址是{where}。", 0.6)]
-        return [RuleHit("entity", "user.location.home", f"The user's home address is {where}.", 0.6)]
+            return [RuleHit("entity", "identity", "user.location.home", f"用户的地址是{where}。", 0.6)]
+        return [RuleHit("entity", "identity", "user.location.home", f"The user's home address is {where}.", 0.6)]
     place = m.group("place").strip().rstrip(",")
     if re.search(r"[\u4e00-\u9fff]", place):
-        return [RuleHit("entity", "user.location.home", f"用户住在{place}。", 0.6)]
-    return [RuleHit("entity", "user.location.home", f"The user lives in {place}.", 0.6)]
+        return [RuleHit("entity", "identity", "user.location.home", f"用户住在{place}。", 0.6)]
+    return [RuleHit("entity", "identity", "user.location.home", f"The user lives in {place}.", 0.6)]
 
 
 def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
@@ -88,17 +94,17 @@ def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     if not expiry(s, now):
         return []  # "I'm in Paris" with no time frame is too ambiguous to keep.
     if re.search(r"[\u4e00-\u9fff]", s):
-        return [RuleHit("event", "user.location.current", f"用户在{said_on(now)}说：“{s}”", 0.4)]
-    return [RuleHit("event", "user.location.current",
+        return [RuleHit("event", "plan", "user.location.current", f"用户在{said_on(now)}说：“{s}”", 0.4)]
+    return [RuleHit("event", "plan", "user.location.current",
                 f"On {said_on(now)} the user said they are in {place}: \"{s}\"", 0.4)]
 
 
 def _occupation(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     job = " ".join(first_group(m, "job", "job2").split())
     if re.search(r"[\u4e00-\u9fff]", job):
-        return [RuleHit("entity", "user.occupation", f"用户是{job}。", 0.7)]
+        return [RuleHit("entity", "identity", "user.occupation", f"用户是{job}。", 0.7)]
     article = "an" if job[:1].lower() in "aeiou" else "a"
-    return [RuleHit("entity", "user.occupation", f"The user is {article} {job.lower()}.", 0.7)]
+    return [RuleHit("entity", "identity", "user.occupation", f"The user is {article} {job.lower()}.", 0.7)]
 
 
 def _favourite(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
@@ -106,7 +112,7 @@ def _favourite(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     of, what = m.group("of").strip(), clause(m.group("what"))
     if not what or len(what.split()) > 5:
         return []
-    return [RuleHit("preference", f"user.preference.favorite_{slug(of)}",
+    return [RuleHit("preference", "preference", f"user.preference.favorite_{slug(of)}",
                     f"The user's favorite {of.lower()} is {third_person_object(what)}.", 0.6)]
 
 
@@ -115,7 +121,7 @@ def _gone_off(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     what = clause(first_group(m, "what", "what2"))
     if not what or len(what.split()) > 4 or what.split()[0].lower() in _NOT_A_TASTE:
         return []
-    return [RuleHit("preference", f"user.preference.{slug(what)}",
+    return [RuleHit("preference", "preference", f"user.preference.{slug(what)}",
                     f"The user no longer likes {third_person_object(what)}.", 0.6)]
 
 
@@ -124,11 +130,16 @@ def _switched(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     old, new = clause(m.group("old")), clause(m.group("new"))
     if not old or not new or len(new.split()) > 4 or len(old.split()) > 4:
         return []
-    return [RuleHit("preference", f"user.preference.{slug(old)}", f"The user has switched from {old} to {new}.", 0.6),
-            RuleHit("preference", f"user.preference.{slug(new)}", f"The user now prefers {new} (instead of {old}).",
+    return [RuleHit("preference", "preference", f"user.preference.{slug(old)}", f"The user has switched from {old} to {new}.", 0.6),
+            RuleHit("preference", "preference", f"user.preference.{slug(new)}", f"The user now prefers {new} (instead of {old}).",
                     0.6)]
 
 
+# A sentence about where the user works, not where they live.
+_WORKPLACE = re.compile(r"\b(?:office|offices|company|firm|employer|team|department|building|floor|campus"
+                        r"|headquarters|HQ|branch|factory|warehouse|store|shop|school|startup|workplace|coworking"
+                        r"|tower|suite|unit|room|wing|level|desk|lab|studio|site|business)\b"
+                        r"|公司|办公室|大楼|楼层|部门|单位|工厂|学校|\d+楼|[一二三四五六七八九十]+楼", re.I)
 _NOT_A_TASTE = frozenset({"it", "that", "this", "you", "him", "her", "them", "the", "what", "how"})
 _JOBS = (r"nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|midwife|vet|veterinarian|therapist"
          r"|teacher|professor|lecturer|tutor|student|lawyer|attorney|judge|accountant|engineer|software engineer"
@@ -146,8 +157,8 @@ def _language(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I'm a native Spanish speaker", "我的母语是粤语": the language the user thinks in."""
     lang = first_group(m, "lang", "lang2", "lang3")
     if re.search(r"[\u4e00-\u9fff]", lang):
-        return [RuleHit("entity", "user.language", f"用户的母语是{lang}。", 0.8)]
-    return [RuleHit("entity", "user.language", f"The user's native language is {lang}.", 0.8)]
+        return [RuleHit("entity", "identity", "user.language", f"用户的母语是{lang}。", 0.8)]
+    return [RuleHit("entity", "identity", "user.language", f"The user's native language is {lang}.", 0.8)]
 
 
 LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
@@ -156,13 +167,16 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
     # "My daughter Mia is 6", "our dog Rex loves walks": a name in apposition (not "my wife I think").
     (re.compile(rf"\b(?i:my|our) (?P<who>{_KIN}) (?P<v>(?!I\b)[A-Z][a-z][\w'-]*)(?=,? (?:is|was|has|loves|likes"
                 r"|turned|turns|can't|cannot|just|and|who|will|gets|needs)\b)"), _named),
+    # A move ("I moved to", "we relocated to"), never one said of a workplace (``_WORKPLACE``).
     (re.compile(r"\b(?i:(?:I|we)(?:'ve| have)? (?:just |recently |finally |now )?(?:relocated|moved) (?:to|into)) "
                 + _PLACE), _home),
     (re.compile(r"\b(?i:(?:I|we) (?:now |currently )?live in|I'm based in|I am based in) " + _PLACE), _home),
     (re.compile(r"\b(?i:my (?:new |home |current |delivery |shipping )?address is) (?P<address>\d[^.;!?\n]{4,80})"),
      _home),
     (re.compile(r"我(?:现在|目前|已经)?住在(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|[，。！？,.!?\s])"), _home),
-    (re.compile(r"我\w{0,4}?搬到了?(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|了|[，。！？,.!?\s])"), _home),
+    # 我搬到 / 我们家搬到, not 我们公司搬到了五楼 (the company's move).
+    (re.compile(r"我(?:们家|家)?(?:上周|上个月|上星期|去年|今年|前几天|已经|刚刚?|最近|现在|终于|才|也){0,3}搬到了?(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|了|[，。！？,.!?\s])"),
+     _home),
     (re.compile(r"\bI(?:'m| am) (?:currently |staying |traveling |travelling )?(?:in|at) "
                 r"(?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
     (re.compile(r"(?:这周|本周|这几天|今天|明天|这个周末)我?(?:在|去)(?P<place>[\u4e00-\u9fff]{2,6}?)"

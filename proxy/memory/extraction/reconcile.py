@@ -14,11 +14,12 @@ superseded item came from when the extraction gave no turn numbers.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..lifecycle import Decision, ExistingItem, Vector, cosine, decide, slot_members
-from .item_parser import MemoryItem, load_json
+from ..memory_schema import MemoryItem
+from .item_parser import load_json
 
 Verdict = Literal["merge", "supersede", "add"]
 VERDICTS: frozenset[str] = frozenset({"merge", "supersede", "add"})
@@ -63,7 +64,7 @@ def fold_batch(items: Sequence[MemoryItem], vectors: Sequence[Vector], dedup_cos
     kept: list[tuple[MemoryItem, Vector]] = []
     dropped: set[int] = set()
     for item, vector in zip(items, vectors, strict=True):
-        known = [ExistingItem(str(i), k.key, k.content, v) for i, (k, v) in enumerate(kept)]
+        known = [ExistingItem(str(i), k.key, k.content, v, about=k.about) for i, (k, v) in enumerate(kept)]
         decision = decide(item, vector, known, dedup_cosine)
         targets = [int(t) for t in decision.target_ids]
         if decision.action == "merge":
@@ -78,12 +79,11 @@ def fold_batch(items: Sequence[MemoryItem], vectors: Sequence[Vector], dedup_cos
 
 
 def _joined(first: MemoryItem, again: MemoryItem) -> MemoryItem:
-    return replace(
-        first,
-        importance=max(first.importance, again.importance),
-        confidence=max(first.confidence, again.confidence),
-        turns=tuple(sorted({*first.turns, *again.turns})),
-    )
+    return first.model_copy(update={
+        "importance": max(first.importance, again.importance),
+        "confidence": max(first.confidence, again.confidence),
+        "turns": tuple(sorted({*first.turns, *again.turns})),
+    })
 
 
 def slot_family(key: str) -> str | None:

@@ -18,8 +18,8 @@ import numpy as np
 from ...store.interface import Items
 from ...store.records import ItemRow, ItemWrite, NewItem
 from ..lifecycle import Decision, ExistingItem, decide, expiry_epoch, slot_members
+from ..memory_schema import MemoryItem
 from ..search.bm25 import tokenize
-from .item_parser import MemoryItem
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 
@@ -57,7 +57,7 @@ async def remember(
         vector = (await embed([item.content]))[0]
 
     def choose(existing: list[tuple[ItemRow, np.ndarray]]) -> ItemWrite:
-        known = [ExistingItem(str(r.id), r.key, r.content, v, r.status) for r, v in existing]
+        known = [ExistingItem.of(r, v) for r, v in existing]
         if planned is not None and _still_holds(planned.decision, item, known):
             decision, extra = planned.decision, planned.suppress
         else:
@@ -94,6 +94,9 @@ def new_item(item: MemoryItem, fragment_hashes: Sequence[str] = ()) -> NewItem:
     """The row of a new item: its BM25 terms and comparable expiry computed here, above the store."""
     return NewItem(
         type=item.type,
+        category=item.category,
+        standing=item.standing,
+        about=item.about,
         key=item.key,
         content=item.content,
         terms=" ".join(tokenize(item.content)),

@@ -15,15 +15,20 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from ..memory_schema import USER, Category, MemoryType
 from .activities import CANON as _ACTIVITY_CANON
-from .item_parser import MemoryType
 
 
 class RuleHit(NamedTuple):
+    """One fact a rule read, in the memory schema's terms (``memory_schema``)."""
+
     type: MemoryType
+    category: Category
     key: str
     content: str
     importance: float
+    about: str = USER  # who it is about: the user, or someone in their care as the user named them
+    standing: bool | None = None  # None: the category's default (``memory_schema.STANDS_BY_DEFAULT``)
 
 
 Rule = Callable[[re.Match[str], str, datetime], list[RuleHit]]
@@ -97,10 +102,10 @@ def _name(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     if value.split()[0].lower() in {"not", "a", "an", "the", "just", "back", "later", "now", "when"}:
         return []
     if m.group().startswith("我"):
-        return [RuleHit("entity", "user.name", f"用户的名字是{value}。", 0.8)]
+        return [RuleHit("entity", "identity", "user.name", f"用户的名字是{value}。", 0.8)]
     if m.group().lower().startswith("call"):
-        return [RuleHit("entity", "user.nickname", f"The user wants to be called {value}.", 0.8)]
-    return [RuleHit("entity", "user.name", f"The user's name is {value}.", 0.8)]
+        return [RuleHit("entity", "identity", "user.nickname", f"The user wants to be called {value}.", 0.8)]
+    return [RuleHit("entity", "identity", "user.name", f"The user's name is {value}.", 0.8)]
 
 
 # Words that fill the object slot without naming an allergen ("a severe allergy").
@@ -125,11 +130,19 @@ def _one_allergy(m: re.Match[str], who: str, what: str) -> RuleHit | None:
     if not what or what.endswith("不") or len(what.split()) > 3 or what.lower() in _VAGUE:
         return None
     holder = f"user.{slug(who)}" if who else "user"
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+    zh = bool(re.search(r"[\u4e00-\u9fff]", m.group()))
+    if zh:
         text = f"用户的{who}对{what}过敏。" if who else f"用户对{what}过敏。"
     else:
         text = f"The user's {who} is allergic to {what}." if who else f"The user is allergic to {what}."
-    return RuleHit("entity", f"{holder}.allergy.{slug(what)}", text, 0.9)
+    if not who:
+        return RuleHit("entity", "health", f"{holder}.allergy.{slug(what)}", text, 0.9)
+    return RuleHit("entity", "relationship", f"{holder}.allergy.{slug(what)}", text, 0.9, whose(who, zh))
+
+
+def whose(who: str, zh: bool) -> str:
+    """``about`` of a fact about someone in the user's life, as the user named them ("the user's cat")."""
+    return f"用户的{who}" if zh else f"the user's {who}"
 
 
 def _third_person(verb: str) -> str:
@@ -148,11 +161,11 @@ def _preference(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
         if not what or what[0] in "你他她它这那死":
             return []
         phrase = re.sub(r"^我", "", m.group()).rstrip(ZH_PARTICLES)
-        return [RuleHit("preference", f"user.preference.{slug(what)}", f"用户{phrase}。", 0.6)]
+        return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"用户{phrase}。", 0.6)]
     if not what or len(what.split()) > 5 or _REFERENTS.search(what.lower()):
         return []
     verb = _third_person(m.group("verb"))
-    return [RuleHit("preference", f"user.preference.{slug(what)}", f"The user {verb} {third_person_object(what)}.", 0.6)]
+    return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"The user {verb} {third_person_object(what)}.", 0.6)]
 
 
 _FIRST_PERSON = {"my": "their", "me": "them", "myself": "themself", "mine": "theirs"}
@@ -186,10 +199,12 @@ def _topic(s: str) -> str:
 def _deadline(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     mine = re.search(r"\bI (?:must|have to|need to|should|'ve got to)\b|我[^，。]{0,8}?(?:必须|一定要|得|需要)", s)
     kind: MemoryType = "task" if mine else "constraint"
+    # A deadline stands until it passes (``expiry``): what the user must get done shapes their plans.
     if re.search(r"[\u4e00-\u9fff]", s):
-        return [RuleHit(kind, f"user.deadline.{_topic(s)}", f"用户在{said_on(now)}提出的期限：“{s}”", 0.8)]
-    return [RuleHit(kind, f"user.deadline.{_topic(s)}",
-                f'The user stated a deadline on {said_on(now)}: "{s}"', 0.8)]
+        return [RuleHit(kind, "plan", f"user.deadline.{_topic(s)}", f"用户在{said_on(now)}提出的期限：“{s}”", 0.8,
+                        standing=True)]
+    return [RuleHit(kind, "plan", f"user.deadline.{_topic(s)}",
+                f'The user stated a deadline on {said_on(now)}: "{s}"', 0.8, standing=True)]
 
 
 def _card(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
@@ -197,9 +212,9 @@ def _card(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     if re.search(r"[\u4e00-\u9fff]", m.group()):
         if "卡" not in s or re.search("手机|电话", s):  # 尾号 also ends phone numbers
             return []
-        return [RuleHit("entity", f"user.card.{digits}", f"用户的卡尾号为{digits}。", 0.6)]
+        return [RuleHit("entity", "identifier", f"user.card.{digits}", f"用户的卡尾号为{digits}。", 0.6)]
     noun = " ".join((m.groupdict().get("noun") or "card").split())
-    return [RuleHit("entity", f"user.card.{digits}", f"The user's {noun} ends in {digits}.", 0.6)]
+    return [RuleHit("entity", "identifier", f"user.card.{digits}", f"The user's {noun} ends in {digits}.", 0.6)]
 
 
 def _order(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
@@ -208,8 +223,8 @@ def _order(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
         return []
     key = f"user.order.{ident.lstrip('#').lower()}"
     if m.group().startswith("订单"):
-        return [RuleHit("entity", key, f"用户的订单号是{ident}。", 0.6)]
-    return [RuleHit("entity", key, f"The user's order number is {ident}.", 0.6)]
+        return [RuleHit("entity", "identifier", key, f"用户的订单号是{ident}。", 0.6)]
+    return [RuleHit("entity", "identifier", key, f"The user's order number is {ident}.", 0.6)]
 
 
 def remind(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
@@ -218,10 +233,10 @@ def remind(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
         what = re.sub(r"^一下", "", what).rstrip("吗吧呢啊。，,")
         if not what:
             return []
-        return [RuleHit("task", f"user.task.{slug(what)[:24]}", f"用户要求提醒：{what}。", 0.7)]
+        return [RuleHit("task", "task", f"user.task.{slug(what)[:24]}", f"用户要求提醒：{what}。", 0.7)]
     what = clause(what)
     words = [w for w in re.findall(r"[a-z0-9]+", what.lower()) if w not in _STOP]
-    return [RuleHit("task", f"user.task.{'_'.join(words[:4]) or slug(what)}",
+    return [RuleHit("task", "task", f"user.task.{'_'.join(words[:4]) or slug(what)}",
                 f"The user asked to be reminded {m.group('prep')} {what}.", 0.7)]
 
 
@@ -233,8 +248,13 @@ _TEMPORARY = [(re.compile(r"\b(?:today|tonight)\b|今天|今晚", re.I), 1),
 
 
 def expiry(sentence: str, now: datetime) -> str | None:
-    days = next((d for rx, d in _TEMPORARY if rx.search(sentence)), None)
+    days = lasts_days(sentence)
     return None if days is None else (now + timedelta(days=days)).isoformat()
+
+
+def lasts_days(sentence: str) -> int | None:
+    """How many days a temporary statement stays true ("today": 1, "this week": 7), None when it is not one."""
+    return next((d for rx, d in _TEMPORARY if rx.search(sentence)), None)
 
 
 _DATE = (r"(?:(?:next |this )?(?:mon|tues|wednes|thurs|fri|satur|sun)day|tomorrow|tonight|today"
@@ -248,17 +268,23 @@ NAME_ZH = r"(?P<v>(?![了过着你他她它])[\u4e00-\u9fff·]{2,4}?(?=$|[\s，�
 _OBJ = r"(?P<what>[^.,;!?\n]+)"
 _ZH_OBJ = f"(?P<what>{_ZH_END}{{1,10}})"
 ZH_KIN = "猫|狗|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公|妈妈|爸爸|母亲|父亲|朋友"
+# Those in the user's care, the only others whose health the rules read ("my dog", "our son Leo"):
+# not a friend, a colleague, the office or the company.
+CARE = (r"(?:dog|cat|puppy|kitten|pet|bird|parrot|budgie|rabbit|bunny|hamster|guinea pig|ferret|turtle|tortoise"
+        r"|lizard|snake|fish|goldfish|horse|pony|son|daughter|kid|kids|child|children|baby|toddler|twins|wife"
+        r"|husband|partner)(?: [A-Z][\w'-]*)?")
+ZH_CARE = "猫咪|狗狗|猫|狗|鹦鹉|兔子|仓鼠|宠物|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公"
 ZH_ADV = "(?:现在|已经|从此|以后|也|还|很|非常|特别|超级|最|挺|比较|真的|一直)?"
 
 RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"\b(?i:my name is) " + NAME_EN), _name),
     (re.compile(r"\b(?i:call me) (?P<v>[A-Z][\w'-]*)"), _name),
     (re.compile(r"(?:我叫|我名叫|我的名字(?:是|叫))" + NAME_ZH), _name),
-    (re.compile(r"\b(?:I'm|I am|Im|my (?P<who>\w+(?: \w+)?)(?: is| are|'s)) (?:(?:very|severely|mildly"
+    (re.compile(r"\b(?:I'm|I am|Im|(?:my|our) (?P<who>" + CARE + r")(?: is| are|'s)) (?:(?:very|severely|mildly"
                 r"|extremely|seriously|really|also|deathly|highly) ){0,2}allergic to (?P<what>[^.;!?\n]+)", re.I),
      allergy),
     (re.compile(r"\bI have an? (?:severe |mild )?(?P<what>[\w ]{2,30}?) allerg(?:y|ies)\b", re.I), allergy),
-    (re.compile(r"我(?:的)?(?P<who>" + ZH_KIN + r")?(?:也|都|有点|非常|很)?对"
+    (re.compile(r"我(?:的|家)?(?P<who>" + ZH_CARE + r")?(?:也|都|有点|非常|很)?对"
                 r"(?P<what>[^，。！？,.!?；;\s]{1,12}?)(?:有点|非常|很|严重|也)?过敏"), allergy),
     (re.compile(r"\bI(?:'ve| have)? (?:really |also |absolutely |just |do |still |always )?(?P<verb>love|like"
                 r"|enjoy|prefer|adore|hate|dislike|can't stand|cannot stand|don't like|do not like|don't eat"

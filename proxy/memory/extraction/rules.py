@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from datetime import datetime
 
+from ..memory_schema import STANDS_BY_DEFAULT, MemoryItem
 from .activity_patterns import ACTIVITY_RULES
 from .health_patterns import HEALTH_RULES
-from .item_parser import MemoryItem, Turn, strip_blocks
+from .item_parser import Turn, strip_blocks
 from .life_patterns import LIFE_RULES
-from .rule_patterns import RULES, RuleHit, expiry, remind
+from .rule_patterns import RULES, RuleHit, expiry, lasts_days, remind
+
+SHORT_DAYS = 2  # a task or deadline of today or tomorrow is of the moment: it does not stand
 
 _ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES, *ACTIVITY_RULES]
 
@@ -61,9 +63,15 @@ def _hits(sentence: str, now: datetime) -> Iterator[RuleHit]:
 
 def _item(hit: RuleHit, index: int, sentence: str, now: datetime) -> MemoryItem:
     temporary = hit.type in {"event", "task", "constraint"}
-    return MemoryItem(type=hit.type, content=hit.content, key=hit.key, importance=hit.importance,
-                      confidence=0.9, source="user-stated",
-                      expires_at=expiry(sentence, now) if temporary else None, turns=(index,))
+    expires = expiry(sentence, now) if temporary else None
+    stands = STANDS_BY_DEFAULT[hit.category] if hit.standing is None else hit.standing
+    # Said for now ("this week", "今天"), a fact is of the moment; a task or a deadline is by nature
+    # for a while, and stands until its expiry — unless that is today or tomorrow.
+    days = lasts_days(sentence) if expires else None
+    moment = days is not None and (hit.category not in ("task", "plan") or days <= SHORT_DAYS)
+    return MemoryItem(type=hit.type, category=hit.category, standing=stands and not moment,
+                      content=hit.content, key=hit.key, about=hit.about, importance=hit.importance,
+                      confidence=0.9, source="user-stated", expires_at=expires, turns=(index,))
 
 
 def _append(items: list[MemoryItem], item: MemoryItem) -> None:
@@ -71,6 +79,6 @@ def _append(items: list[MemoryItem], item: MemoryItem) -> None:
     # in order, so the newest value of a slot is always the last one.
     last = next((i for i in reversed(range(len(items))) if items[i].key == item.key), None)
     if last is not None and items[last].content == item.content:
-        items[last] = replace(items[last], turns=tuple(sorted({*items[last].turns, *item.turns})))
+        items[last] = items[last].with_turns((*items[last].turns, *item.turns))
     else:
         items.append(item)

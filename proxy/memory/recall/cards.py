@@ -6,12 +6,14 @@ are never indexed or extracted again: change the markers in both places.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ...tokens import TokenCounter
+from ..memory_schema import TYPES, USER
 
 CardKind = Literal["fragment", "entity", "preference", "event", "task", "constraint"]
 CardSource = Literal["user said", "assistant said", "inferred"]
@@ -54,6 +56,7 @@ class Card:
     date: str | None
     text: str
     id: str
+    about: str | None = None  # who an item is about when it is not the user ("the user's cat")
 
     @property
     def hit_ids(self) -> tuple[str, ...]:
@@ -75,10 +78,48 @@ def render_card(card: Card) -> str:
     lines = [ln.rstrip() for ln in _defuse(card.text).strip().splitlines() if ln.strip()]
     if card.kind == "fragment":
         return "\n".join([f"[{card.date or FRAGMENT_LABEL}]", *lines])
-    header = "[" + " · ".join(p for p in (card.kind, card.source, card.date) if p) + "]"
+    header = "[" + " · ".join(p for p in (card.kind, *_said(card), card.date) if p) + "]"
     if len(lines) <= 1:
         return f"{header} {lines[0] if lines else ''}".rstrip()
     return "\n".join([header, *("  " + ln for ln in lines)])
+
+
+def _said(card: Card) -> tuple[str, ...]:
+    # A fact about someone else says whom it is about instead of "user said", which would read as
+    # the user speaking of themself; an inference stays marked as one.
+    if card.about is None:
+        return (card.source,)
+    about = "about " + _defuse(" ".join(card.about.split())).replace("]", ")")
+    return (about,) if card.source == "user said" else (about, card.source)
+
+
+class ItemFacts(Protocol):
+    """What an item's card reads of a stored item (``store``'s item row has these fields)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def about(self) -> str: ...
+    @property
+    def created(self) -> float: ...
+
+
+_ITEM_KINDS: frozenset[str] = frozenset(TYPES)
+
+
+def item_card(item: ItemFacts) -> Card:
+    """A memory item as a card: its type, whom it is about or who said it, the day it was first recorded."""
+    said: CardSource = "user said" if item.source == "user-stated" else "inferred"
+    kind: CardKind = item.type if item.type in _ITEM_KINDS else "entity"  # type: ignore[assignment]
+    day = dt.datetime.fromtimestamp(item.created, dt.UTC).strftime("%Y-%m-%d")
+    about = None if item.about == USER else item.about
+    return Card(kind, said, day, item.content, f"i{item.id}", about)  # the id recall gives an item's hit
 
 
 def render_block(cards: Iterable[Card]) -> str:

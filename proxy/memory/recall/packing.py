@@ -16,6 +16,7 @@ from .cards import (
     Card,
     CardSource,
     card_cost,
+    item_card,
     pack,
     render_block,
     render_card,
@@ -248,9 +249,7 @@ def _source(hit: Hit) -> CardSource:
 
 def card_of(hit: Hit) -> Card:
     if hit.item is not None:
-        item = hit.item
-        said: CardSource = "user said" if item.source == "user-stated" else "inferred"
-        return Card(item.type, said, day_of(item.created), item.content, hit.id)  # type: ignore[arg-type]
+        return replace(item_card(hit.item), id=hit.id)
     return Card("fragment", _source(hit), day_of(_created(hit)), _line(hit.fragment), hit.id)
 
 

@@ -1,15 +1,11 @@
 """The profile: a user's standing facts, leading the memory block on every request (SPEC §5).
 
 Pure: the items and ``now`` come in, cards go out; no store, no clock. A
-standing fact is an active, unexpired item the user stated (not one inferred)
-of at least ``MIN_IMPORTANCE`` in one of four kinds, rendered in this order:
-
-1. health and safety — allergies (the user's or someone in their care), diet,
-   pregnancy, medication, conditions;
-2. identity — name, nickname, language, home, pronouns, occupation, and the
-   names of the people and pets in the user's life;
-3. durable preferences — every ``preference`` item;
-4. open tasks and deadlines.
+standing fact is an active, unexpired item whose ``standing`` is true — what
+the extraction model (or the rules, or the user by hand) said should shape
+every answer, read from the memory schema and never from the text of a key.
+The cards are grouped by ``category`` in the schema's order (health first,
+then identity, the people in the user's life, lasting preferences, …).
 
 Which facts make the budget is decided by importance × recency
 (``importance · 2^(-age / HALF_LIFE_DAYS)``). Every item decays at the same
@@ -23,9 +19,7 @@ fact changes it. Dates on cards are creation dates, which a merge never moves.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import math
-import re
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,51 +27,28 @@ from typing import Protocol
 from ...config import Memory
 from ...tokens import TokenCounter
 from ..lifecycle import expiry_moment, is_expired
-from .cards import Card, CardKind, CardSource, render_block, render_card
+from ..memory_schema import CATEGORIES
+from .cards import Card, ItemFacts, item_card, render_block, render_card
 
-MIN_IMPORTANCE = 0.5
-# Only what the user said of themself stands: an inference may be wrong, and the profile is never questioned.
-STATED = "user-stated"
 HALF_LIFE_DAYS = 180.0
 # No card fits in less room than this; past this many standing facts none would make the budget.
 MIN_CARD_TOKENS = 8
 SCAN_LIMIT = 40
 
-KINDS = ("health", "identity", "preference", "task")
 
-_HEALTH = re.compile(
-    r"(?:^|\.)(?:allerg\w*|diet\w*|vegetarian|vegan|halal|kosher|health|medical|medications?"
-    r"|pregnan\w*|intoleran\w*|conditions?|disabilit\w*)(?:\.|_|$)"
-)
-_IDENTITY = re.compile(
-    r"^user\.(?:name|nickname|language|pronouns|occupation|job|location\.home|home)(?:\.|$)"
-    r"|^user\.\w+\.(?:name|nickname)$"  # the names of the people and pets in the user's life
-)
-_TASK = re.compile(r"^user\.(?:task|deadline|reminder)s?(?:\.|$)")
-_CARD_KINDS: frozenset[str] = frozenset({"entity", "preference", "event", "task", "constraint"})
-
-
-class Fact(Protocol):
-    """What the profile reads of a stored item (``store``'s item row has these fields)."""
+class Fact(ItemFacts, Protocol):
+    """What the profile reads of a stored item, besides its card's fields (``store``'s item row has these)."""
 
     @property
-    def id(self) -> int: ...
+    def category(self) -> str: ...
     @property
-    def type(self) -> str: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def content(self) -> str: ...
+    def standing(self) -> bool: ...
     @property
     def importance(self) -> float: ...
-    @property
-    def source(self) -> str: ...
     @property
     def expires_at(self) -> str | None: ...
     @property
     def status(self) -> str: ...
-    @property
-    def created(self) -> float: ...
     @property
     def updated(self) -> float: ...
 
@@ -94,36 +65,14 @@ class Profile:
 EMPTY = Profile((), frozenset(), 0)
 
 
-def kind_of(fact: Fact) -> str | None:
-    """Which kind of standing fact an item is, or None when it is not one."""
-    return _kind(fact.key, fact.type)
-
-
-@functools.lru_cache(maxsize=16_384)
-def _kind(key: str, type: str) -> str | None:
-    key = key.lower()
-    if _HEALTH.search(key):
-        return "health"
-    if _IDENTITY.search(key):
-        return "identity"
-    if type == "preference":
-        return "preference"
-    if type == "task" or _TASK.search(key):
-        return "task"
-    return None
+def group_of(fact: Fact) -> int:
+    """Where a standing fact's card goes in the profile: its category's place in the schema."""
+    return CATEGORIES.index(fact.category) if fact.category in CATEGORIES else len(CATEGORIES)
 
 
 def standing(facts: Iterable[Fact], now: dt.datetime) -> list[Fact]:
     """The standing facts among ``facts``, best first by importance × recency (ties: oldest id)."""
-    live = [
-        f
-        for f in facts
-        if f.status == "active"
-        and f.source == STATED
-        and f.importance >= MIN_IMPORTANCE
-        and kind_of(f) is not None
-        and not is_expired(f.expires_at, now)
-    ]
+    live = [f for f in facts if f.standing and f.status == "active" and not is_expired(f.expires_at, now)]
     return sorted(live, key=lambda f: (-rank_key(f), f.id))
 
 
@@ -135,28 +84,31 @@ def rank_key(fact: Fact) -> float:
 def select_profile(
     facts: Iterable[Fact], now: dt.datetime, counter: TokenCounter, budget_tokens: int
 ) -> Profile:
-    """The best standing facts whose cards fit ``budget_tokens``, one per key, grouped by kind.
+    """The best standing facts whose cards fit ``budget_tokens``, grouped by category.
+
+    Two active facts of one key are two facts (a changed value supersedes the
+    old one when it is stored, ``lifecycle.decide``): both may stand.
 
     A fact that does not fit whole is skipped for a shorter one after it:
     a standing fact cut in half could say the opposite of the whole.
     """
     chosen: list[tuple[Fact, Card, int]] = []
-    keys: set[str] = set()
+    said: set[str] = set()
     used = 0
     for fact in standing(facts, now)[:SCAN_LIMIT]:
         if budget_tokens - used < MIN_CARD_TOKENS:
             break
-        if fact.key in keys:
+        if fact.content in said:  # the same words kept twice: one card
             continue
         card = item_card(fact)
         cost = counter.text(render_card(card) + "\n")
         if used + cost > budget_tokens:
             continue
         chosen.append((fact, card, cost))
-        keys.add(fact.key)
+        said.add(fact.content)
         used += cost
     order = {f.id: i for i, (f, _, _) in enumerate(chosen)}
-    chosen.sort(key=lambda c: (KINDS.index(kind_of(c[0]) or "task"), order[c[0].id]))
+    chosen.sort(key=lambda c: (group_of(c[0]), order[c[0].id]))
     return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used)
 
 
@@ -219,12 +171,3 @@ def _expiries_around(facts: Iterable[Fact], now: dt.datetime) -> tuple[dt.dateti
         else:
             until = moment if until is None else min(until, moment)
     return since, until
-
-
-def item_card(fact: Fact) -> Card:
-    """A memory item as a card: its type, who said it, the day it was first recorded."""
-    said: CardSource = "user said" if fact.source == "user-stated" else "inferred"
-    kind: CardKind = fact.type if fact.type in _CARD_KINDS else "entity"  # type: ignore[assignment]
-    day = dt.datetime.fromtimestamp(fact.created, dt.UTC).strftime("%Y-%m-%d")
-    return Card(kind, said, day, fact.content, f"i{fact.id}")  # the id recall gives an item's hit
-

@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse, Response
 
 from ...errors import BadRequest, NotFound
 from ...memory.curation.memory_admin import Found, MemoryAdmin
-from ...memory.extraction.item_parser import TYPES
+from ...memory.memory_schema import TYPES
 from ...tenancy import Tenant
 from ..jsonbody import parse_json
 from .admin_call import AdminCall

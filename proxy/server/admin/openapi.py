@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...memory.memory_schema import CATEGORIES, TYPES
+
 Schema = dict[str, Any]
 
 
@@ -39,18 +41,20 @@ SCHEMAS: dict[str, Schema] = {
     )),
     "Memory": _obj(
         ["id", "type", "key", "content", "importance", "status", "created", "updated"],
-        id=_INT, session=_NSTR, type={"enum": ["entity", "preference", "event", "task", "constraint"]},
-        key=_STR, content=_STR, importance=_NUM, confidence=_NUM, source=_STR, expires_at=_NSTR,
+        id=_INT, session=_NSTR, type={"enum": list(TYPES)}, category={"enum": list(CATEGORIES)},
+        standing=_BOOL, about=_STR, key=_STR, content=_STR, importance=_NUM, confidence=_NUM, source=_STR, expires_at=_NSTR,
         status={"enum": ["active", "superseded", "archived"]}, superseded_by=_NINT,
         turns={"type": "array", "items": _INT}, seen_count=_INT, access_count=_INT,
         last_access=_NNUM, created=_NUM, updated=_NUM,
         score=_NUM, vector=_NNUM, bm25=_NNUM,
     ),
     "MemoryInput": {**_obj(
-        ["content"], content=_STR, type=_STR, key=_STR, importance=_NUM, expires_at=_NSTR,
+        ["content"], content=_STR, type=_STR, category={"enum": list(CATEGORIES)}, standing=_BOOL, about=_STR,
+        key=_STR, importance=_NUM, expires_at=_NSTR,
     ), "additionalProperties": False},
     "MemoryPatch": {**_obj(
-        [], content=_STR, type=_STR, importance=_NUM, expires_at=_NSTR,
+        [], content=_STR, type=_STR, category={"enum": list(CATEGORIES)}, standing=_BOOL, importance=_NUM,
+        expires_at=_NSTR,
     ), "additionalProperties": False, "minProperties": 1},
     "Added": _obj(["action", "item", "superseded"], action={"enum": ["added", "merged", "superseded"]},
                   item=_ref("Memory"), superseded={"type": "array", "items": _INT}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -9,15 +10,15 @@ from starlette.responses import Response
 
 from ...errors import BadRequest, NotFound
 from ...memory.curation.memory_admin import MemoryAdmin
-from ...memory.extraction.item_parser import TYPES
+from ...memory.memory_schema import TYPES
+from ...memory.recall.profile import profile_of
+from ...tokens import TokenCounter
 from ..admin.admin_call import memory_admin
 from ..admin.pagination import page_ask
 from .page_guard import Page
 from .pyramid import pyramid
 
 PAGE_ROWS = 50
-PROFILE_IMPORTANCE = 0.7
-PROFILE_ROWS = 12
 STATUSES = ("active", "superseded", "archived", "all")
 
 
@@ -52,7 +53,7 @@ async def user_page(page: Page) -> Response:
     traces = await admin.store.traces.recent(page.tenant, user=user, limit=10)
     return page.render(
         "user.html", user=user, memories=memories, more=more, query=query, kind=kind, status=status,
-        types=sorted(TYPES), statuses=STATUSES, profile=await _profile(admin, page.tenant, user),
+        types=sorted(TYPES), statuses=STATUSES, profile=await _profile(page, admin, user),
         sessions=sessions, traces=traces,
     )
 
@@ -104,10 +105,12 @@ async def trace_page(page: Page) -> Response:
     return page.render("trace.html", trace=data, candidates=candidates)
 
 
-async def _profile(admin: MemoryAdmin, tenant: str, user: str) -> list[dict[str, Any]]:
-    """The standing facts: the user's active items of high importance, most important first."""
-    rows = await admin.store.listings.important(tenant, user, PROFILE_IMPORTANCE, PROFILE_ROWS)
-    return [r.public() for r in rows]
+async def _profile(page: Page, admin: MemoryAdmin, user: str) -> list[dict[str, Any]]:
+    """The standing facts that lead the user's memory block, as the next request would get them."""
+    rows = {r.id: r for r in await admin.items(page.tenant, user)}
+    mem = page.grant.tenant.settings.memory
+    profile = profile_of(rows.values(), mem, TokenCounter(), dt.datetime.now(dt.UTC))
+    return [rows[int(c.id[1:])].public() for c in profile.cards]
 
 
 def _admin(page: Page) -> MemoryAdmin:

@@ -51,10 +51,12 @@ class PgItemStore:
                 )
                 return choice, choice.merge_into
             cur = await conn.execute(
-                'INSERT INTO items (tenant, "user", session, type, key, content, terms, importance,'
-                " confidence, source, expires_at, expires, turns, fragment_hashes, created, updated, embedding)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                (tenant, user, session, item.type, item.key, item.content, item.terms,
+                'INSERT INTO items (tenant, "user", session, type, category, standing, about, key, content, terms,'
+                " importance, confidence, source, expires_at, expires, turns, fragment_hashes, created, updated,"
+                " embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s) RETURNING id",
+                (tenant, user, session, item.type, item.category, int(item.standing), item.about, item.key,
+                 item.content, item.terms,
                  item.importance, item.confidence, item.source, item.expires_at, item.expires,
                  json.dumps(list(item.turns)), json.dumps(list(item.fragment_hashes)), now, now,
                  np.asarray(vector, dtype=np.float32)),

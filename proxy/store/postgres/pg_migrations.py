@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..legacy_schema import legacy_schema
 from . import pg_vectors
 from .pg_item_history import item_history
 
@@ -228,6 +229,23 @@ async def m012_no_hnsw_on_fragments(conn: PgConnection) -> None:
     await conn.execute("DROP INDEX IF EXISTS fragments_embedding")
 
 
+async def m013_item_schema(conn: PgConnection) -> None:
+    # SQLite's m012: every item's category, standing and about, read for old rows from key and type.
+    await _script(conn, """
+        ALTER TABLE items ADD COLUMN category TEXT NOT NULL DEFAULT 'other';
+        ALTER TABLE items ADD COLUMN standing INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE items ADD COLUMN about TEXT NOT NULL DEFAULT 'user'
+    """)
+    cur = await conn.execute("SELECT id, key, type, source, importance FROM items")
+    rows = await cur.fetchall()
+    filled = [legacy_schema(r[1], r[2], r[3], float(r[4])) for r in rows]
+    async with conn.cursor() as update:
+        await update.executemany(
+            "UPDATE items SET category = %s, standing = %s, about = %s WHERE id = %s",
+            [(f.category, int(f.standing), f.about, r[0]) for f, r in zip(filled, rows, strict=True)],
+        )
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -241,6 +259,7 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("010_hashed_generation_keys", m010_hashed_generation_keys),
     ("011_response_sessions", m011_response_sessions),
     ("012_no_hnsw_on_fragments", m012_no_hnsw_on_fragments),
+    ("013_item_schema", m013_item_schema),
 ]
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:

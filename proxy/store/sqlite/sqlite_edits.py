@@ -43,7 +43,7 @@ ITEM_TRIGGERS = (
 )
 
 
-EDITABLE = ("content", "terms", "type", "importance", "expires_at", "expires")
+EDITABLE = ("content", "terms", "type", "category", "standing", "importance", "expires_at", "expires")
 
 
 class ItemEdits:

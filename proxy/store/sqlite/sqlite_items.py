@@ -188,10 +188,11 @@ def _insert(
     c: Connection, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray, now: float
 ) -> int:
     cur = c.execute(
-        "INSERT INTO items (tenant, user, session, type, key, content, terms, importance,"
-        " confidence, source, expires_at, expires, turns, fragment_hashes, created, updated)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (tenant, user, session, item.type, item.key, item.content, item.terms,
+        "INSERT INTO items (tenant, user, session, type, category, standing, about, key, content, terms,"
+        " importance, confidence, source, expires_at, expires, turns, fragment_hashes, created, updated)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (tenant, user, session, item.type, item.category, int(item.standing), item.about, item.key,
+         item.content, item.terms,
          item.importance, item.confidence, item.source, item.expires_at, item.expires,
          json.dumps(list(item.turns)), json.dumps(list(item.fragment_hashes)), now, now),
     )

@@ -15,6 +15,7 @@ import hashlib
 import time
 from collections.abc import Callable
 
+from ..legacy_schema import LegacySchema, legacy_schema
 from .sqlite_database import Connection
 from .sqlite_edits import ITEM_TRIGGERS
 from .sqlite_vectors import m007_small_vector_chunks
@@ -242,6 +243,26 @@ def m011_response_sessions(conn: Connection) -> None:
     )
 
 
+def m012_item_schema(conn: Connection) -> None:
+    """Every item's ``category``, ``standing`` and ``about`` (SPEC §5), read for old rows from key and type."""
+    _script(conn,
+        """
+        ALTER TABLE items ADD COLUMN category TEXT NOT NULL DEFAULT 'other';
+        ALTER TABLE items ADD COLUMN standing INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE items ADD COLUMN about TEXT NOT NULL DEFAULT 'user'
+        """
+    )
+    rows = conn.execute("SELECT id, key, type, source, importance FROM items").fetchall()
+    conn.executemany(
+        "UPDATE items SET category = ?, standing = ?, about = ? WHERE id = ?",
+        [(*_filled(legacy_schema(r[1], r[2], r[3], float(r[4]))), r[0]) for r in rows],
+    )
+
+
+def _filled(schema: LegacySchema) -> tuple[str, int, str]:
+    return schema.category, int(schema.standing), schema.about
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -261,6 +282,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("009_item_history", m009_item_history),
     ("010_usage_and_listings", m010_usage_and_listings),
     ("011_response_sessions", m011_response_sessions),
+    ("012_item_schema", m012_item_schema),
 ]
 
 
