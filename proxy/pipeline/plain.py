@@ -1,8 +1,7 @@
-"""The pipelines without memory: counting only, and the stand-in while memory loads."""
+"""The pipeline without memory: counting only."""
 
 from __future__ import annotations
 
-from ..errors import MemoryNotReady
 from ..tokens import Counters
 from .chat_call import ChatCall, Reply
 from .pipeline_protocol import Prepared
@@ -21,12 +20,3 @@ class CountingPipeline:
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
         return None
 
-
-class StartingPipeline:
-    """Stands in until the memory layer is loaded: every request degrades to plain forwarding."""
-
-    async def prepare(self, call: ChatCall) -> Prepared:
-        raise MemoryNotReady("The memory layer is still loading.")
-
-    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
-        return None

@@ -10,20 +10,24 @@ from collections.abc import AsyncIterator
 
 import anyio
 import httpx
-from starlette.types import Receive, Scope
+from starlette.types import Receive, Scope, Send
 
 from ..errors import ClientGone
 from ..tenancy import client_key
 from ..upstream.headers import header_map, join_url, request_headers
 from .accounting import Finished
-from .endpoint import Endpoint, Forward
+from .endpoint import Endpoint
 from .relay import Exchange
 
 
 class PassthroughEndpoint(Endpoint):
     route = "passthrough"
 
-    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
+    async def serve(self, scope: Scope, receive: Receive, send: Send, done: Finished) -> None:
+        await self.relay(await self.read(scope, receive, done), receive, send, done)
+
+    async def read(self, scope: Scope, receive: Receive, done: Finished) -> Exchange:
+        """The exchange to relay; the body, if any, is streamed upstream as it arrives."""
         headers = header_map(scope["headers"])
         done.extra["path"] = scope["path"]
         tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
@@ -47,7 +51,7 @@ class PassthroughEndpoint(Endpoint):
             headers=out_headers,
             content=content,
         )
-        return Forward(Exchange(client=self.rt.upstreams.client(up), request=request, body_done=body_done))
+        return Exchange(client=self.rt.upstreams.client(up), request=request, body_done=body_done)
 
 
 async def _stream_body(receive: Receive, done: anyio.Event) -> AsyncIterator[bytes]:

@@ -10,6 +10,7 @@ from ..config import Settings
 from ..memory.recall.rerank import load_rerankers
 from ..memory.search import bm25
 from ..memory.search.embedder import Embedder, load_embedder
+from ..pipeline.bounded_pipeline import BoundedPipeline
 from ..pipeline.memory_layer import assemble
 from ..prompts import Prompts
 from ..store import connect, urls
@@ -45,7 +46,7 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
         return
     try:
         layer = assemble(store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers)
-        runtime.memory.ready(layer.serve(), layer, database_file(settings))
+        runtime.memory.ready(BoundedPipeline(layer.pipeline), layer, database_file(settings))
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
         await store.aclose()

@@ -3,18 +3,9 @@
 Datasette's pattern: all writes go through a single writer connection
 (SQLite allows one writer; serialising them in-process avoids ``database is
 locked`` storms), reads run in parallel on their own connections under WAL.
-Each ``write`` call is one explicit transaction.
-
-Where the calls run: on the writer's thread and a pool of reader threads,
-except on a thread named with ``serve_inline`` (the memory pipeline's own
-loop, already off the server's): there a read runs at once on that thread's
-own connection, and a write too when the writer connection is free and no
-other process holds SQLite's write lock (else it queues on the writer's
-thread as any other: three replicas on one file must not stop each other's
-pipelines while one writes). sqlite3 releases the GIL while
-SQLite works, so the server's loop runs meanwhile; what it saves is two
-thread hand-offs per call (a worker woken, then the loop woken back), each a
-moment when a thread can be descheduled holding the GIL and stall the rest.
+Each ``write`` call is one explicit transaction. Every call runs on one of
+these threads, never on the event loop: sqlite3 releases the GIL while
+SQLite works, so the loop serves meanwhile.
 
 Extension loading: the stdlib ``sqlite3`` where it was built with
 ``enable_load_extension``, else ``sqlean`` (a drop-in with extensions on all
@@ -82,11 +73,6 @@ class Database:
         self._all: list[Connection] = []
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()  # the writer connection: one transaction at a time
-        self._inline: frozenset[int] = frozenset()
-
-    def serve_inline(self, thread_id: int) -> None:
-        """Run reads (and writes, when the writer is free) on thread ``thread_id`` itself (see the docstring)."""
-        self._inline = self._inline | {thread_id}
 
     def _writer_conn(self) -> Connection:
         if self._write_conn is None:
@@ -108,10 +94,9 @@ class Database:
         with self._write_lock:
             return self._transaction(fn)
 
-    def _transaction(self, fn: Callable[[Connection], T], *, begun: bool = False) -> T:
+    def _transaction(self, fn: Callable[[Connection], T]) -> T:
         conn = self._writer_conn()
-        if not begun:
-            conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)
         except BaseException:
@@ -120,37 +105,11 @@ class Database:
         conn.execute("COMMIT")
         return result
 
-    def _begin_at_once(self) -> bool:
-        """BEGIN IMMEDIATE on the writer connection without waiting; False when another process holds the lock.
-
-        Waiting here would stop the thread served inline — every request on it
-        — for as long as another process (a replica on the same file) writes.
-        """
-        conn = self._writer_conn()
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except Exception as exc:  # sqlite3's or sqlean's OperationalError: "database is locked"
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            return False
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        return True
-
     async def write(self, fn: Callable[[Connection], T]) -> T:
-        if threading.get_ident() in self._inline and self._write_lock.acquire(blocking=False):
-            try:
-                if self._begin_at_once():
-                    return self._transaction(fn, begun=True)
-            finally:
-                self._write_lock.release()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._writer, self.write_sync, fn)
 
     async def read(self, fn: Callable[[Connection], T]) -> T:
-        if threading.get_ident() in self._inline:
-            return fn(self._reader_conn())
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._readers, lambda: fn(self._reader_conn()))
 
