@@ -71,10 +71,8 @@ class MemoryPipeline:
         st = call.tenant.settings
         counter = self.counter(call.model)
         tokens_in = counter.total(call.messages)
-        view = await self.context.view(call.tenant.id, call.session, call.messages, counter, st)
+        view = await self._view(call, counter)
         compressing = st.context.enabled and call.provider_state is None
-        if not compressing:
-            view = view.without_summaries()
         degraded = None
         if compressing and view.over_watermark():
             if st.context.compression_mode == "inline":
@@ -103,6 +101,20 @@ class MemoryPipeline:
             degraded=degraded,
             plan=Plan(view, recall, counter),
         )
+
+    async def forwarded(self, call: ChatCall, reason: str) -> Prepared:
+        """What ``record`` needs of a turn forwarded without the pipeline (``reason``: while the layer
+        started): the conversation as ``prepare`` would have seen it, nothing recalled, nothing changed."""
+        counter = self.counter(call.model)
+        tokens = counter.total(call.messages)
+        view = await self._view(call, counter)
+        return Prepared(None, tokens, tokens, degraded=reason, plan=Plan(view, None, counter))
+
+    async def _view(self, call: ChatCall, counter: TokenCounter) -> View:
+        """The session's window: the stored summaries apply only to a history the client sends whole."""
+        st = call.tenant.settings
+        view = await self.context.view(call.tenant.id, call.session, call.messages, counter, st)
+        return view if st.context.enabled and call.provider_state is None else view.without_summaries()
 
     async def _recall_request(self, call: ChatCall, view: View) -> RecallRequest:
         mem = call.tenant.settings.memory

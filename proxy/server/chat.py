@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import httpx
 from starlette.types import Receive, Scope, Send
 
-from ..errors import BadRequest, Degraded, PayloadTooLarge
+from ..errors import BadRequest, Degraded, MemoryNotReady, PayloadTooLarge
 from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.pipeline_protocol import Pipeline, Prepared
 from ..tenancy import Tenant, client_key, resolve_session, resolve_user
@@ -23,6 +23,7 @@ from .accounting import Finished
 from .endpoint import Endpoint
 from .jsonbody import INLINE_BYTES, parse_json
 from .relay import Exchange, Outcome, read_body
+from .startup import hold
 
 log = logging.getLogger("paperclip.chat")
 T = TypeVar("T")
@@ -124,10 +125,16 @@ class ChatEndpoint(Endpoint):
         return ex
 
     def record(self, incoming: Incoming, outgoing: Outgoing, outcome: Outcome) -> None:
-        """After the response, in the background: the pipeline that prepared the turn records it."""
-        if outgoing.by is None or not outcome.succeeded:  # a refused or broken exchange records nothing
+        """After the response, in the background: the pipeline that prepared the turn records it.
+
+        A turn forwarded while the memory layer started is held until it is ready (SPEC §9).
+        """
+        if not outcome.succeeded:  # a refused or broken exchange records nothing
             return
-        self.rt.background.spawn("record", outgoing.by.record(incoming.call, outgoing.prepared, reply_of(outcome)))
+        if outgoing.by is not None:
+            self.rt.background.spawn("record", outgoing.by.record(incoming.call, outgoing.prepared, reply_of(outcome)))
+        elif outgoing.prepared.degraded == MemoryNotReady.reason and not incoming.bypass:
+            hold(self.rt, incoming.call, reply_of(outcome), len(incoming.raw))
 
     async def shape(
         self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool

@@ -19,6 +19,7 @@ from ..background import Background
 from ..config import Settings
 from ..errors import Degraded, MemoryNotReady, MemoryUnavailable
 from ..metrics import Metrics
+from ..pipeline.held_turns import HeldTurns
 from ..pipeline.memory_layer import MemoryLayer
 from ..pipeline.pipeline_protocol import Pipeline
 from ..pipeline.plain import CountingPipeline
@@ -56,10 +57,14 @@ MemoryState = Starting | Ready | Offline
 
 
 class MemoryStatus:
-    """The memory layer's current state: one value, replaced whole by ``ready`` and ``offline``."""
+    """The memory layer's current state: one value, replaced whole by ``ready`` and ``offline``.
 
-    def __init__(self, state: MemoryState | None = None) -> None:
+    ``held``: the turns forwarded while it starts, recorded once it is ready (``startup.record_held``).
+    """
+
+    def __init__(self, state: MemoryState | None = None, held: HeldTurns | None = None) -> None:
         self.state: MemoryState = state or Starting()
+        self.held = held or HeldTurns()
 
     def ready(self, pipeline: Pipeline, layer: MemoryLayer | None = None, database_file: object = None) -> None:
         self.state = Ready(pipeline, layer, database_file)
@@ -69,6 +74,7 @@ class MemoryStatus:
         if not isinstance(self.state, Offline):
             log.error("memory layer off, serving as a plain proxy: %s", reason)
             self.state = Offline(reason, self.layer)
+            self.held.release()  # nothing will record them
 
     @property
     def layer(self) -> MemoryLayer | None:
