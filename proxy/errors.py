@@ -18,14 +18,17 @@
         │                          ``X-Paperclip-Degraded: <reason>``, an admin call answers 503
         ├── MemoryNotReady         reason ``starting``: the memory layer is still loading
         ├── MemoryUnavailable      reason ``memory_unavailable``: it is off (its database is gone)
-        └── MemoryBusy             reason ``memory_busy``: recording is too far behind
+        ├── MemoryBusy             reason ``memory_busy``: recording is too far behind
+        └── StoreUnavailable       reason ``store_unavailable``: the database did not answer within
+                                   ``storage.timeout_s``, or is known to be down (``/readyz``)
     ClientGone                     the client disconnected: nobody is left to answer
     ConfigError                    a bad config file; the CLI exits 2
     └── PromptError                a prompt folder, file or variable is wrong
     InvalidExport                  a file that is not an export this version can read (import)
     OnnxUnavailable                a model that does not run on ONNX Runtime (the embedder falls back)
 
-httpx exceptions are translated into this tree in ``upstream.clients.translate`` only.
+httpx exceptions are translated into this tree in ``upstream.clients.translate`` only; the
+store's ``DatabaseUnavailable`` (which knows nothing above the store) in ``MemoryPipeline.prepare``.
 An upstream *response* with a 4xx/5xx status is never an exception here: it is
 passed through to the client as it came.
 """
@@ -136,6 +139,11 @@ class MemoryUnavailable(Degraded):
 class MemoryBusy(Degraded):
     code = "memory_busy"
     reason = "memory_busy"
+
+
+class StoreUnavailable(Degraded):
+    code = "store_unavailable"
+    reason = "store_unavailable"
 
 
 class ClientGone(Exception):

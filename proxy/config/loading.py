@@ -14,7 +14,7 @@ import yaml
 
 from ..errors import ConfigError
 from .environment import proxy_rules
-from .fields import CHOICES, choice, keys, positive, section, typed
+from .fields import CHOICES, check, choice, keys, positive, section, typed
 from .outbound import ProxyRules
 from .schema import (
     DEFAULTS,
@@ -86,6 +86,7 @@ def build(
     settings = Settings(
         server=_server(top["server"], source),
         storage_url=_storage_url(typed(top["storage"]["url"], str, source, "storage.url"), source),
+        storage_timeout_s=check("timeout_s", "float", top["storage"]["timeout_s"], source, "storage.timeout_s"),
         embedding_model=typed(top["embedding"]["model"], str, source, "embedding.model"),
         embedding_backend=choice(top["embedding"]["backend"], CHOICES["backend"], source, "embedding.backend"),
         embedding_cache_dir=_cache_dir(top["embedding"]["cache_dir"], env, source),

@@ -70,7 +70,7 @@ TOP_DEFAULTS: dict[str, Any] = {
         "log_format": "text",
         "log_content": False,
     },
-    "storage": {"url": "sqlite:///paperclip.db"},
+    "storage": {"url": "sqlite:///paperclip.db", "timeout_s": 2.0},
     "embedding": {"model": "bundled", "backend": "auto", "cache_dir": None},
     "tenants_dir": None,
     "passthrough_keys": False,
@@ -175,6 +175,7 @@ class Settings:
     defaults: TenantSettings
     tenants: tuple[TenantSettings, ...] = field(default_factory=tuple)
     source: str = "<defaults>"
+    storage_timeout_s: float = 2.0  # a store call of the request path that takes longer degrades it
 
     @property
     def sqlite_path(self) -> str:

@@ -26,11 +26,15 @@ from .pipeline_protocol import CompleteFor
 
 @dataclass(frozen=True)
 class MemoryLayer:
+    """``store`` waits for the database (the admin API, maintenance); ``bounded`` is the same store whose
+    calls give up after ``storage.timeout_s``: the request path's (the pipeline, its indexes, the extractor)."""
+
     store: Store
     embedder: Embedder
     fragments: FragmentIndex
     items: ItemIndex
     pipeline: MemoryPipeline
+    bounded: Store
 
     def forget_scope(self, tenant: str, user: str) -> None:
         """Drop the user's in-memory search state (after their rows are deleted)."""
@@ -52,19 +56,21 @@ def assemble(
     metrics: Metrics,
     complete_for: CompleteFor,
     rerankers: Mapping[str, Reranker] | None = None,
+    store_timeout_s: float = 2.0,
 ) -> MemoryLayer:
     """Wire the memory layer over an opened store and a loaded embedder (no I/O here)."""
-    fragments = FragmentIndex(store.fragments, embedder, TokenCounter(None))
-    items = ItemIndex(store.items)
+    calls = store.bounded(store_timeout_s)
+    fragments = FragmentIndex(calls.fragments, embedder, TokenCounter(None))
+    items = ItemIndex(calls.items)
     pipeline = MemoryPipeline(
-        context=WatermarkWindow(store.sessions, metrics),
+        context=WatermarkWindow(calls.sessions, metrics),
         index=fragments,
         items=items,
-        traces=store.traces,
+        traces=calls.traces,
         prompts=prompts,
         complete_for=complete_for,
-        extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics, store.fragments),
-        responses=store.responses,
+        extractor=Extractor(calls.items, calls.cursors, prompts, fragments.embed, metrics, calls.fragments),
+        responses=calls.responses,
         rerankers=rerankers,
     )
-    return MemoryLayer(store, embedder, fragments, items, pipeline)
+    return MemoryLayer(store, embedder, fragments, items, pipeline, calls)

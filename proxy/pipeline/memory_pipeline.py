@@ -16,6 +16,7 @@ from typing import Any
 
 from ..context.compressor import Complete, Compressor
 from ..context.watermark import View, WatermarkWindow
+from ..errors import StoreUnavailable
 from ..memory.extraction.extractor import Extractor
 from ..memory.recall.cards import inject
 from ..memory.recall.query import indexable
@@ -27,7 +28,7 @@ from ..memory.search.fragment_index import FragmentIndex
 from ..memory.search.fusion import Floor
 from ..memory.search.item_index import ItemIndex
 from ..prompts import Prompts
-from ..store.interface import ResponseSessions, Traces
+from ..store.interface import DatabaseUnavailable, ResponseSessions, Traces
 from ..tokens import Counters, TokenCounter
 from .chat_call import ChatCall, Reply, reply_answer
 from .pipeline_protocol import CompleteFor, Plan, Prepared
@@ -68,6 +69,12 @@ class MemoryPipeline:
     # --- request path -----------------------------------------------------------
 
     async def prepare(self, call: ChatCall) -> Prepared:
+        try:
+            return await self._prepare(call)
+        except DatabaseUnavailable as exc:  # the store's own words, said in the tree's
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def _prepare(self, call: ChatCall) -> Prepared:
         st = call.tenant.settings
         counter = self.counter(call.model)
         tokens_in = counter.total(call.messages)

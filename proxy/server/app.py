@@ -31,7 +31,7 @@ from .maintenance import maintain
 from .passthrough import PassthroughEndpoint
 from .readiness import FileIdentity, check_database
 from .responses import ResponsesEndpoint
-from .runtime import Offline, Ready, Runtime, build_runtime
+from .runtime import Offline, Ready, Runtime, StoreDown, build_runtime
 from .startup import serve_memory
 
 log = logging.getLogger("paperclip")
@@ -122,7 +122,7 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         checks = rt.memory.checks()
         ok = all(checks.values())
         payload: dict[str, object] = {"ready": ok, "checks": checks}
-        if isinstance(rt.memory.state, Offline):
+        if isinstance(rt.memory.state, Offline | StoreDown):
             payload["reason"] = rt.memory.state.reason
         return JSONResponse(payload, status_code=200 if ok else 503)
 

@@ -57,11 +57,11 @@ class ResponsesEndpoint(ChatEndpoint):
 
     async def _chain(self, tenant: Tenant, response_id: str) -> ResponseSession | None:
         """The session of an earlier response; None when unknown or unreadable (a session is derived)."""
-        store = self.rt.store()
-        if store is None:
+        layer = self.rt.memory.layer
+        if layer is None:
             return None
         try:
-            return await store.responses.find(tenant.id, response_id)
+            return await layer.bounded.responses.find(tenant.id, response_id)
         except asyncio.CancelledError:
             raise
         except Exception:

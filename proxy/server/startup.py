@@ -18,7 +18,7 @@ from ..prompts import Prompts
 from ..store import connect, urls
 from ..tokens import encoding_for
 from ..upstream.compression_client import compression_calls
-from .readiness import FileIdentity, identity, watch_database
+from .readiness import FileIdentity, identity, watch_store
 from .runtime import Ready, Runtime
 
 log = logging.getLogger("paperclip.startup")
@@ -47,7 +47,10 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
         runtime.memory.offline(f"the memory layer could not start: {exc}")
         return
     try:
-        layer = assemble(store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers)
+        layer = assemble(
+            store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers,
+            settings.storage_timeout_s,
+        )
         runtime.memory.ready(BoundedPipeline(layer.pipeline), layer, database_file(settings))
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
@@ -91,7 +94,7 @@ async def record_held(runtime: Runtime) -> None:
 
 
 async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, freeze_heap: bool = False) -> None:
-    """Open the memory layer, then watch its database until shutdown (the app's lifespan task).
+    """Open the memory layer, then watch its database until shutdown (the app's lifespan task; ``readiness``).
 
     ``freeze_heap`` (``paperclip serve``): once the model and the indexes are
     loaded, move everything alive to the collector's permanent generation.
@@ -110,9 +113,7 @@ async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, fr
             "heap frozen after start: %d objects, the young generation collected after %d new ones",
             gc.get_freeze_count(), gc.get_threshold()[0],
         )
-    state = runtime.memory.state
-    if isinstance(state, Ready) and isinstance(state.database_file, FileIdentity):
-        await watch_database(runtime, runtime.settings.sqlite_path, state.database_file)
+    await watch_store(runtime)
 
 
 def database_file(settings: Settings) -> FileIdentity | None:
