@@ -40,6 +40,7 @@ class MemoryLayer:
         """Drop the user's in-memory search state (after their rows are deleted)."""
         self.fragments.forget_scope(tenant, user)
         self.items.forget_scope(tenant, user)
+        self.pipeline.recorded.forget_user(tenant, user)
 
     def close(self) -> None:
         """SQLite only (the eval's harness); ``aclose`` closes either store."""

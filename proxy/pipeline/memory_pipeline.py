@@ -32,6 +32,7 @@ from ..store.interface import DatabaseUnavailable, ResponseSessions, Traces
 from ..tokens import Counters, TokenCounter
 from .chat_call import ChatCall, Reply, reply_answer
 from .pipeline_protocol import CompleteFor, Plan, Prepared
+from .recorded_turns import RecordedTurns, Turn
 
 log = logging.getLogger("paperclip.pipeline")
 
@@ -62,6 +63,7 @@ class MemoryPipeline:
         self.responses = responses
         self.rerankers = rerankers or {}  # by memory.rerank, loaded at start
         self.counter = Counters()
+        self.recorded = RecordedTurns()  # by session: its turns as last recorded, how far indexed
         # Inline compressions that outlived their deadline, by trace: record() awaits
         # them, so they are tracked after-response work, never left running unowned.
         self._overrun: dict[str, asyncio.Future[View]] = {}
@@ -77,8 +79,8 @@ class MemoryPipeline:
     async def _prepare(self, call: ChatCall) -> Prepared:
         st = call.tenant.settings
         counter = self.counter(call.model)
-        tokens_in = counter.total(call.messages)
         view = await self._view(call, counter)
+        tokens_in = view.tokens
         compressing = st.context.enabled and call.provider_state is None
         degraded = None
         if compressing and view.over_watermark():
@@ -99,7 +101,7 @@ class MemoryPipeline:
         if recall and recall.block and st.memory.position != "system_head":
             out = inject(out, recall.block, st.memory.position)
         unchanged = out == call.messages
-        forwarded = tokens_in if unchanged else counter.total(out)
+        forwarded = tokens_in if unchanged else view.tokens_of(out, counter)
         return Prepared(
             messages=None if unchanged else out,
             tokens_in=tokens_in,
@@ -113,9 +115,8 @@ class MemoryPipeline:
         """What ``record`` needs of a turn forwarded without the pipeline (``reason``: while the layer
         started): the conversation as ``prepare`` would have seen it, nothing recalled, nothing changed."""
         counter = self.counter(call.model)
-        tokens = counter.total(call.messages)
         view = await self._view(call, counter)
-        return Prepared(None, tokens, tokens, degraded=reason, plan=Plan(view, None, counter))
+        return Prepared(None, view.tokens, view.tokens, degraded=reason, plan=Plan(view, None, counter))
 
     async def _view(self, call: ChatCall, counter: TokenCounter) -> View:
         """The session's window: the stored summaries apply only to a history the client sends whole."""
@@ -134,6 +135,7 @@ class MemoryPipeline:
             call.tenant.id, call.user, call.session, call.messages, view.window, mem, call.received_at,
             held=call.offset,  # a provider-held chain's turns
             rewrite=rewrite,
+            window_hashes=self.recorded.window_hashes((call.tenant.id, call.user, call.session), view),
         )
 
     async def _inline(
@@ -164,8 +166,11 @@ class MemoryPipeline:
             upto = call.offset + len(plan.view.conv) + 1
             await self.responses.save(call.tenant.id, call.user, answer.id, call.session, upto)
         if st.memory.enabled:
-            await self._index(call, _turns(call, plan.view, answer.text))
-            await self._extract(call, plan.view, force=False, answer=answer.text)
+            key, generation = (call.tenant.id, call.user, call.session), self._generation(call)
+            turns, fresh = self.recorded.turns(key, plan.view, generation)
+            await self._index(call, _at(call, [t for t in turns if t[0] >= fresh], len(plan.view.conv), answer.text))
+            self.recorded.recorded(key, plan.view, turns, generation)
+            await self._extract(call, plan.view, force=False, answer=answer.text, turns=turns)
             if plan.recall is not None and plan.recall.touched and self.items is not None:
                 # Recall never writes: the injected items' access is recorded here, after the response.
                 await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
@@ -182,7 +187,14 @@ class MemoryPipeline:
             call.tenant.id, call.user, call.session, turns, pii, created=call.received_at
         )
 
-    async def _extract(self, call: ChatCall, view: View, *, force: bool, answer: str | None = None) -> None:
+    def _generation(self, call: ChatCall) -> int | None:
+        """The store's generation of the user's fragments as the search last read it (None: not read)."""
+        scope = self.index.cached(call.tenant.id, call.user)
+        return scope.generation if scope is not None and scope.generation >= 0 else None
+
+    async def _extract(
+        self, call: ChatCall, view: View, *, force: bool, answer: str | None = None, turns: list[Turn] | None = None
+    ) -> None:
         """Mine the session's messages not mined yet: on cadence, or at once (on compression).
 
         A client that lets the provider hold the conversation never resends a
@@ -192,9 +204,10 @@ class MemoryPipeline:
             return
         mem = call.tenant.settings.memory
         held = call.provider_state is not None
-        turns = _turns(call, view, answer if held else None)
+        found = indexable(view.conv) if turns is None else turns
         await self.extractor.catch_up(
-            call.tenant.id, call.user, call.session, turns, call.offset + len(view.conv) + held, self.complete(call),
+            call.tenant.id, call.user, call.session, _at(call, found, len(view.conv), answer if held else None),
+            call.offset + len(view.conv) + held, self.complete(call, masked=True),
             every=1 if force or held else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
         )
 
@@ -208,11 +221,15 @@ class MemoryPipeline:
             call.tenant.id, call.user, call.session, view, compressor, counter, on_summary
         )
 
-    def complete(self, call: ChatCall) -> Complete:
-        """The compression model's call for this tenant, what it is sent redacted by ``memory.pii``."""
+    def complete(self, call: ChatCall, *, masked: bool = False) -> Complete:
+        """The compression model's call for this tenant, what it is sent redacted by ``memory.pii``.
+
+        ``masked``: the prompts it will be sent are made of text already redacted (the extractor
+        masks the turns it mines; stored items are masked): redacting them again changes nothing.
+        """
         st = call.tenant.settings
         send = self.complete_for(st, call.tenant.upstream_key)
-        if st.memory.pii == "keep":
+        if st.memory.pii == "keep" or masked:
             return send
 
         async def complete(messages: list[dict[str, Any]]) -> str:
@@ -246,10 +263,10 @@ class MemoryPipeline:
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
 
 
-def _turns(call: ChatCall, view: View, answer: str | None) -> list[tuple[int, str, str]]:
-    """The call's indexable turns at their session positions, the answer last when there is one."""
-    turns = [(call.offset + p, role, text) for p, role, text in indexable(view.conv)]
+def _at(call: ChatCall, turns: list[Turn], length: int, answer: str | None) -> list[Turn]:
+    """``turns`` (of a conversation of ``length`` messages) at their session positions, the answer last if any."""
+    out = [(call.offset + p, role, text) for p, role, text in turns] if call.offset else list(turns)
     if answer:
-        turns.append((call.offset + len(view.conv), "assistant", answer))
-    return turns
+        out.append((call.offset + length, "assistant", answer))
+    return out
 

@@ -94,6 +94,7 @@ class RecallRequest:
     now: float
     held: int = 0
     rewrite: str | None = None  # the compression model's search line (memory.query_rewrite), if any
+    window_hashes: frozenset[str] | None = None  # the window's fragment hashes, when the caller keeps them
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,9 @@ async def recall_for(
         profile = _profile(item_scope, mem, counter, _moment(request.now))
         speaker = speaker_named(scope.mentions.of(t) for t in names_in(query, scope.is_common))
         about_someone = names_someone(query, scope.is_common)
-        exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
+        exclude = request.window_hashes
+        if exclude is None:
+            exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
         qvec = await embedding
     finally:
         if not embedding.done():
