@@ -9,10 +9,12 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.server.jsonbody import MAX_DEPTH
+from proxy.server.jsonbody import MAX_DEPTH, nesting
 from proxy.server.relay import event_break, whole_lines
 from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, error_json, sse
@@ -347,3 +349,29 @@ def test_a_reply_holding_a_lone_surrogate_is_recorded_with_a_replacement_charact
         assert r.status_code == 200
     proxy.drain()
     assert stored(proxy, "u-sur")[1] == ["bad \ufffd reply"]
+
+
+def _depth(value: Any) -> int:
+    """How deep containers nest in ``value``, walked as ``jsonbody.check`` walks it."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_TEXT = st.text(alphabet=st.sampled_from('ab"\\[]{}é\n'), max_size=6)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON, st.booleans(), st.sampled_from([None, 2]))
+def test_the_nesting_read_from_the_bytes_is_the_depth_of_the_parsed_value(
+    value: Any, ascii_only: bool, indent: int | None
+) -> None:
+    raw = json.dumps(value, ensure_ascii=ascii_only, indent=indent).encode()
+    assert nesting(raw) == _depth(value)
