@@ -10,7 +10,7 @@ The workload is ``bench/load.py``'s: ``--users`` conversations, each growing
 by one user message and the streamed answer per turn (so the memory layer
 indexes, extracts and compresses as it would). Each round, every user sends
 its next turn at once (``--users`` requests in flight, as under load). The
-app is ``create_app`` with an in-process upstream (an ``httpx`` transport
+app is ``create_app`` (as ``paperclip serve`` makes it) with an in-process upstream (an ``httpx`` transport
 answering ``bench/upstream.py``'s stream), called over ASGI: no sockets, no
 other process, so the figure is the proxy's own work — parsing, preparing,
 relaying, recording, its threads' too (``time.process_time``) — without the
@@ -128,7 +128,8 @@ def answer_of(stream: bytes) -> str:
 
 
 async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    app = app_factory()(settings(folder, args.memory == "on", args.embedding), transport=upstream())
+    # freeze_heap as ``paperclip serve`` sets it: the collector tuned once the memory layer is loaded.
+    app = app_factory()(settings(folder, args.memory == "on", args.embedding), transport=upstream(), freeze_heap=True)
     runtime = app.state.runtime
     async with app.router.lifespan_context(app):
         for _ in range(6000):  # the memory layer loads in the background (at most 5 minutes)

@@ -83,7 +83,15 @@ class FragmentIndex:
         self._queries = 0  # query embeddings submitted and not yet done (counted on the event loop)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings for background work (indexing, extraction, admin)."""
+        """Embeddings for background work (indexing, extraction, admin).
+
+        Texts the embedder still holds (a turn embedded as its request's query a moment ago) are
+        answered here, without a thread's round trip; otherwise the model runs on its thread.
+        """
+        if self._held is not None and texts:
+            held = [v for v in map(self._held, texts) if v is not None]
+            if len(held) == len(texts):
+                return np.vstack(held)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self.embedder.embed, list(texts))
 
