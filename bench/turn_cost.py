@@ -1,9 +1,10 @@
 """CPU per chat turn in one process: the whole app over ASGI, the background work it causes included.
 
-Usage (from the repo root, in its virtualenv; ``--repo`` measures another checkout)::
+Usage (from the repo root, in its virtualenv)::
 
     python bench/turn_cost.py                          # 50 users x 60 turns, memory on, bundled model
     python bench/turn_cost.py --memory off
+    ../before/.venv/bin/python bench/turn_cost.py --repo ../before   # another checkout's proxy
     py-spy record --format raw -o /tmp/turns.txt -- python bench/turn_cost.py   # where it goes
 
 The workload is ``bench/load.py``'s: ``--users`` conversations, each growing
@@ -43,6 +44,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from load import FACTS, MODEL  # noqa: E402
 from upstream import COMPLETION, STREAM  # noqa: E402
+
+# Out of the way once they are imported: bench/profile.py would stand in for the standard
+# library's ``profile`` (torch imports cProfile), and the repo these put first may not be the one
+# measured (--repo).
+sys.path[:] = [p for p in sys.path if p not in (str(HERE), str(HERE.parent))]
 
 KEY = "pk-bench"
 
@@ -132,10 +138,12 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     app = app_factory()(settings(folder, args.memory == "on", args.embedding), transport=upstream(), freeze_heap=True)
     runtime = app.state.runtime
     async with app.router.lifespan_context(app):
-        for _ in range(6000):  # the memory layer loads in the background (at most 5 minutes)
+        for _ in range(2400):  # the memory layer loads in the background (at most 2 minutes)
             if args.memory == "off" or runtime.store() is not None:
                 break
             await asyncio.sleep(0.05)
+        else:
+            raise SystemExit("the memory layer did not load")
         chats: list[list[dict[str, str]]] = [
             [{"role": "system", "content": "You are a helpful travel assistant."}] for _ in range(args.users)
         ]
@@ -181,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--band", type=int, default=20, help="rounds per band of the by-rounds figure")
     parser.add_argument("--memory", choices=("on", "off"), default="on")
     parser.add_argument("--embedding", default="bundled")
+    parser.add_argument("--repo", type=Path, default=HERE.parent, help="the checkout whose proxy is measured")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(args.repo.resolve()))
     with tempfile.TemporaryDirectory() as tmp:
         print(json.dumps(asyncio.run(run(args, Path(tmp)))))
     return 0

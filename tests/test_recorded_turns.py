@@ -54,6 +54,9 @@ def test_a_continued_conversation_offers_only_its_new_turns_and_an_edited_one_al
     assert fresh == 3 and [t[2] for t in turns] == ["question 0", "answer 0", "question 1", "answer 1", "question 2"]
     edited = view_of(window, [{"role": "user", "content": "question zero, edited"}, *chat(3)[1:5]])
     assert memo.turns(key, edited, generation=1)[1] == 0
+    # The reply the last record indexed comes back resent at its place: it is not new either.
+    memo.recorded(key, first, memo.turns(key, first, generation=1)[0], generation=1, answer="answer 1")
+    assert memo.turns(key, longer, generation=1)[1] == 4
     # A forget or a supersede moved the store's generation: everything is offered again.
     assert memo.turns(key, longer, generation=2)[1] == 0
     memo.forget_user("t", "u")

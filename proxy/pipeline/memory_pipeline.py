@@ -168,8 +168,9 @@ class MemoryPipeline:
         if st.memory.enabled:
             key, generation = (call.tenant.id, call.user, call.session), self._generation(call)
             turns, fresh = self.recorded.turns(key, plan.view, generation)
-            await self._index(call, _at(call, [t for t in turns if t[0] >= fresh], len(plan.view.conv), answer.text))
-            self.recorded.recorded(key, plan.view, turns, generation)
+            new = _at(call, [t for t in turns if t[0] >= fresh], len(plan.view.conv), answer.text)
+            await self._index(call, new, unseen=fresh > 0)
+            self.recorded.recorded(key, plan.view, turns, generation, answer.text)
             await self._extract(call, plan.view, force=False, answer=answer.text, turns=turns)
             if plan.recall is not None and plan.recall.touched and self.items is not None:
                 # Recall never writes: the injected items' access is recorded here, after the response.
@@ -181,10 +182,10 @@ class MemoryPipeline:
         if overrun is not None:
             await overrun
 
-    async def _index(self, call: ChatCall, turns: list[tuple[int, str, str]]) -> None:
+    async def _index(self, call: ChatCall, turns: list[tuple[int, str, str]], *, unseen: bool = False) -> None:
         pii = call.tenant.settings.memory.pii
         await self.index.index(
-            call.tenant.id, call.user, call.session, turns, pii, created=call.received_at
+            call.tenant.id, call.user, call.session, turns, pii, created=call.received_at, unseen=unseen
         )
 
     def _generation(self, call: ChatCall) -> int | None:

@@ -43,6 +43,7 @@ class Recorded:
     hashes: tuple[str, ...]  # each turn's fragment hash
     generation: int
     size: int  # characters of text
+    answer: str | None  # the fragment hash of the reply indexed after them (the next position), if any
 
 
 class RecordedTurns:
@@ -53,11 +54,20 @@ class RecordedTurns:
         self._seen: OrderedDict[Key, Recorded] = OrderedDict()
 
     def turns(self, key: Key, view: View, generation: int | None) -> tuple[list[Turn], int]:
-        """The indexable turns of ``view.conv``, and the position from which they are not indexed yet."""
+        """The indexable turns of ``view.conv``, and the position from which they are not indexed yet.
+
+        0: none is known to be indexed (the store is asked about all of them). Past 0, the turns
+        from there on are new to the conversation: the reply the last record indexed, resent by
+        the client at its place, is not among them.
+        """
         seen = self._continued(key, view)
-        if seen is not None and generation == seen.generation:
-            return [*seen.turns, *indexable(view.conv[seen.length :], seen.length)], seen.length
-        return indexable(view.conv), 0
+        if seen is None or generation != seen.generation:
+            return indexable(view.conv), 0
+        new = indexable(view.conv[seen.length :], seen.length)
+        fresh = seen.length
+        if new and new[0][0] == fresh and seen.answer == fragment_hash(new[0][1], new[0][2]):
+            fresh += 1
+        return [*seen.turns, *new], fresh
 
     def window_hashes(self, key: Key, view: View) -> frozenset[str]:
         """The fragment hashes of the turns in ``view``'s verbatim window."""
@@ -75,8 +85,11 @@ class RecordedTurns:
             return None
         return seen
 
-    def recorded(self, key: Key, view: View, turns: list[Turn], generation: int | None) -> None:
-        """``turns`` (of ``view.conv``) are indexed, under the store's ``generation`` of the user's fragments."""
+    def recorded(
+        self, key: Key, view: View, turns: list[Turn], generation: int | None, answer: str | None = None
+    ) -> None:
+        """``turns`` (of ``view.conv``) and the reply ``answer`` after them are indexed, under the
+        store's ``generation`` of the user's fragments."""
         seen = self._continued(key, view)
         self.forget(key)
         if generation is None or not view.chain:
@@ -84,7 +97,8 @@ class RecordedTurns:
         kept = tuple(t for t in turns if t[0] < len(view.conv))
         hashed = seen.hashes if seen is not None and kept[: len(seen.turns)] == seen.turns else ()
         hashes = hashed + tuple(fragment_hash(role, text) for _, role, text in kept[len(hashed) :])
-        entry = Recorded(len(view.conv), view.chain[-1], kept, hashes, generation, sum(len(t[2]) for t in kept))
+        reply = fragment_hash("assistant", answer) if answer else None
+        entry = Recorded(len(view.conv), view.chain[-1], kept, hashes, generation, sum(len(t[2]) for t in kept), reply)
         self._seen[key] = entry
         self.kept_chars += entry.size
         while self._seen and (len(self._seen) > self.sessions or self.kept_chars > self.size):

@@ -132,10 +132,16 @@ class FragmentIndex:
         positions: Sequence[tuple[int, str, str]],
         pii: str,
         created: float | None = None,
+        *,
+        unseen: bool = False,
     ) -> int:
-        """Index the messages at ``positions`` (position, role, text) not yet known. Returns how many."""
+        """Index the messages at ``positions`` (position, role, text) not yet known. Returns how many.
+
+        ``unseen``: the conversation never reached these positions before, so the store is not
+        asked which of them it knows first (its ``add`` keeps each fragment once all the same).
+        """
         hashes = [fragment_hash(role, text) for _, role, text in positions]
-        known = await self.store.known(tenant, user, hashes)
+        known = set() if unseen else await self.store.known(tenant, user, hashes)
         fresh: list[NewFragment] = []
         seen: set[str] = set()
         for (position, role, text), h in zip(positions, hashes, strict=True):
