@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import sys
@@ -53,17 +54,17 @@ sys.path[:] = [p for p in sys.path if p not in (str(HERE), str(HERE.parent))]
 KEY = "pk-bench"
 
 
-async def events() -> AsyncIterator[bytes]:
-    for event in STREAM:  # each event a chunk of its own, as the upstream writes them
-        yield event
+async def chunks(parts: list[bytes]) -> AsyncIterator[bytes]:
+    for part in parts:  # each a chunk of its own, as the upstream writes them
+        yield part
 
 
 def upstream() -> httpx.MockTransport:
     def answer(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content or b"{}")
         if body.get("stream"):
-            return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=events())
-        return httpx.Response(200, headers={"content-type": "application/json"}, content=COMPLETION)
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=chunks(STREAM))
+        return httpx.Response(200, headers={"content-type": "application/json"}, content=chunks([COMPLETION]))
 
     return httpx.MockTransport(answer)
 
@@ -134,8 +135,12 @@ def answer_of(stream: bytes) -> str:
 
 
 async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    # freeze_heap as ``paperclip serve`` sets it: the collector tuned once the memory layer is loaded.
+    # As ``paperclip serve`` runs it: the collector tuned once the memory layer is loaded, and the
+    # interpreter's switch interval (a checkout from before the one event loop sets its own).
     app = app_factory()(settings(folder, args.memory == "on", args.embedding), transport=upstream(), freeze_heap=True)
+    serving = getattr(importlib.import_module("proxy.commands.main"), "SWITCH_INTERVAL_S", None)
+    if serving is not None:
+        sys.setswitchinterval(serving)
     runtime = app.state.runtime
     async with app.router.lifespan_context(app):
         for _ in range(2400):  # the memory layer loads in the background (at most 2 minutes)

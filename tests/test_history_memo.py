@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from hypothesis import given, settings
@@ -25,6 +26,10 @@ messages = st.fixed_dictionaries(
 )
 
 
+def described(memo: HistoryMemo, key: str, conv: list[dict[str, Any]], counter: TokenCounter) -> Any:
+    return asyncio.run(memo.describe(key, conv, counter))
+
+
 def from_scratch(conv: list[dict[str, Any]]) -> tuple[list[Any], list[str]]:
     return describe(conv, COUNTER.messages(conv)), chain_of(conv)
 
@@ -43,7 +48,7 @@ def test_every_request_of_a_session_is_described_as_if_new(start: list[dict[str,
         else:
             conv = conv[: at % (len(conv) + 1)]
         conv = [dict(m) for m in conv]  # each request parses new objects
-        history = memo.describe("s", conv, COUNTER)
+        history = described(memo, "s", conv, COUNTER)
         infos, chain = from_scratch(conv)
         assert (history.infos, history.chain) == (infos, chain)
         assert history.tokens == sum(i.tokens for i in infos)
@@ -62,15 +67,15 @@ class Counting(TokenCounter):
 def test_a_continuation_is_described_from_where_the_last_conversation_ended() -> None:
     memo, counter = HistoryMemo(), Counting()
     first = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-    memo.describe("s", first, counter)
+    described(memo, "s", first, counter)
     again = [dict(m) for m in first] + [{"role": "user", "content": "and now?"}]
-    history = memo.describe("s", again, counter)
+    history = described(memo, "s", again, counter)
     assert counter.counted == ["hi", "hello", "and now?"]  # the resent two are not counted again
     assert history.conv is again and history.chain == chain_of(again)
     # A number that equals a boolean in Python is not the same message: described again.
     flipped = [{"role": "user", "content": "hi", "x": 1}]
-    memo.describe("t", flipped, COUNTER)
-    assert memo.describe("t", [{"role": "user", "content": "hi", "x": True}], COUNTER).chain == chain_of(
+    described(memo, "t", flipped, COUNTER)
+    assert described(memo, "t", [{"role": "user", "content": "hi", "x": True}], COUNTER).chain == chain_of(
         [{"role": "user", "content": "hi", "x": True}]
     )
 
@@ -78,7 +83,7 @@ def test_a_continuation_is_described_from_where_the_last_conversation_ended() ->
 def test_the_memo_keeps_few_sessions_and_bytes() -> None:
     memo = HistoryMemo(sessions=2, size=200)
     for session in ("a", "b", "c"):
-        memo.describe(session, [{"role": "user", "content": "x" * 50}], COUNTER)
+        described(memo, session, [{"role": "user", "content": "x" * 50}], COUNTER)
     assert memo.kept_bytes <= 200 and len(memo) == 2
-    memo.describe("d", [{"role": "user", "content": "y" * 300}], COUNTER)
+    described(memo, "d", [{"role": "user", "content": "y" * 300}], COUNTER)
     assert memo.kept_bytes == 0 and len(memo) == 0  # one conversation larger than the bound is not kept

@@ -46,21 +46,21 @@ def chat(n: int) -> list[dict[str, Any]]:
 def test_a_continued_conversation_offers_only_its_new_turns_and_an_edited_one_all() -> None:
     window, memo, key = WatermarkWindow(NoPrefixes(), Metrics()), RecordedTurns(), ("t", "u", "s")  # type: ignore[arg-type]
     first = view_of(window, chat(2)[:3])
-    turns, fresh = memo.turns(key, first, generation=1)
+    turns, fresh = asyncio.run(memo.turns(key, first, generation=1))
     assert fresh == 0 and [t[0] for t in turns] == [0, 1, 2]
     memo.recorded(key, first, turns, generation=1)
     longer = view_of(window, chat(3)[:5])
-    turns, fresh = memo.turns(key, longer, generation=1)
+    turns, fresh = asyncio.run(memo.turns(key, longer, generation=1))
     assert fresh == 3 and [t[2] for t in turns] == ["question 0", "answer 0", "question 1", "answer 1", "question 2"]
     edited = view_of(window, [{"role": "user", "content": "question zero, edited"}, *chat(3)[1:5]])
-    assert memo.turns(key, edited, generation=1)[1] == 0
+    assert asyncio.run(memo.turns(key, edited, generation=1))[1] == 0
     # The reply the last record indexed comes back resent at its place: it is not new either.
-    memo.recorded(key, first, memo.turns(key, first, generation=1)[0], generation=1, answer="answer 1")
-    assert memo.turns(key, longer, generation=1)[1] == 4
+    memo.recorded(key, first, asyncio.run(memo.turns(key, first, generation=1))[0], generation=1, answer="answer 1")
+    assert asyncio.run(memo.turns(key, longer, generation=1))[1] == 4
     # A forget or a supersede moved the store's generation: everything is offered again.
-    assert memo.turns(key, longer, generation=2)[1] == 0
+    assert asyncio.run(memo.turns(key, longer, generation=2))[1] == 0
     memo.forget_user("t", "u")
-    assert memo.turns(key, longer, generation=1)[1] == 0
+    assert asyncio.run(memo.turns(key, longer, generation=1))[1] == 0
 
 
 def window_hashes_of(view: View) -> frozenset[str]:
@@ -70,13 +70,13 @@ def window_hashes_of(view: View) -> frozenset[str]:
 def test_the_kept_turns_tell_what_the_window_holds_whatever_the_prefix() -> None:
     window, memo, key = WatermarkWindow(NoPrefixes(), Metrics()), RecordedTurns(), ("t", "u", "s")  # type: ignore[arg-type]
     before = view_of(window, chat(3)[:5])
-    memo.recorded(key, before, memo.turns(key, before, generation=1)[0], generation=1)
+    memo.recorded(key, before, asyncio.run(memo.turns(key, before, generation=1))[0], generation=1)
     now = view_of(window, chat(4)[:7])
     for upto in range(len(now.conv) + 1):
         at = dataclasses.replace(now, state=PrefixState(upto, now.chain[upto - 1] if upto else "", ()))
-        assert memo.window_hashes(key, at) == window_hashes_of(at), upto
+        assert asyncio.run(memo.window_hashes(key, at)) == window_hashes_of(at), upto
     edited = view_of(window, [{"role": "user", "content": "another start"}, *chat(4)[1:7]])
-    assert memo.window_hashes(key, edited) == window_hashes_of(edited)
+    assert asyncio.run(memo.window_hashes(key, edited)) == window_hashes_of(edited)
 
 
 def test_every_turn_of_a_growing_conversation_is_indexed_once_and_again_after_a_forget(tmp_path: Path) -> None:
@@ -122,4 +122,4 @@ def test_a_views_forwarded_messages_count_as_the_counter_counts_them() -> None:
     for upto in range(len(view.conv) + 1):
         at = dataclasses.replace(view, state=PrefixState(upto, view.chain[upto - 1] if upto else "", ()))
         for out in (at.assemble(), at.assemble("a memory"), inject(at.assemble(), "<memory>notes</memory>", "last_user")):
-            assert at.tokens_of(out, counter) == counter.total(out)
+            assert asyncio.run(at.tokens_of(out, counter)) == counter.total(out)

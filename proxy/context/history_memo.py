@@ -15,9 +15,10 @@ calls, parts, numbers) are compared by their memo key too. A history that is
 not a continuation of the last one (an edit, a regenerated turn, another tab)
 is described in full, as if new.
 
-Bounded: the conversations of at most ``SESSIONS`` sessions and
-``KEPT_BYTES`` of their messages' canonical JSON are kept, the least recently
-seen dropped first.
+New messages of more than ``offload.INLINE_BYTES`` of text are described
+on a worker thread. Bounded: the conversations of at most ``SESSIONS``
+sessions and ``KEPT_BYTES`` of their messages' canonical JSON are kept, the
+least recently seen dropped first.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hashing import GENESIS, canonical, chain_step, memo_key
+from ..offload import off_loop
 from ..tokens import TokenCounter
 from .planner import MsgInfo, msg_info
 
@@ -59,13 +61,13 @@ class HistoryMemo:
     def __len__(self) -> int:
         return len(self._seen)
 
-    def describe(self, key: Hashable, conv: list[dict[str, Any]], counter: TokenCounter) -> History:
+    async def describe(self, key: Hashable, conv: list[dict[str, Any]], counter: TokenCounter) -> History:
         """``conv`` described, reusing what was described of the session's last conversation it continues."""
-        seen = self._seen.pop(key, None)
-        if seen is not None:
-            self.kept_bytes -= seen.size
+        seen = self._seen.get(key)
         start = continued(seen, conv, counter.encoding.name) if seen is not None else 0
-        history = extend(seen if start else None, conv, counter)
+        base = seen if start else None
+        history = await off_loop(sum(map(text_size, conv[start:])), extend, base, conv, counter)
+        self.forget(key)
         self._seen[key] = history
         self.kept_bytes += history.size
         while self._seen and (len(self._seen) > self.sessions or self.kept_bytes > self.size):
@@ -87,6 +89,16 @@ def continued(seen: History, conv: Sequence[dict[str, Any]], encoding: str) -> i
     if any(memo_key(conv[position]) != key for position, key in seen.shaped):
         return 0
     return n
+
+
+def text_size(message: dict[str, Any]) -> int:
+    """About how many characters of text ``message`` holds (its string content or text parts)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(p["text"]) for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return 0
 
 
 def extend(seen: History | None, conv: list[dict[str, Any]], counter: TokenCounter) -> History:

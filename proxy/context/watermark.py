@@ -16,6 +16,7 @@ from typing import Any
 
 from ..config import TenantSettings
 from ..metrics import Metrics
+from ..offload import off_loop
 from ..store import lease
 from ..store.interface import Sessions
 from ..store.records import EMPTY, PrefixState, SummaryRow, new_summary_id
@@ -23,7 +24,7 @@ from ..tokens import REPLY_PRIMING, TokenCounter
 from . import assembly, planner
 from .backoff import Backoff
 from .compressor import Compressor
-from .history_memo import HistoryMemo
+from .history_memo import HistoryMemo, text_size
 
 log = logging.getLogger("paperclip.context")
 
@@ -65,11 +66,13 @@ class View:
     def assemble(self, memory_head: str | None = None) -> list[dict[str, Any]]:
         return assembly.assemble(self.leading, self.summaries, self.window, memory_head)
 
-    def tokens_of(self, messages: list[dict[str, Any]], counter: TokenCounter) -> int:
+    async def tokens_of(self, messages: list[dict[str, Any]], counter: TokenCounter) -> int:
         """``counter.total(messages)``; the window's own messages among them (the very objects) are not
         counted again: what was counted of them when the view was described is read back."""
         known = {id(m): info.tokens for m, info in zip(self.window, self.infos[self.state.upto :], strict=True)}
-        return sum(known.get(id(m)) or counter.message(m) for m in messages) + REPLY_PRIMING
+        new = [m for m in messages if id(m) not in known]
+        counted = await off_loop(sum(map(text_size, new)), counter.messages, new)
+        return sum(known[id(m)] for m in messages if id(m) in known) + sum(counted) + REPLY_PRIMING
 
 
 class WatermarkWindow:
@@ -93,7 +96,7 @@ class WatermarkWindow:
         settings: TenantSettings,
     ) -> View:
         n = planner.split_leading(messages)
-        history = self.histories.describe((tenant, session), messages[n:], counter)
+        history = await self.histories.describe((tenant, session), messages[n:], counter)
         state = await self.sessions.longest_prefix(tenant, session, history.chain)
         budgets = planner.Budgets(
             settings.context.recent_window_tokens, settings.context.summary_budget_tokens

@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..context.compressor import Complete, Compressor
+from ..context.history_memo import text_size
 from ..context.watermark import View, WatermarkWindow
 from ..errors import StoreUnavailable
 from ..memory.extraction.extractor import Extractor
 from ..memory.recall.cards import inject
-from ..memory.recall.query import indexable
 from ..memory.recall.query_rewrite import rewritten_query
 from ..memory.recall.recall import RecallRequest, candidate, recall_for
 from ..memory.recall.rerank import Reranker
@@ -27,12 +27,13 @@ from ..memory.redaction import redact, redact_message
 from ..memory.search.fragment_index import FragmentIndex
 from ..memory.search.fusion import Floor
 from ..memory.search.item_index import ItemIndex
+from ..offload import off_loop
 from ..prompts import Prompts
 from ..store.interface import DatabaseUnavailable, ResponseSessions, Traces
 from ..tokens import Counters, TokenCounter
 from .chat_call import ChatCall, Reply, reply_answer
 from .pipeline_protocol import CompleteFor, Plan, Prepared
-from .recorded_turns import RecordedTurns, Turn
+from .recorded_turns import RecordedTurns, Turn, turns_from
 
 log = logging.getLogger("paperclip.pipeline")
 
@@ -101,7 +102,7 @@ class MemoryPipeline:
         if recall and recall.block and st.memory.position != "system_head":
             out = inject(out, recall.block, st.memory.position)
         unchanged = out == call.messages
-        forwarded = tokens_in if unchanged else view.tokens_of(out, counter)
+        forwarded = tokens_in if unchanged else await view.tokens_of(out, counter)
         return Prepared(
             messages=None if unchanged else out,
             tokens_in=tokens_in,
@@ -135,7 +136,7 @@ class MemoryPipeline:
             call.tenant.id, call.user, call.session, call.messages, view.window, mem, call.received_at,
             held=call.offset,  # a provider-held chain's turns
             rewrite=rewrite,
-            window_hashes=self.recorded.window_hashes((call.tenant.id, call.user, call.session), view),
+            window_hashes=await self.recorded.window_hashes((call.tenant.id, call.user, call.session), view),
         )
 
     async def _inline(
@@ -159,7 +160,7 @@ class MemoryPipeline:
             return
         st = call.tenant.settings
         await self._save_trace(call, prepared, plan)
-        answer = reply_answer(call, reply)
+        answer = await off_loop(len(reply.body), reply_answer, call, reply)
         if answer is None:
             return  # a failed Responses API call: nothing of it is recorded
         if answer.id is not None and self.responses is not None:
@@ -167,7 +168,7 @@ class MemoryPipeline:
             await self.responses.save(call.tenant.id, call.user, answer.id, call.session, upto)
         if st.memory.enabled:
             key, generation = (call.tenant.id, call.user, call.session), self._generation(call)
-            turns, fresh = self.recorded.turns(key, plan.view, generation)
+            turns, fresh = await self.recorded.turns(key, plan.view, generation)
             new = _at(call, [t for t in turns if t[0] >= fresh], len(plan.view.conv), answer.text)
             await self._index(call, new, unseen=fresh > 0)
             self.recorded.recorded(key, plan.view, turns, generation, answer.text)
@@ -205,7 +206,7 @@ class MemoryPipeline:
             return
         mem = call.tenant.settings.memory
         held = call.provider_state is not None
-        found = indexable(view.conv) if turns is None else turns
+        found = await turns_from(view, 0) if turns is None else turns
         await self.extractor.catch_up(
             call.tenant.id, call.user, call.session, _at(call, found, len(view.conv), answer if held else None),
             call.offset + len(view.conv) + held, self.complete(call, masked=True),
@@ -234,34 +235,46 @@ class MemoryPipeline:
             return send
 
         async def complete(messages: list[dict[str, Any]]) -> str:
-            return await send([redact_message(m, st.memory.pii) for m in messages])
+            size = sum(map(text_size, messages))
+            return await send(await off_loop(size, _redacted, messages, st.memory.pii))
 
         return complete
 
     async def _save_trace(self, call: ChatCall, prepared: Prepared, plan: Plan) -> None:
-        view, recall = plan.view, plan.recall
-        data = {
-            "trace": call.trace_id,
-            "session": call.session,
-            "user": call.user,
-            "created": call.received_at,
-            "tokens_in": prepared.tokens_in,
-            "tokens_forwarded": prepared.tokens_forwarded,
-            "degraded": prepared.degraded,
-            "watermark": view.state.upto,
-            "summaries": [
-                {"id": s.id, "level": s.level, "tokens": s.tokens, "turns": [s.start + 1, s.end]}
-                for s in view.state.summaries
-            ],
-            # The query is the user's own text: masked like everything else that is stored.
-            "query": redact(recall.query, call.tenant.settings.memory.pii) if recall else None,
-            "candidates": [candidate(h) for h in recall.hits] if recall else [],
-            "injected": [c.id for c in recall.cards] if recall else [],
-            "memory_block": recall.block if recall else None,
-        }
-        if call.provider_state is not None:
-            data["compression"] = f"off: the provider holds the conversation ({call.provider_state})"
+        size = len(plan.recall.query) if plan.recall is not None else 0
+        data = await off_loop(size, _trace_of, call, prepared, plan)
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
+
+
+def _trace_of(call: ChatCall, prepared: Prepared, plan: Plan) -> dict[str, Any]:
+    """What one request forwarded and why, as ``GET /paperclip/v1/traces/{trace}`` shows it."""
+    view, recall = plan.view, plan.recall
+    data = {
+        "trace": call.trace_id,
+        "session": call.session,
+        "user": call.user,
+        "created": call.received_at,
+        "tokens_in": prepared.tokens_in,
+        "tokens_forwarded": prepared.tokens_forwarded,
+        "degraded": prepared.degraded,
+        "watermark": view.state.upto,
+        "summaries": [
+            {"id": s.id, "level": s.level, "tokens": s.tokens, "turns": [s.start + 1, s.end]}
+            for s in view.state.summaries
+        ],
+        # The query is the user's own text: masked like everything else that is stored.
+        "query": redact(recall.query, call.tenant.settings.memory.pii) if recall else None,
+        "candidates": [candidate(h) for h in recall.hits] if recall else [],
+        "injected": [c.id for c in recall.cards] if recall else [],
+        "memory_block": recall.block if recall else None,
+    }
+    if call.provider_state is not None:
+        data["compression"] = f"off: the provider holds the conversation ({call.provider_state})"
+    return data
+
+
+def _redacted(messages: list[dict[str, Any]], pii: str) -> list[dict[str, Any]]:
+    return [redact_message(m, pii) for m in messages]
 
 
 def _at(call: ChatCall, turns: list[Turn], length: int, answer: str | None) -> list[Turn]:

@@ -25,8 +25,10 @@ import bisect
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from ..context.history_memo import text_size
 from ..context.watermark import View
 from ..memory.recall.query import fragment_hash, indexable
+from ..offload import off_loop
 
 Turn = tuple[int, str, str]  # (conversation position, role, text)
 Key = tuple[str, str, str]  # (tenant, user, session)
@@ -53,7 +55,7 @@ class RecordedTurns:
         self.kept_chars = 0
         self._seen: OrderedDict[Key, Recorded] = OrderedDict()
 
-    def turns(self, key: Key, view: View, generation: int | None) -> tuple[list[Turn], int]:
+    async def turns(self, key: Key, view: View, generation: int | None) -> tuple[list[Turn], int]:
         """The indexable turns of ``view.conv``, and the position from which they are not indexed yet.
 
         0: none is known to be indexed (the store is asked about all of them). Past 0, the turns
@@ -62,22 +64,23 @@ class RecordedTurns:
         """
         seen = self._continued(key, view)
         if seen is None or generation != seen.generation:
-            return indexable(view.conv), 0
-        new = indexable(view.conv[seen.length :], seen.length)
+            return await turns_from(view, 0), 0
+        new = await turns_from(view, seen.length)
         fresh = seen.length
         if new and new[0][0] == fresh and seen.answer == fragment_hash(new[0][1], new[0][2]):
             fresh += 1
         return [*seen.turns, *new], fresh
 
-    def window_hashes(self, key: Key, view: View) -> frozenset[str]:
+    async def window_hashes(self, key: Key, view: View) -> frozenset[str]:
         """The fragment hashes of the turns in ``view``'s verbatim window."""
         start = view.state.upto
         seen = self._continued(key, view)
+        known = start if seen is None else max(start, seen.length)
+        rest = [fragment_hash(role, text) for _, role, text in await turns_from(view, known)]
         if seen is None:
-            return frozenset(fragment_hash(role, text) for _, role, text in indexable(view.window, start))
+            return frozenset(rest)
         first = bisect.bisect_left(seen.turns, start, key=lambda t: t[0])
-        rest = indexable(view.conv[max(start, seen.length) :], max(start, seen.length))
-        return frozenset((*seen.hashes[first:], *(fragment_hash(role, text) for _, role, text in rest)))
+        return frozenset((*seen.hashes[first:], *rest))
 
     def _continued(self, key: Key, view: View) -> Recorded | None:
         seen = self._seen.get(key)
@@ -113,3 +116,9 @@ class RecordedTurns:
     def forget_user(self, tenant: str, user: str) -> None:
         for key in [k for k in self._seen if k[:2] == (tenant, user)]:
             self.forget(key)
+
+
+async def turns_from(view: View, start: int) -> list[Turn]:
+    """The indexable turns of ``view.conv`` from position ``start`` (read off the loop when they are long)."""
+    rest = view.conv[start:]
+    return await off_loop(sum(map(text_size, rest)), indexable, rest, start)

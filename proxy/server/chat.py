@@ -15,13 +15,14 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 from ..errors import BadRequest, Degraded, MemoryNotReady, PayloadTooLarge
+from ..offload import off_loop
 from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.pipeline_protocol import Pipeline, Prepared
 from ..tenancy import Tenant, client_key, resolve_session, resolve_user
 from ..upstream.headers import header_map, join_url, request_headers
 from .accounting import Finished
 from .endpoint import Endpoint
-from .jsonbody import INLINE_BYTES, parse_json
+from .jsonbody import parse_json
 from .relay import Exchange, Outcome, read_body
 from .startup import hold
 
@@ -110,7 +111,8 @@ class ChatEndpoint(Endpoint):
             prepared = too_large(len(incoming.raw))
         else:
             prepared = await self._prepare(incoming.call, served, bypass=incoming.bypass)
-        body = incoming.raw if prepared.messages is None else incoming.shaped.rebuild(prepared.messages)
+        messages = prepared.messages
+        body = incoming.raw if messages is None else await off_loop(len(incoming.raw), incoming.shaped.rebuild, messages)
         return Outgoing(prepared, body, served)
 
     def exchange(self, scope: Scope, incoming: Incoming, outgoing: Outgoing) -> Exchange:
@@ -252,11 +254,6 @@ def reply_of(outcome: Outcome) -> Reply:
 def too_large(size: int) -> Prepared:
     estimate = size // BYTES_PER_TOKEN
     return Prepared(messages=None, tokens_in=estimate, tokens_forwarded=estimate, degraded="too_large")
-
-
-async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)``, on a worker thread when the body is large enough for the hop to pay."""
-    return fn(*args) if size <= INLINE_BYTES else await asyncio.to_thread(fn, *args)
 
 
 async def parse_body(raw: bytes) -> dict[str, Any]:

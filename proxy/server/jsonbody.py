@@ -14,7 +14,6 @@ Large bodies are parsed on a worker thread, so the event loop keeps serving.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from typing import Any
@@ -23,10 +22,9 @@ import numpy as np
 
 from ..errors import BadRequest
 from ..hashing import LONE_SURROGATE
+from ..offload import off_loop
 
 MAX_DEPTH = 128
-# Under this size, parsing costs less than the hop to a thread.
-INLINE_BYTES = 64 * 1024
 
 # Any surrogate escape, paired or not; only bodies holding one are searched for lone ones.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -39,9 +37,7 @@ _OPEN_LIST, _OPEN_OBJECT = ord("["), ord("{")
 
 async def parse_json(raw: bytes) -> Any:
     """The parsed body, or ``BadRequest`` saying what is wrong with it."""
-    if len(raw) <= INLINE_BYTES:
-        return loads(raw)
-    return await asyncio.to_thread(loads, raw)
+    return await off_loop(len(raw), loads, raw)
 
 
 def loads(raw: bytes) -> Any:

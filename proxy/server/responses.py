@@ -15,10 +15,11 @@ from typing import Any
 
 from starlette.types import Scope
 
+from ..offload import off_loop
 from ..pipeline.response_items import as_messages, rebuild, render
 from ..store.records import ResponseSession
 from ..tenancy import Tenant, resolve_session, resolve_user
-from .chat import ChatEndpoint, Shaped, deployment_or_model, new_call, off_loop
+from .chat import ChatEndpoint, Shaped, deployment_or_model, new_call
 
 log = logging.getLogger("paperclip.responses")
 

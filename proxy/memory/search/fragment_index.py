@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ...offload import off_loop
 from ...store.interface import Fragments
 from ...store.records import NewFragment
 from ...tokens import TokenCounter
@@ -142,15 +143,8 @@ class FragmentIndex:
         """
         hashes = [fragment_hash(role, text) for _, role, text in positions]
         known = set() if unseen else await self.store.known(tenant, user, hashes)
-        fresh: list[NewFragment] = []
-        seen: set[str] = set()
-        for (position, role, text), h in zip(positions, hashes, strict=True):
-            if h in known or h in seen:
-                continue
-            seen.add(h)
-            clean = redact(text, pii) if pii != "keep" else text
-            terms = " ".join(tokenize(clean))
-            fresh.append(NewFragment(h, role, clean, terms, position, self.counter.text(clean)))
+        size = sum(len(text) for _, _, text in positions)  # masking, terms, tokens: off the loop when long
+        fresh = await off_loop(size, new_fragments, positions, hashes, known, pii, self.counter)
         if not fresh:
             return 0
         vectors = await self.embed([f.text for f in fresh])
@@ -214,6 +208,22 @@ class FragmentIndex:
 
     def forget_scope(self, tenant: str, user: str) -> None:
         self._scopes.pop((tenant, user), None)
+
+
+def new_fragments(
+    positions: Sequence[tuple[int, str, str]], hashes: Sequence[str], known: set[str], pii: str, counter: TokenCounter
+) -> list[NewFragment]:
+    """The turns not ``known`` (each once), masked, with their BM25 terms and tokens."""
+    fresh: list[NewFragment] = []
+    seen: set[str] = set()
+    for (position, role, text), h in zip(positions, hashes, strict=True):
+        if h in known or h in seen:
+            continue
+        seen.add(h)
+        clean = redact(text, pii) if pii != "keep" else text
+        terms = " ".join(tokenize(clean))
+        fresh.append(NewFragment(h, role, clean, terms, position, counter.text(clean)))
+    return fresh
 
 
 def keyword_scores(
