@@ -26,7 +26,10 @@ says how long that took. ``--profile`` records each proxy with py-spy and prints
 
 ``--compare DIR`` also starts the proxies of the checkout in ``DIR`` (with
 its own ``.venv``), named ``memory on @<DIR's name>`` and so on: before/after
-pairs in one run. ``--rounds N`` runs the whole sequence N times, the builds'
+pairs in one run. ``--variant LABEL=ARGS`` (repeatable) also starts a memory-on
+proxy of this checkout with the concurrency model's knobs set by ARGS
+(``bench/variant_proxy.py``: ``--prepares 2 --records 2 --switch-ms 5``, ``--unbounded``),
+named ``memory on [LABEL]``. ``--rounds N`` runs the whole sequence N times, the builds'
 order reversed every other round (ABBA), each round with users of its own.
 The RSS curves are plotted to ``--plot`` when matplotlib is installed (``pip install -e .[bench]``).
 """
@@ -287,14 +290,18 @@ def builds(compare: Path | None) -> list[Build]:
     return [here, Build(other.name, other, str(python))]
 
 
-def start_proxy(stack: ExitStack, build: Build, tmp: Path, up_url: str, memory: bool, embedding: str) -> Run:
+def start_proxy(
+    stack: ExitStack, build: Build, tmp: Path, up_url: str, memory: bool, embedding: str, variant: str = ""
+) -> Run:
     label = ("memory on" if memory else "memory off") + (f" @{build.name}" if build.name else "")
+    label, knobs = (f"{label} [{variant.partition('=')[0]}]", variant.partition("=")[2].split()) if variant else (label, [])
     port = free_port()
-    folder = tmp / label.replace(" ", "-").replace("@", "")
+    folder = tmp / "".join(c if c.isalnum() else "-" for c in label)
     folder.mkdir()
     cfg = proxy_config(folder, up_url, port, memory, embedding)
-    proc = start(stack, [build.python, "-m", "proxy", "serve", "--config", str(cfg)], folder / "proxy.log",
-                 cwd=build.folder)
+    cmd = ([build.python, "bench/variant_proxy.py", "--config", str(cfg), "--port", str(port), *knobs] if variant
+           else [build.python, "-m", "proxy", "serve", "--config", str(cfg)])
+    proc = start(stack, cmd, folder / "proxy.log", cwd=build.folder)
     url = f"http://127.0.0.1:{port}"
     wait_until_up(url + "/healthz", proc, "paperclip", 60, folder / "proxy.log")
     wait_ready(url + "/readyz", 300)
@@ -338,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", default="direct,off,on", help="a subset of direct,off,on")
     parser.add_argument("--compare", type=Path, default=None, help="another checkout to measure beside this one")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--variant", action="append", default=[], help="LABEL=ARGS for bench/variant_proxy.py")
     parser.add_argument("--plot", type=Path, default=Path("bench/results/load_rss.png"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/load.json"))
     args = parser.parse_args(argv)
@@ -353,13 +361,15 @@ def main(argv: list[str] | None = None) -> int:
         for memory in (False, True):
             if ("on" if memory else "off") in wanted:
                 runs += [start_proxy(stack, b, tmp, up_url, memory, args.embedding) for b in builds(args.compare)]
+        here = builds(None)[0]
+        runs += [start_proxy(stack, here, tmp, up_url, True, args.embedding, v) for v in args.variant]
         rows: list[dict[str, Any]] = []
         direct: Run | None = None
         plotted = []  # the first round's runs
         for r, template in order(runs, args.rounds):
             run = Run(template.name, template.url, template.pid, log=template.log, users=f"load-user-r{r}")
             spy = None
-            raw = args.out.with_suffix(f".{run.name.replace(' ', '-').replace('@', '')}.r{r}.profile.txt")
+            raw = args.out.with_suffix(f".{''.join(c if c.isalnum() else '-' for c in run.name)}.r{r}.profile.txt")
             if args.profile and run.name != "direct":
                 spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(run.pid),
                                         "--format", "raw", "--rate", "50", "--gil", "--threads", "--output", str(raw),

@@ -59,7 +59,7 @@ class ResponsesEndpoint(ChatEndpoint):
     async def _chain(self, tenant: Tenant, response_id: str) -> ResponseSession | None:
         """The session of an earlier response; None when unknown or unreadable (a session is derived)."""
         layer = self.rt.memory.layer
-        if layer is None:
+        if layer is None or self.rt.memory.pipeline is None:  # not serving (starting, store down, off)
             return None
         try:
             return await layer.bounded.responses.find(tenant.id, response_id)
