@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.server.jsonbody import MAX_DEPTH, nesting
+from proxy.errors import BadRequest
+from proxy.server.jsonbody import MAX_DEPTH, check, too_deep
 from proxy.server.relay import event_break, whole_lines
 from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, error_json, sse
@@ -351,27 +352,29 @@ def test_a_reply_holding_a_lone_surrogate_is_recorded_with_a_replacement_charact
     assert stored(proxy, "u-sur")[1] == ["bad \ufffd reply"]
 
 
-def _depth(value: Any) -> int:
-    """How deep containers nest in ``value``, walked as ``jsonbody.check`` walks it."""
-    if isinstance(value, dict):
-        return 1 + max(map(_depth, value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max(map(_depth, value), default=0)
-    return 0
+
+def _chain(depth: int, leaf: Any = "x") -> Any:
+    """Containers nested ``depth`` deep, lists and objects in turn, strings beside them."""
+    value = leaf
+    for level in range(depth):
+        value = [value, "]"] if level % 2 else {"k[": value, "v": "{"}
+    return value
 
 
-_TEXT = st.text(alphabet=st.sampled_from('ab"\\[]{}é\n'), max_size=6)
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | _TEXT,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
     max_leaves=12,
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(_JSON, st.booleans(), st.sampled_from([None, 2]))
-def test_the_nesting_read_from_the_bytes_is_the_depth_of_the_parsed_value(
-    value: Any, ascii_only: bool, indent: int | None
-) -> None:
-    raw = json.dumps(value, ensure_ascii=ascii_only, indent=indent).encode()
-    assert nesting(raw) == _depth(value)
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_JSON, st.integers(120, 136).map(_chain)))
+def test_the_quick_depth_walk_refuses_exactly_what_the_full_check_refuses(value: Any) -> None:
+    try:
+        check(value, strings=False)
+        refused = False
+    except BadRequest:
+        refused = True
+    assert too_deep(value) == refused
+    assert too_deep(_chain(MAX_DEPTH)) is False and too_deep(_chain(MAX_DEPTH + 1)) is True

@@ -18,8 +18,6 @@ import json
 import re
 from typing import Any
 
-import numpy as np
-
 from ..errors import BadRequest
 from ..hashing import LONE_SURROGATE
 from ..offload import off_loop
@@ -28,11 +26,6 @@ MAX_DEPTH = 128
 
 # Any surrogate escape, paired or not; only bodies holding one are searched for lone ones.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-# A JSON string, escapes and all (written to match in linear time); what is left between strings
-# holds the brackets.
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_OPEN_LIST, _OPEN_OBJECT = ord("["), ord("{")
 
 
 async def parse_json(raw: bytes) -> Any:
@@ -47,25 +40,28 @@ def loads(raw: bytes) -> Any:
         raise BadRequest(f"The JSON body is nested too deeply (at most {MAX_DEPTH} levels).") from exc
     except (UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or an integer too long
         raise BadRequest(f"We could not parse the JSON body of your request: {exc}") from exc
-    strings = _SURROGATE_ESCAPE.search(raw) is not None
-    if strings or json.detect_encoding(raw) != "utf-8":
-        check(value, strings=strings)  # the walk: strings to read, or bytes the scan below cannot read
-    elif nesting(raw) > MAX_DEPTH:
+    if _SURROGATE_ESCAPE.search(raw) is not None:
+        check(value)  # every string read for a lone surrogate, and the nesting on the way
+    elif too_deep(value):
         raise BadRequest(f"The JSON body is nested too deeply (at most {MAX_DEPTH} levels).")
     return value
 
 
-def nesting(raw: bytes) -> int:
-    """How deep the containers of ``raw`` (valid UTF-8 JSON) nest, read from its bytes in C and numpy.
+def too_deep(value: Any) -> bool:
+    """Whether containers nest past ``MAX_DEPTH`` in ``value``: a walk that only steps into containers.
 
-    The walk of ``check`` visits every value in Python, a few hundred µs for
-    a long chat on every request; this removes the strings and follows the
-    brackets that are left.
+    A chat body is mostly strings; ``check`` handles every value, this only
+    looks at each one's type, about a third of the time.
     """
-    brackets = np.frombuffer(_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS), dtype=np.uint8)
-    if not len(brackets):
-        return 0
-    return int(np.cumsum(np.where((brackets == _OPEN_LIST) | (brackets == _OPEN_OBJECT), 1, -1)).max())
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+    return False
 
 
 def check(value: Any, *, strings: bool = True) -> None:
