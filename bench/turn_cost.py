@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -61,8 +62,8 @@ async def chunks(parts: list[bytes]) -> AsyncIterator[bytes]:
 
 def upstream() -> httpx.MockTransport:
     def answer(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content or b"{}")
-        if body.get("stream"):
+        # Not parsed: the upstream's own work is not the proxy's, and it grows with the chat.
+        if b'"stream":true' in request.content or b'"stream": true' in request.content:
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=chunks(STREAM))
         return httpx.Response(200, headers={"content-type": "application/json"}, content=chunks([COMPLETION]))
 
@@ -138,9 +139,8 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     # As ``paperclip serve`` runs it: the collector tuned once the memory layer is loaded, and the
     # interpreter's switch interval (a checkout from before the one event loop sets its own).
     app = app_factory()(settings(folder, args.memory == "on", args.embedding), transport=upstream(), freeze_heap=True)
-    serving = getattr(importlib.import_module("proxy.commands.main"), "SWITCH_INTERVAL_S", None)
-    if serving is not None:
-        sys.setswitchinterval(serving)
+    with contextlib.suppress(ImportError, AttributeError):
+        sys.setswitchinterval(importlib.import_module("proxy.commands.main").SWITCH_INTERVAL_S)
     runtime = app.state.runtime
     async with app.router.lifespan_context(app):
         for _ in range(2400):  # the memory layer loads in the background (at most 2 minutes)
