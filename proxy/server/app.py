@@ -32,7 +32,7 @@ from .passthrough import PassthroughEndpoint
 from .readiness import FileIdentity, check_database
 from .responses import ResponsesEndpoint
 from .runtime import Offline, Ready, Runtime, StoreDown, build_runtime
-from .startup import serve_memory
+from .startup import serve_memory, settle_heap
 
 log = logging.getLogger("paperclip")
 
@@ -76,6 +76,8 @@ def create_app(
         elif not memory_needed(settings):
             # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
             runtime.memory.ready(runtime.bypass)
+            if freeze_heap:
+                settle_heap()  # nothing more to load: the collector is tuned now
         else:
             tasks.append(asyncio.ensure_future(serve_memory(runtime, embedder, freeze_heap=freeze_heap)))
             tasks.append(asyncio.ensure_future(maintain(settings, runtime.store, metrics)))
