@@ -4,6 +4,7 @@ Usage (from the repo root, in its virtualenv)::
 
     python bench/load.py                           # 50 streams x 60 s per target, bundled model
     python bench/load.py -c 50 -t 60 --embedding hash --profile
+    python bench/load.py --compare ../before --rounds 2   # and another checkout's proxies, in turn
 
 Processes on loopback: the fixed-answer upstream (``bench/upstream.py``), two
 proxies (``python -m proxy serve``: memory and context off, and on), this
@@ -17,9 +18,20 @@ proxy adds to the direct figures, ``/healthz`` p50/p99/max polled every 50 ms
 while it runs, and the proxy's RSS every second (growth after the first
 minute: RSS at the end over RSS at 60 s), and its CPU time and its threads'
 context switches per request (steadier than the timings when the machine is
-busy: what the process did, not how long it waited for a core). ``--profile`` records the memory-on
-proxy with py-spy and prints where its time goes. The RSS curves are plotted
-to ``--plot`` when matplotlib is installed (``pip install -e .[bench]``).
+busy: what the process did, not how long it waited for a core). The CPU is
+counted until the proxy has gone quiet after its clients stop (its CPU under
+``QUIET_CPU_S`` a second, at most ``DRAIN_MAX_S``), so the work a turn causes
+after its response (indexing, extraction, compression) is in it; ``drain_s``
+says how long that took. ``--profile`` records each proxy with py-spy and prints where its time goes.
+
+``--compare DIR`` also starts the proxies of the checkout in ``DIR`` (with
+its own ``.venv``), named ``memory on @<DIR's name>`` and so on: before/after
+pairs in one run. ``--variant LABEL=ARGS`` (repeatable) also starts a memory-on
+proxy of this checkout with the concurrency model's knobs set by ARGS
+(``bench/variant_proxy.py``: ``--prepares 2 --records 2 --switch-ms 5``, ``--unbounded``),
+named ``memory on [LABEL]``. ``--rounds N`` runs the whole sequence N times, the builds'
+order reversed every other round (ABBA), each round with users of its own.
+The RSS curves are plotted to ``--plot`` when matplotlib is installed (``pip install -e .[bench]``).
 """
 
 from __future__ import annotations
@@ -46,6 +58,9 @@ from large_body import start_poller
 from overhead import PROXY_KEY, free_port, proxy_config, rss_mb, start, wait_ready, wait_until_up
 
 MODEL = "gpt-4o-mini"
+# After the clients stop, the proxy is quiet once a second passes with less CPU than this.
+QUIET_CPU_S = 0.02
+DRAIN_MAX_S = 60.0
 FACTS = ["my flight is BA117 on March 3", "I am allergic to peanuts", "my manager is called Priya",
          "the budget is 42,000 euros", "I prefer window seats", "my daughter turns 7 in June"]
 
@@ -63,6 +78,8 @@ class Run:
     log: Path | None = None
     # The process's CPU seconds and its threads' context switches (voluntary, preempted) during the run.
     work: tuple[float, int, int] = (0.0, 0, 0)
+    drain_s: float = 0.0  # how long the proxy kept working after its clients stopped
+    users: str = "load-user"  # the clients' user ids start with this (one set per round)
 
 
 async def client_loop(run: Run, client: httpx.AsyncClient, n: int, deadline: float) -> None:
@@ -72,7 +89,7 @@ async def client_loop(run: Run, client: httpx.AsyncClient, n: int, deadline: flo
         turn += 1
         text = f"Turn {turn}: {FACTS[(n + turn) % len(FACTS)]}. What should I pack for a trip to city {turn % 17}?"
         messages.append({"role": "user", "content": text})
-        body = {"model": MODEL, "messages": messages, "stream": True, "user": f"load-user-{n}"}
+        body = {"model": MODEL, "messages": messages, "stream": True, "user": f"{run.users}-{n}"}
         started = time.perf_counter()
         reply = ""
         try:
@@ -136,9 +153,23 @@ async def load(run: Run, clients: int, seconds: float) -> None:
                              *(client_loop(run, client, n, deadline) for n in range(clients)))
     run.seconds = time.perf_counter() - started
     if run.pid is not None:
+        run.drain_s = await quiet(run.pid)
         cpu, waited, preempted = cpu_and_switches(run.pid)
         run.work = (cpu - before[0], waited - before[1], preempted - before[2])
     run.healthz = sorted(json.loads(poller.communicate("")[0]))
+
+
+async def quiet(pid: int) -> float:
+    """Seconds until ``pid`` spends less than ``QUIET_CPU_S`` of CPU in a second (its background work done)."""
+    started = time.perf_counter()
+    last = cpu_and_switches(pid)[0]
+    while time.perf_counter() - started < DRAIN_MAX_S:
+        await asyncio.sleep(1.0)
+        now = cpu_and_switches(pid)[0]
+        if now - last < QUIET_CPU_S:
+            return round(time.perf_counter() - started - 1.0, 1)
+        last = now
+    return round(time.perf_counter() - started, 1)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -165,6 +196,7 @@ def summary(run: Run, direct: Run | None) -> dict[str, Any]:
         row["cpu_ms_per_request"] = round(1000 * cpu / len(run.latencies), 2)
         row["switches_per_request"] = round(waited / len(run.latencies), 1)
         row["preemptions_per_request"] = round(preempted / len(run.latencies), 2)
+        row["drain_s"] = run.drain_s
     if direct is not None and direct is not run:
         row["added_p50_ms"] = round(p50 - statistics.median(direct.latencies), 1)
         row["added_p99_ms"] = round(p99 - pct(direct.latencies, 0.99), 1)
@@ -238,13 +270,82 @@ def thread_kind(frames: list[str]) -> str:
     return "other"
 
 
+@dataclass(frozen=True)
+class Build:
+    """A checkout whose proxies are measured: its folder and the Python of its virtualenv."""
+
+    name: str  # "" for this checkout
+    folder: Path
+    python: str
+
+
+def builds(compare: Path | None) -> list[Build]:
+    here = Build("", Path(__file__).resolve().parent.parent, sys.executable)
+    if compare is None:
+        return [here]
+    other = compare.resolve()
+    python = other / ".venv" / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"{other} has no .venv: make one there first (pip install -e '.[bench]')")
+    return [here, Build(other.name, other, str(python))]
+
+
+def start_proxy(
+    stack: ExitStack, build: Build, tmp: Path, up_url: str, memory: bool, embedding: str, variant: str = ""
+) -> Run:
+    label = ("memory on" if memory else "memory off") + (f" @{build.name}" if build.name else "")
+    label, knobs = (f"{label} [{variant.partition('=')[0]}]", variant.partition("=")[2].split()) if variant else (label, [])
+    port = free_port()
+    folder = tmp / "".join(c if c.isalnum() else "-" for c in label)
+    folder.mkdir()
+    cfg = proxy_config(folder, up_url, port, memory, embedding)
+    cmd = ([build.python, "bench/variant_proxy.py", "--config", str(cfg), "--port", str(port), *knobs] if variant
+           else [build.python, "-m", "proxy", "serve", "--config", str(cfg)])
+    proc = start(stack, cmd, folder / "proxy.log", cwd=build.folder)
+    url = f"http://127.0.0.1:{port}"
+    wait_until_up(url + "/healthz", proc, "paperclip", 60, folder / "proxy.log")
+    wait_ready(url + "/readyz", 300)
+    return Run(label, url, proc.pid, log=folder / "proxy.log")
+
+
+def order(runs: list[Run], rounds: int) -> list[tuple[int, Run]]:
+    """(round, run) in the order measured: direct first in each round, then off before on, the builds
+    alternating within each and their order reversed every other round (ABBA), so that drift over
+    the run falls on both builds alike."""
+    out = []
+    for r in range(rounds):
+        out.append((r, runs[0]))
+        for kind in ("memory off", "memory on"):
+            same = [run for run in runs[1:] if run.name.startswith(kind)]
+            out += [(r, run) for run in (same if r % 2 == 0 else same[::-1])]
+    return out
+
+
+def profile(spy: subprocess.Popen[bytes], raw: Path) -> None:
+    spy.wait(timeout=60)
+    own, within, by_thread = hot_frames(raw)
+    print(f"where the proxy's CPU goes (% of py-spy samples of the thread holding the GIL; raw: {raw})")
+    print(" by thread:")
+    for kind, share in by_thread:
+        print(f"  {share:5.1f}%  {kind}")
+    print(" self:")
+    for frame, share in own:
+        print(f"  {share:5.1f}%  {frame}")
+    print(" inside (Paperclip functions on the stack):")
+    for frame, share in within:
+        print(f"  {share:5.1f}%  {frame}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-c", "--clients", type=int, default=50)
     parser.add_argument("-t", "--seconds", type=float, default=60.0)
     parser.add_argument("--embedding", default="bundled")
-    parser.add_argument("--profile", action="store_true", help="py-spy the memory-on proxy")
+    parser.add_argument("--profile", action="store_true", help="py-spy every proxy")
     parser.add_argument("--targets", default="direct,off,on", help="a subset of direct,off,on")
+    parser.add_argument("--compare", type=Path, default=None, help="another checkout to measure beside this one")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--variant", action="append", default=[], help="LABEL=ARGS for bench/variant_proxy.py")
     parser.add_argument("--plot", type=Path, default=Path("bench/results/load_rss.png"))
     parser.add_argument("--out", type=Path, default=Path("bench/results/load.json"))
     args = parser.parse_args(argv)
@@ -257,47 +358,38 @@ def main(argv: list[str] | None = None) -> int:
         wait_until_up(up_url + "/models", upstream, "upstream", 30, tmp / "upstream.log")
         wanted = set(args.targets.split(","))
         runs = [Run("direct", f"http://127.0.0.1:{up_port}", upstream.pid)]  # always: the baseline
-        for name, memory in (("memory off", False), ("memory on", True)):
-            if name.split()[1] not in wanted:
-                continue
-            port = free_port()
-            folder = tmp / name.replace(" ", "-")
-            folder.mkdir()
-            cfg = proxy_config(folder, up_url, port, memory, args.embedding)
-            proc = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg)], folder / "proxy.log")
-            url = f"http://127.0.0.1:{port}"
-            wait_until_up(url + "/healthz", proc, "paperclip", 60, folder / "proxy.log")
-            wait_ready(url + "/readyz", 300)
-            runs.append(Run(name, url, proc.pid, log=folder / "proxy.log"))
-        rows = []
-        for run in runs:
+        for memory in (False, True):
+            if ("on" if memory else "off") in wanted:
+                runs += [start_proxy(stack, b, tmp, up_url, memory, args.embedding) for b in builds(args.compare)]
+        here = builds(None)[0]
+        runs += [start_proxy(stack, here, tmp, up_url, True, args.embedding, v) for v in args.variant]
+        rows: list[dict[str, Any]] = []
+        direct: Run | None = None
+        plotted = []  # the first round's runs
+        for r, template in order(runs, args.rounds):
+            run = Run(template.name, template.url, template.pid, log=template.log, users=f"load-user-r{r}")
             spy = None
-            profile = args.out.with_suffix(".profile.txt")
-            if args.profile and run.name == "memory on":
-                spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(run.pid), "--format", "raw", "--rate", "50", "--gil",
-                                        "--threads", "--output", str(profile), "--duration", str(int(args.seconds))],
+            raw = args.out.with_suffix(f".{''.join(c if c.isalnum() else '-' for c in run.name)}.r{r}.profile.txt")
+            if args.profile and run.name != "direct":
+                spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(run.pid),
+                                        "--format", "raw", "--rate", "50", "--gil", "--threads", "--output", str(raw),
+                                        "--duration", str(int(args.seconds))],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             asyncio.run(load(run, args.clients, args.seconds))
-            rows.append(summary(run, runs[0]))
-            print(json.dumps(rows[-1]))
+            direct = run if run.name == "direct" else direct
+            rows.append(summary(run, direct) | {"round": r, "load_average": round(os.getloadavg()[0], 2)})
+            if direct is not None and run is not direct and direct.latencies:
+                rows[-1]["rps_vs_direct"] = round(len(run.latencies) / run.seconds / (len(direct.latencies) / direct.seconds), 2)
+            print(json.dumps(rows[-1]), flush=True)
             if run.errors and run.log is not None:  # what the proxy said about them
                 lines = [ln for ln in run.log.read_text(errors="replace").splitlines() if "ERROR" in ln or "WARNING" in ln or "Error" in ln]
                 print("\n".join(lines[:20]))
             if spy is not None:
-                spy.wait(timeout=60)
-                own, within, by_thread = hot_frames(profile)
-                print(f"where the memory-on proxy's CPU goes (% of py-spy samples of the thread holding the GIL; raw: {profile})")
-                print(" by thread:")
-                for kind, share in by_thread:
-                    print(f"  {share:5.1f}%  {kind}")
-                print(" self:")
-                for frame, share in own:
-                    print(f"  {share:5.1f}%  {frame}")
-                print(" inside (Paperclip functions on the stack):")
-                for frame, share in within:
-                    print(f"  {share:5.1f}%  {frame}")
-        plot(runs, args.plot)
-        args.out.write_text(json.dumps({"clients": args.clients, "seconds": args.seconds,
+                profile(spy, raw)
+            if r == 0:
+                plotted.append(run)
+        plot(plotted, args.plot)
+        args.out.write_text(json.dumps({"clients": args.clients, "seconds": args.seconds, "rounds": args.rounds,
                                         "embedding": args.embedding, "targets": rows}, indent=2) + "\n")
     return 0
 

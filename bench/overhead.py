@@ -162,9 +162,11 @@ def wait_until_up(
     raise SystemExit(f"{what} did not come up in {timeout:.0f} s; its log:\n{log.read_text()[-4000:]}")
 
 
-def start(stack: ExitStack, cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def start(
+    stack: ExitStack, cmd: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> subprocess.Popen[bytes]:
     out = stack.enter_context(log.open("wb"))
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
 
     def stop() -> None:
         if proc.poll() is None:

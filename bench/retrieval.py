@@ -22,16 +22,12 @@ the model alone on one new sentence, for scale. Each comes with its CPU
 time (``time.process_time``: every thread of this process, the embedder's
 too), which the machine's other work moves far less than wall time.
 
-By default (``--threads served``) the store's reads run on the searching
-thread itself, with the interpreter's switch interval at 1 ms: how the proxy
-serves recall over SQLite, on its pipeline thread (``Database.serve_inline``).
-``--threads pool`` sends them to the store's reader threads instead. The
+The store's reads run on its reader threads, as the proxy serves them. The
 collector is set as ``paperclip serve`` sets it once the model is loaded
 (``startup.settle_heap``): what is alive then frozen, the young generation
 collected every 20,000 new objects rather than 700.
 
     python bench/retrieval.py [--sizes 1000,10000,100000] [--queries 200] [--real 2000] [--out PATH]
-                              [--threads served|pool]
 """
 
 from __future__ import annotations
@@ -45,7 +41,6 @@ import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -236,10 +231,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 have = await store.fragments.count(TENANT, user)
                 await fill(store, counter, say, basis, user, OTHER_SIZE - have, have + n * 10**6)
             result["scales"] = []
-            result["threads"] = args.threads
-            if args.threads == "served":  # as ``MemoryLayer.serve`` runs recall over SQLite (pipeline/thread.py)
-                store.db.serve_inline(threading.get_ident())
-                sys.setswitchinterval(0.001)
             have = 0
             for size in args.sizes:
                 await fill(store, counter, say, basis, USER, size - have, have)
@@ -280,7 +271,7 @@ def table(result: dict[str, Any]) -> str:
     lines.append(f"vectors: {result['vectors']}; other users: {len(OTHERS)} × {OTHER_SIZE:,} fragments")
     lines.append(
         f"cpus: {result['cpus']}, load average at start: {result['load_avg'][0]:.2f}, at the end:"
-        f" {result['load_avg_end'][0]:.2f}; store calls: {result['threads']}"
+        f" {result['load_avg_end'][0]:.2f}"
     )
     return "\n".join(lines)
 
@@ -291,10 +282,6 @@ if __name__ == "__main__":
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--real", type=int, default=2000, help="fragments embedded by the real model")
     parser.add_argument("--out", default=str(OUT))
-    parser.add_argument(
-        "--threads", choices=("served", "pool"), default="served",
-        help="served: the store's reads on the searching thread, as the proxy serves SQLite; pool: on the store's threads",
-    )
     args = parser.parse_args()
     result = asyncio.run(main(args))
     print(table(result))

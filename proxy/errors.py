@@ -18,7 +18,9 @@
         │                          ``X-Paperclip-Degraded: <reason>``, an admin call answers 503
         ├── MemoryNotReady         reason ``starting``: the memory layer is still loading
         ├── MemoryUnavailable      reason ``memory_unavailable``: it is off (its database is gone)
-        └── MemoryBusy             reason ``memory_busy``: recording is too far behind
+        ├── MemoryBusy             reason ``memory_busy``: recording is too far behind
+        └── StoreUnavailable       reason ``store_unavailable``: the database did not answer within
+                                   ``storage.timeout_s``, or is known to be down (``/readyz``)
     ClientGone                     the client disconnected: nobody is left to answer
     ConfigError                    a bad config file (every problem of it); the CLI exits 2
     └── PromptError                a prompt folder, file or variable is wrong
@@ -26,7 +28,8 @@
     OnnxUnavailable                a model that does not run on ONNX Runtime (the embedder falls back)
     ModelFileMismatch              a packaged model file is missing or not the pinned one (no memory layer)
 
-httpx exceptions are translated into this tree in ``upstream.clients.translate`` only.
+httpx exceptions are translated into this tree in ``upstream.clients.translate`` only; the
+store's ``DatabaseUnavailable`` (which knows nothing above the store) in ``MemoryPipeline.prepare``.
 An error goes out in the shape of the API the client speaks (``ErrorShape``):
 OpenAI's ``{"error": {...}}`` everywhere but on Anthropic's Messages API,
 whose clients read ``{"type": "error", "error": {"type", "message"}}``.
@@ -143,6 +146,11 @@ class MemoryUnavailable(Degraded):
 class MemoryBusy(Degraded):
     code = "memory_busy"
     reason = "memory_busy"
+
+
+class StoreUnavailable(Degraded):
+    code = "store_unavailable"
+    reason = "store_unavailable"
 
 
 class ClientGone(Exception):

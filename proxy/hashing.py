@@ -15,13 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 Message = Mapping[str, Any]
 
-_GENESIS = "0" * 64
+GENESIS = "0" * 64
 
 
 # A UTF-16 surrogate alone (JSON's "\ud800") is not Unicode: text holding one cannot be
@@ -51,7 +50,7 @@ def chain_step(parent: str, child_hash: str) -> str:
     return hashlib.sha256(f"{parent}:{child_hash}".encode()).hexdigest()
 
 
-def chain_hashes(hashes: Iterable[str], parent: str = _GENESIS) -> list[str]:
+def chain_hashes(hashes: Iterable[str], parent: str = GENESIS) -> list[str]:
     """Chain hashes of a sequence of message hashes: out[i] names hashes[: i + 1]."""
     out: list[str] = []
     for h in hashes:
@@ -75,27 +74,3 @@ def memo_key(message: Message) -> Hashable:
         if value is not None and type(value) is not str:
             return hashlib.sha256(canonical(message)).digest()
     return tuple(sorted(message.items()))
-
-
-class ChainMemo:
-    """``chain_of`` that remembers: a resent history costs a lookup per message seen before."""
-
-    def __init__(self, size: int = 50_000) -> None:
-        self._known: OrderedDict[tuple[str, Hashable], str] = OrderedDict()
-        self._size = size
-
-    def chain_of(self, messages: Sequence[Message]) -> list[str]:
-        out: list[str] = []
-        parent = _GENESIS
-        for message in messages:
-            key = (parent, memo_key(message))
-            found = self._known.get(key)
-            if found is None:
-                found = self._known[key] = chain_step(parent, message_hash(message))
-                if len(self._known) > self._size:
-                    self._known.popitem(last=False)
-            else:
-                self._known.move_to_end(key)
-            out.append(found)
-            parent = found
-        return out

@@ -46,6 +46,11 @@ class Metrics:
         self.background_errors = Counter(
             "paperclip_background_errors", "Failures of after-response work", ["stage"], registry=r
         )
+        self.held_turns = Counter(
+            "paperclip_held_turns",
+            "Turns forwarded while the memory layer started: held to be recorded, or dropped (the queue was full)",
+            ["outcome"], registry=r,
+        )
 
         # Labelled by tenant and model, both bounded (proxy/server/accounting.py).
         self.tenant_requests = Counter(

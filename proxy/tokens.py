@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
@@ -96,20 +97,24 @@ class TokenCounter:
         self.encoding = encoding_for(model)
         self._cache: OrderedDict[Hashable, int] = OrderedDict()
         self._cache_size = cache_size
+        self._lock = threading.Lock()
 
     def text(self, text: str) -> int:
         return len(self.encoding.encode(text, disallowed_special=()))
 
     def message(self, message: Mapping[str, Any]) -> int:
+        """Thread-safe: a large message is counted off the event loop (``offload``)."""
         key = memo_key(message)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         n = self._count(message)
-        self._cache[key] = n
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = n
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return n
 
     def messages(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:

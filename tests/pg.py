@@ -45,6 +45,23 @@ class PgServer:
         options = quote(f"-csearch_path={schema},public")
         return schema, f"{self.uri}&options={options}"
 
+    def schema_url(self) -> Iterator[str]:
+        """A fixture's body: the URL of a fresh schema, dropped after the test."""
+        schema, url = self.fresh_schema()
+        yield url
+        self.sql(f"DROP SCHEMA {schema} CASCADE")
+
+    def halt(self) -> None:
+        """Stop the database server (``pg_ctl stop -m fast``: clients are cut off), keeping its data."""
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user)
+
+    def resume(self) -> None:
+        """Start it again, at the same address."""
+        with self.server._lock:
+            self.server.ensure_postgres_running()
+
     def stop(self) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -52,15 +69,16 @@ class PgServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
+def a_server() -> Iterator[PgServer]:
+    """A fixture's body: a server of its own, removed after its tests."""
     server = PgServer()
     yield server
     server.stop()
 
 
+pg_server = pytest.fixture(scope="session")(a_server)
+
+
 @pytest.fixture
 def pg_url(pg_server: PgServer) -> Iterator[str]:
-    schema, url = pg_server.fresh_schema()
-    yield url
-    pg_server.sql(f"DROP SCHEMA {schema} CASCADE")
+    yield from pg_server.schema_url()

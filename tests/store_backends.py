@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,13 +41,10 @@ class Stores:
     responses: Any
 
 
-@pytest.fixture(params=["sqlite", "sqlite-inline", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres"])
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
-    """``sqlite-inline``: the calls run on the test's own thread, as they do on the memory pipeline's."""
-    if request.param.startswith("sqlite"):
+    if request.param == "sqlite":
         store = await asyncio.to_thread(open_store, str(tmp_path / "p.db"), DIM)
-        if request.param == "sqlite-inline":
-            store.db.serve_inline(threading.get_ident())
         yield Stores(store.sessions, store.fragments, store.items, store.traces, store.users, store.cursors,
                      store.edits, store.listings, store.usage, store.responses)
         store.close()

@@ -9,10 +9,13 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.server.jsonbody import MAX_DEPTH
+from proxy.errors import BadRequest
+from proxy.server.jsonbody import MAX_DEPTH, check, too_deep
 from proxy.server.relay import event_break, whole_lines
 from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, error_json, sse
@@ -347,3 +350,31 @@ def test_a_reply_holding_a_lone_surrogate_is_recorded_with_a_replacement_charact
         assert r.status_code == 200
     proxy.drain()
     assert stored(proxy, "u-sur")[1] == ["bad \ufffd reply"]
+
+
+
+def _chain(depth: int, leaf: Any = "x") -> Any:
+    """Containers nested ``depth`` deep, lists and objects in turn, strings beside them."""
+    value = leaf
+    for level in range(depth):
+        value = [value, "]"] if level % 2 else {"k[": value, "v": "{"}
+    return value
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_JSON, st.integers(120, 136).map(_chain)))
+def test_the_quick_depth_walk_refuses_exactly_what_the_full_check_refuses(value: Any) -> None:
+    try:
+        check(value, strings=False)
+        refused = False
+    except BadRequest:
+        refused = True
+    assert too_deep(value) == refused
+    assert too_deep(_chain(MAX_DEPTH)) is False and too_deep(_chain(MAX_DEPTH + 1)) is True

@@ -46,6 +46,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+# One event loop serves every socket while worker threads run what lets go of it (embeddings,
+# SQLite, large bodies) and Python around it. At the interpreter's default, a thread holding the
+# GIL keeps it for 5 ms before the loop gets its turn; 1 ms keeps /healthz and every stream's next
+# chunk prompt while they work (docs/decisions/0001-concurrency-model.md has the measurements).
+SWITCH_INTERVAL_S = 0.001
+
+
 def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -58,6 +65,7 @@ def serve_command(args: argparse.Namespace) -> int:
     for level, line in banner.lines(settings):
         log.log(level, line)
     app = create_app(settings, freeze_heap=True)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     uvicorn.run(
         app,
         host=args.host or settings.server.host,

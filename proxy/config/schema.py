@@ -94,6 +94,14 @@ class Storage(Section):
         description="`sqlite:///PATH` (WAL; one writer thread, many readers; relative to the working folder) "
         "or `postgresql://USER:PASSWORD@HOST:PORT/DATABASE` (pgvector; several replicas on one database).",
     )
+    timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="A store call of a chat request (its reads before forwarding, its recording after) that "
+        "takes longer than this degrades the request: it is forwarded unchanged with "
+        "`X-Paperclip-Degraded: store_unavailable`. A database that stops answering turns `/readyz` 503 within "
+        "a few seconds and is used again, without a restart, as soon as it answers.",
+    )
 
 
 class Embedding(Section):

@@ -15,15 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import TenantSettings
-from ..hashing import ChainMemo
 from ..metrics import Metrics
+from ..offload import off_loop
 from ..store import lease
 from ..store.interface import Sessions
 from ..store.records import EMPTY, PrefixState, SummaryRow, new_summary_id
-from ..tokens import TokenCounter
+from ..tokens import REPLY_PRIMING, TokenCounter
 from . import assembly, planner
 from .backoff import Backoff
 from .compressor import Compressor
+from .history_memo import HistoryMemo, text_size
 
 log = logging.getLogger("paperclip.context")
 
@@ -43,6 +44,7 @@ class View:
     chain: list[str]
     state: PrefixState
     budgets: planner.Budgets
+    tokens: int  # what the client sent, counted as ``TokenCounter.total`` counts it
 
     @property
     def window(self) -> list[dict[str, Any]]:
@@ -64,13 +66,21 @@ class View:
     def assemble(self, memory_head: str | None = None) -> list[dict[str, Any]]:
         return assembly.assemble(self.leading, self.summaries, self.window, memory_head)
 
+    async def tokens_of(self, messages: list[dict[str, Any]], counter: TokenCounter) -> int:
+        """``counter.total(messages)``; the window's own messages among them (the very objects) are not
+        counted again: what was counted of them when the view was described is read back."""
+        known = {id(m): info.tokens for m, info in zip(self.window, self.infos[self.state.upto :], strict=True)}
+        new = [m for m in messages if id(m) not in known]
+        counted = await off_loop(sum(map(text_size, new)), counter.messages, new)
+        return sum(known[id(m)] for m in messages if id(m) in known) + sum(counted) + REPLY_PRIMING
+
 
 class WatermarkWindow:
     def __init__(self, sessions: Sessions, metrics: Metrics, backoff: Backoff | None = None) -> None:
         self.sessions = sessions
         self.metrics = metrics
         self.owner = "ctx-" + uuid.uuid4().hex
-        self.chains = ChainMemo()  # clients resend their history: hash each message once
+        self.histories = HistoryMemo()  # clients resend their history: describe each message once
         self.backoff = backoff or Backoff()  # by (tenant, session)
 
     def failing(self, tenant: str, session: str) -> str | None:
@@ -86,14 +96,13 @@ class WatermarkWindow:
         settings: TenantSettings,
     ) -> View:
         n = planner.split_leading(messages)
-        conv = messages[n:]
-        infos = planner.describe(conv, counter.messages(conv))
-        chain = self.chains.chain_of(conv)
-        state = await self.sessions.longest_prefix(tenant, session, chain)
+        history = await self.histories.describe((tenant, session), messages[n:], counter)
+        state = await self.sessions.longest_prefix(tenant, session, history.chain)
         budgets = planner.Budgets(
             settings.context.recent_window_tokens, settings.context.summary_budget_tokens
         )
-        return View(messages[:n], conv, infos, chain, state, budgets)
+        tokens = sum(counter.messages(messages[:n])) + history.tokens + REPLY_PRIMING
+        return View(messages[:n], history.conv, history.infos, history.chain, state, budgets, tokens)
 
     async def compress(
         self,
@@ -198,4 +207,4 @@ class WatermarkWindow:
 
 
 def _with_state(view: View, state: PrefixState) -> View:
-    return View(view.leading, view.conv, view.infos, view.chain, state, view.budgets)
+    return View(view.leading, view.conv, view.infos, view.chain, state, view.budgets, view.tokens)

@@ -7,10 +7,10 @@ HTTP: the compression model's call comes in through the constructor.
 
 - ``chat_call``: the call and the reply, as the pipeline sees them
 - ``pipeline_protocol``: the ``Pipeline`` interface and what ``prepare`` returns
-- ``plain``: the pipelines without memory (counting, and starting)
+- ``plain``: the pipeline without memory (counting)
 - ``memory_pipeline``: the memory pipeline (context window, recall, recording)
 - ``memory_layer``: the memory layer as one collaborator, either there or not
-- ``pipeline_thread``: the memory pipeline served from a thread of its own, records bounded
+- ``bounded_pipeline``: the memory pipeline under load: prepares and records bounded
 
 This file imports nothing: ``from proxy.pipeline.chat_call import ChatCall`` must
 not pull in the memory pipeline.

@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..context.compressor import Compressor
+from ..context.history_memo import text_size
 from ..context.watermark import View, WatermarkWindow
+from ..errors import StoreUnavailable
 from ..memory.extraction.extractor import MODEL_CATCH_UP, Complete, Extractor
 from ..memory.recall.cards import inject
-from ..memory.recall.query import indexable
 from ..memory.recall.query_rewrite import rewritten_query
 from ..memory.recall.ranking import Hit
 from ..memory.recall.recall import Recall, RecallRequest, candidate, recall_for
@@ -28,12 +29,14 @@ from ..memory.redaction import redact, redact_message
 from ..memory.search.fragment_index import FragmentIndex
 from ..memory.search.fusion import Floor
 from ..memory.search.item_index import ItemIndex
+from ..offload import off_loop
 from ..prompts import Prompts
-from ..store.interface import ResponseSessions, Traces
+from ..store.interface import DatabaseUnavailable, ResponseSessions, Traces
 from ..tokens import Counters, TokenCounter
 from .chat_call import ChatCall, Reply, reply_answer
 from .pipeline_protocol import CompleteFor, Plan, Prepared
 from .quiet_extraction import QuietExtraction
+from .recorded_turns import RecordedTurns, Turn, turns_from
 
 log = logging.getLogger("paperclip.pipeline")
 
@@ -68,6 +71,7 @@ class MemoryPipeline:
         self.trace_candidates = trace_candidates  # traces.candidates
         self.quiet = quiet  # a chat's last messages, extracted once it goes quiet
         self.counter = Counters()
+        self.recorded = RecordedTurns()  # by session: its turns as last recorded, how far indexed
         # Inline compressions that outlived their deadline, by trace: record() awaits
         # them, so they are tracked after-response work, never left running unowned.
         self._overrun: dict[str, asyncio.Future[View]] = {}
@@ -75,13 +79,17 @@ class MemoryPipeline:
     # --- request path -----------------------------------------------------------
 
     async def prepare(self, call: ChatCall) -> Prepared:
+        try:
+            return await self._prepare(call)
+        except DatabaseUnavailable as exc:  # the store's own words, said in the tree's
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def _prepare(self, call: ChatCall) -> Prepared:
         st = call.tenant.settings
         counter = self.counter(call.model)
-        tokens_in = counter.total(call.messages)
-        view = await self.context.view(call.tenant.id, call.session, call.messages, counter, st)
+        view = await self._view(call, counter)
+        tokens_in = view.tokens
         compressing = st.context.enabled and call.provider_state is None
-        if not compressing:
-            view = view.without_summaries()
         degraded = None
         if compressing and view.over_watermark():
             if st.context.compression_mode == "inline":
@@ -101,7 +109,7 @@ class MemoryPipeline:
         if recall and recall.block and st.memory.position != "system_head":
             out = inject(out, recall.block, st.memory.position)
         unchanged = out == call.messages
-        forwarded = tokens_in if unchanged else counter.total(out)
+        forwarded = tokens_in if unchanged else await view.tokens_of(out, counter)
         return Prepared(
             messages=None if unchanged else out,
             tokens_in=tokens_in,
@@ -110,6 +118,19 @@ class MemoryPipeline:
             degraded=degraded,
             plan=Plan(view, recall, counter),
         )
+
+    async def forwarded(self, call: ChatCall, reason: str) -> Prepared:
+        """What ``record`` needs of a turn forwarded without the pipeline (``reason``: while the layer
+        started): the conversation as ``prepare`` would have seen it, nothing recalled, nothing changed."""
+        counter = self.counter(call.model)
+        view = await self._view(call, counter)
+        return Prepared(None, view.tokens, view.tokens, degraded=reason, plan=Plan(view, None, counter))
+
+    async def _view(self, call: ChatCall, counter: TokenCounter) -> View:
+        """The session's window: the stored summaries apply only to a history the client sends whole."""
+        st = call.tenant.settings
+        view = await self.context.view(call.tenant.id, call.session, call.messages, counter, st)
+        return view if st.context.enabled and call.provider_state is None else view.without_summaries()
 
     async def _recall_request(self, call: ChatCall, view: View) -> RecallRequest:
         mem = call.tenant.settings.memory
@@ -122,6 +143,7 @@ class MemoryPipeline:
             call.tenant.id, call.user, call.session, call.messages, view.window, mem, call.received_at,
             held=call.offset,  # a provider-held chain's turns
             rewrite=rewrite,
+            window_hashes=await self.recorded.window_hashes((call.tenant.id, call.user, call.session), view),
         )
 
     async def _inline(
@@ -145,15 +167,19 @@ class MemoryPipeline:
             return
         st = call.tenant.settings
         await self._save_trace(call, prepared, plan)
-        answer = reply_answer(call, reply)
+        answer = await off_loop(len(reply.body), reply_answer, call, reply)
         if answer is None:
             return  # a failed Responses API call: nothing of it is recorded
         if answer.id is not None and self.responses is not None:
             upto = call.offset + len(plan.view.conv) + 1
             await self.responses.save(call.tenant.id, call.user, answer.id, call.session, upto)
         if st.memory.enabled:
-            await self._index(call, _turns(call, plan.view, answer.text))
-            await self._extract(call, plan.view, force=False, answer=answer.text)
+            key, generation = (call.tenant.id, call.user, call.session), self._generation(call)
+            turns, fresh = await self.recorded.turns(key, plan.view, generation)
+            new = _at(call, [t for t in turns if t[0] >= fresh], len(plan.view.conv), answer.text)
+            await self._index(call, new, unseen=fresh > 0)
+            self.recorded.recorded(key, plan.view, turns, generation, answer.text)
+            await self._extract(call, plan.view, force=False, answer=answer.text, turns=turns)
             if plan.recall is not None and plan.recall.touched and self.items is not None:
                 # Recall never writes: the injected items' access is recorded here, after the response.
                 await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
@@ -164,13 +190,20 @@ class MemoryPipeline:
         if overrun is not None:
             await overrun
 
-    async def _index(self, call: ChatCall, turns: list[tuple[int, str, str]]) -> None:
+    async def _index(self, call: ChatCall, turns: list[tuple[int, str, str]], *, unseen: bool = False) -> None:
         pii = call.tenant.settings.memory.pii
         await self.index.index(
-            call.tenant.id, call.user, call.session, turns, pii, created=call.received_at
+            call.tenant.id, call.user, call.session, turns, pii, created=call.received_at, unseen=unseen
         )
 
-    async def _extract(self, call: ChatCall, view: View, *, force: bool, answer: str | None = None) -> None:
+    def _generation(self, call: ChatCall) -> int | None:
+        """The store's generation of the user's fragments as the search last read it (None: not read)."""
+        scope = self.index.cached(call.tenant.id, call.user)
+        return scope.generation if scope is not None and scope.generation >= 0 else None
+
+    async def _extract(
+        self, call: ChatCall, view: View, *, force: bool, answer: str | None = None, turns: list[Turn] | None = None
+    ) -> None:
         """Mine the session's messages not mined yet: on cadence, or at once (on compression).
 
         A client that lets the provider hold the conversation never resends a
@@ -180,19 +213,20 @@ class MemoryPipeline:
             return
         mem = call.tenant.settings.memory
         held = call.provider_state is not None
-        turns = _turns(call, view, answer if held else None)
-        tenant, user, session, complete = call.tenant.id, call.user, call.session, self.complete(call)
+        found = await turns_from(view, 0) if turns is None else turns
+        tenant, user, session, complete = call.tenant.id, call.user, call.session, self.complete(call, masked=True)
         quiet = None if force or held else self.quiet
         if quiet is not None:  # the user's other chats first: their last words were said before these
             await quiet.flush(tenant, user, besides=session)
         length = call.offset + len(view.conv)
         await self.extractor.catch_up(
-            tenant, user, session, turns, length + held, complete,
+            tenant, user, session, _at(call, found, len(view.conv), answer if held else None),
+            length + held, complete,
             every=1 if force or held else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
         )
         if quiet is None:
             return
-        extractor, last = self.extractor, _turns(call, view, answer)[-MODEL_CATCH_UP:]
+        extractor, last = self.extractor, _at(call, found, len(view.conv), answer)[-MODEL_CATCH_UP:]
 
         async def when_quiet() -> None:  # what waits, the answer included: the chat's last message
             await extractor.catch_up(tenant, user, session, last, length + bool(answer), complete,
@@ -211,59 +245,77 @@ class MemoryPipeline:
         )
 
     async def aclose(self) -> None:
-        """Cancel what waits to be extracted and drain what runs (at shutdown, on the pipeline's loop)."""
+        """Cancel what waits to be extracted and drain what runs (at shutdown)."""
         if self.quiet is not None:
             await self.quiet.close()
 
-    def complete(self, call: ChatCall) -> Complete:
-        """The compression model's call for this tenant, what it is sent redacted by ``memory.pii``."""
+    def complete(self, call: ChatCall, *, masked: bool = False) -> Complete:
+        """The compression model's call for this tenant, what it is sent redacted by ``memory.pii``.
+
+        ``masked``: the prompts it will be sent are made of text already redacted (the extractor
+        masks the turns it mines; stored items are masked): redacting them again changes nothing.
+        """
         st = call.tenant.settings
         send = self.complete_for(st, call.tenant.compression_key)
-        if st.memory.pii == "keep":
+        if st.memory.pii == "keep" or masked:
             return send
 
         async def complete(
             messages: list[dict[str, Any]], /, *, response_format: dict[str, Any] | None = None
         ) -> str:
-            return await send([redact_message(m, st.memory.pii) for m in messages], response_format=response_format)
+            size = sum(map(text_size, messages))
+            masked = await off_loop(size, _redacted, messages, st.memory.pii)
+            return await send(masked, response_format=response_format)
 
         return complete
 
     async def _save_trace(self, call: ChatCall, prepared: Prepared, plan: Plan) -> None:
-        view, recall = plan.view, plan.recall
-        data = {
-            "trace": call.trace_id,
-            "session": call.session,
-            "user": call.user,
-            "created": call.received_at,
-            "tokens_in": prepared.tokens_in,
-            "tokens_forwarded": prepared.tokens_forwarded,
-            "degraded": prepared.degraded,
-            "watermark": view.state.upto,
-            "summaries": [
-                {"id": s.id, "level": s.level, "tokens": s.tokens, "turns": [s.start + 1, s.end]}
-                for s in view.state.summaries
-            ],
-            # The query is the user's own text: masked like everything else that is stored.
-            "query": redact(recall.query, call.tenant.settings.memory.pii) if recall else None,
-            "candidates": [candidate(h) for h in self._traced(recall)] if recall else [],
-            "injected": [c.id for c in recall.cards] if recall else [],
-            "memory_block": recall.block if recall else None,
-        }
-        if call.provider_state is not None:
-            data["compression"] = f"off: the provider holds the conversation ({call.provider_state})"
+        size = len(plan.recall.query) if plan.recall is not None else 0
+        data = await off_loop(size, _trace_of, call, prepared, plan, self.trace_candidates)
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
 
-    def _traced(self, recall: Recall) -> list[Hit]:
-        """The hits a trace keeps: the first ``traces.candidates`` ranked, and every one injected."""
-        injected = {i for card in recall.cards for i in card.hit_ids}
-        return [h for rank, h in enumerate(recall.hits) if rank < self.trace_candidates or h.id in injected]
+
+def _trace_of(call: ChatCall, prepared: Prepared, plan: Plan, keep: int) -> dict[str, Any]:
+    """What one request forwarded and why, as ``GET /paperclip/v1/traces/{trace}`` shows it."""
+    view, recall = plan.view, plan.recall
+    data = {
+        "trace": call.trace_id,
+        "session": call.session,
+        "user": call.user,
+        "created": call.received_at,
+        "tokens_in": prepared.tokens_in,
+        "tokens_forwarded": prepared.tokens_forwarded,
+        "degraded": prepared.degraded,
+        "watermark": view.state.upto,
+        "summaries": [
+            {"id": s.id, "level": s.level, "tokens": s.tokens, "turns": [s.start + 1, s.end]}
+            for s in view.state.summaries
+        ],
+        # The query is the user's own text: masked like everything else that is stored.
+        "query": redact(recall.query, call.tenant.settings.memory.pii) if recall else None,
+        "candidates": [candidate(h) for h in _traced(recall, keep)] if recall else [],
+        "injected": [c.id for c in recall.cards] if recall else [],
+        "memory_block": recall.block if recall else None,
+    }
+    if call.provider_state is not None:
+        data["compression"] = f"off: the provider holds the conversation ({call.provider_state})"
+    return data
 
 
-def _turns(call: ChatCall, view: View, answer: str | None) -> list[tuple[int, str, str]]:
-    """The call's indexable turns at their session positions, the answer last when there is one."""
-    turns = [(call.offset + p, role, text) for p, role, text in indexable(view.conv)]
+def _traced(recall: Recall, keep: int) -> list[Hit]:
+    """The hits a trace keeps: the first ``keep`` (``traces.candidates``) ranked, and every one injected."""
+    injected = {i for card in recall.cards for i in card.hit_ids}
+    return [h for rank, h in enumerate(recall.hits) if rank < keep or h.id in injected]
+
+
+def _redacted(messages: list[dict[str, Any]], pii: str) -> list[dict[str, Any]]:
+    return [redact_message(m, pii) for m in messages]
+
+
+def _at(call: ChatCall, turns: list[Turn], length: int, answer: str | None) -> list[Turn]:
+    """``turns`` (of a conversation of ``length`` messages) at their session positions, the answer last if any."""
+    out = [(call.offset + p, role, text) for p, role, text in turns] if call.offset else list(turns)
     if answer:
-        turns.append((call.offset + len(view.conv), "assistant", answer))
-    return turns
+        out.append((call.offset + length, "assistant", answer))
+    return out
 

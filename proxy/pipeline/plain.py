@@ -1,32 +1,32 @@
-"""The pipelines without memory: counting only, and the stand-in while memory loads."""
+"""The pipeline without memory: counting only."""
 
 from __future__ import annotations
 
-from ..errors import MemoryNotReady
-from ..tokens import Counters
+from ..context.history_memo import HistoryMemo
+from ..context.planner import split_leading
+from ..tokens import REPLY_PRIMING, Counters
 from .chat_call import ChatCall, Reply
 from .pipeline_protocol import Prepared
 
 
 class CountingPipeline:
-    """Forwards everything unchanged and counts tokens: the proxy without memory."""
+    """Forwards everything unchanged and counts tokens: the proxy without memory.
+
+    A session's resent messages are counted once (``HistoryMemo``): at a few
+    hundred messages, counting them all again was most of what a request cost.
+    """
 
     def __init__(self) -> None:
         self.counter = Counters()
+        self.histories = HistoryMemo()
 
     async def prepare(self, call: ChatCall) -> Prepared:
-        n = self.counter(call.model).total(call.messages)
-        return Prepared(messages=None, tokens_in=n, tokens_forwarded=n)
+        counter = self.counter(call.model)
+        n = split_leading(call.messages)
+        history = await self.histories.describe((call.tenant.id, call.session), call.messages[n:], counter)
+        tokens = sum(counter.messages(call.messages[:n])) + history.tokens + REPLY_PRIMING
+        return Prepared(messages=None, tokens_in=tokens, tokens_forwarded=tokens)
 
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
         return None
 
-
-class StartingPipeline:
-    """Stands in until the memory layer is loaded: every request degrades to plain forwarding."""
-
-    async def prepare(self, call: ChatCall) -> Prepared:
-        raise MemoryNotReady("The memory layer is still loading.")
-
-    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
-        return None

@@ -34,8 +34,8 @@ from .messages import MessagesEndpoint
 from .passthrough import PassthroughEndpoint
 from .readiness import FileIdentity, check_database
 from .responses import ResponsesEndpoint
-from .runtime import Offline, Ready, Runtime, build_runtime
-from .startup import serve_memory
+from .runtime import Offline, Ready, Runtime, StoreDown, build_runtime
+from .startup import serve_memory, settle_heap
 
 log = logging.getLogger("paperclip")
 
@@ -81,6 +81,8 @@ def create_app(
         elif not memory_needed(settings):
             # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB).
             runtime.memory.ready(runtime.bypass)
+            if freeze_heap:
+                settle_heap()  # nothing more to load: the collector is tuned now
         else:
             tasks.append(asyncio.ensure_future(serve_memory(runtime, embedder, freeze_heap=freeze_heap)))
             tasks.append(asyncio.ensure_future(maintain(settings, runtime.store, metrics)))
@@ -129,7 +131,7 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
         checks = rt.memory.checks()
         ok = all(checks.values())
         payload: dict[str, object] = {"ready": ok, "checks": checks}
-        if isinstance(rt.memory.state, Offline):
+        if isinstance(rt.memory.state, Offline | StoreDown):
             payload["reason"] = rt.memory.state.reason
         return JSONResponse(payload, status_code=200 if ok else 503)
 

@@ -12,18 +12,19 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
-from starlette.types import Receive, Scope
+from starlette.types import Receive, Scope, Send
 
-from ..errors import BadRequest, Degraded, PayloadTooLarge
+from ..errors import BadRequest, Degraded, MemoryNotReady, PayloadTooLarge
+from ..offload import off_loop
 from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.pipeline_protocol import Pipeline, Prepared
-from ..pipeline.pipeline_thread import beside
 from ..tenancy import Tenant, client_key, resolve_session, resolve_user
 from ..upstream.headers import header_map, join_url, request_headers
 from .accounting import Finished
-from .endpoint import Endpoint, Forward
-from .jsonbody import INLINE_BYTES, parse_json
+from .endpoint import Endpoint
+from .jsonbody import parse_json
 from .relay import Exchange, Outcome, read_body
+from .startup import hold
 
 log = logging.getLogger("paperclip.chat")
 T = TypeVar("T")
@@ -47,66 +48,96 @@ class Shaped:
 
 
 @dataclass(frozen=True)
-class Read:
-    """A request as read and prepared: the body to forward, and whether the memory layer stays out of it."""
+class Incoming:
+    """A chat request as read: its tenant, its call, its bytes, and whether the memory layer stays out of it."""
 
-    call: ChatCall
+    tenant: Tenant
+    shaped: Shaped
+    raw: bytes
+    bypass: bool
+    large: bool  # past MEMORY_MAX_BODY_BYTES: forwarded as it came, its tokens estimated
+
+    @property
+    def call(self) -> ChatCall:
+        return self.shaped.call
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """What goes upstream: the body to forward, what was prepared, and the pipeline that records it (None: none)."""
+
     prepared: Prepared
     body: bytes
-    bypass: bool
+    by: Pipeline | None
 
 
 class ChatEndpoint(Endpoint):
-    """The intercepted path; subclasses read another shape of body (``shape``) and share the rest."""
+    """The intercepted path; subclasses read another shape of body (``shape``) and share the rest.
+
+    A request's walk (``serve``): read it, prepare what to forward, relay the
+    exchange, record the turn after the response.
+    """
 
     route = "chat"
     stop_at_done = True  # a chat stream ends at its [DONE], even if the upstream holds the socket open
 
-    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
+    async def serve(self, scope: Scope, receive: Receive, send: Send, done: Finished) -> None:
+        incoming = await self.read(scope, receive, done)
+        outgoing = await self.prepare(incoming)
+        _describe(done, incoming.call, outgoing.prepared, self.rt.settings.server.log_content)
+        outcome = await self.relay(self.exchange(scope, incoming, outgoing), receive, send, done)
+        self.record(incoming, outgoing, outcome)
+
+    async def read(self, scope: Scope, receive: Receive, done: Finished) -> Incoming:
+        """The body, decoded and parsed, shaped into the pipeline's call (a ``PaperclipError`` if bad)."""
         headers = header_map(scope["headers"])
         tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
         limit = self.rt.settings.server.max_body_bytes
         raw = await read_body(receive, limit)
         if headers.get("content-encoding"):
             raw = await off_loop(len(raw), decode_request_body, raw, headers.get("content-encoding"), limit)
-        served = self.rt.memory.pipeline  # None while the memory layer loads, or once it is off
-        # Parsing, preparing and re-serialising are CPU work: done where the pipeline runs (its own thread).
-        read = await beside(served, self._read(scope, headers, tenant, raw, served))
-        call, prepared, bypass = read.call, read.prepared, read.bypass
-        _describe(done, call, prepared, self.rt.settings.server.log_content)
-        ex = Exchange(
-            client=self.rt.upstreams.client(tenant.settings.upstream),
-            request=self.upstream_request(scope, tenant, read.body),
-            extra_headers=self._headers(call, prepared),
-            capture_limit=0 if bypass else CAPTURE_LIMIT,
-            stop_at_done=self.stop_at_done,
-            errors=self.errors,
-        )
-        ex.body_done.set()
-        if bypass:
-            return Forward(ex)
-
-        def record(outcome: Outcome) -> None:
-            if served is None or not outcome.succeeded:  # a refused or broken exchange records nothing
-                return
-            self.rt.background.spawn("record", served.record(call, prepared, reply_of(outcome)))
-
-        return Forward(ex, record)
-
-    async def _read(
-        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, raw: bytes, served: Pipeline | None
-    ) -> Read:
         body = await parse_body(raw)
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
         large = len(raw) > MEMORY_MAX_BODY_BYTES
         bypass = memory_off or large or not self._enabled(tenant)
         shaped = await self.shape(scope, headers, tenant, body, size=len(raw), bypass=bypass)
         # An unreadable body is not ours to judge: the upstream validates it and answers.
-        bypass = bypass or not shaped.readable
-        call = shaped.call
-        prepared = too_large(len(raw)) if large else await self._prepare(call, served, bypass=bypass)
-        forward = raw if prepared.messages is None else shaped.rebuild(prepared.messages)
-        return Read(call, prepared, forward, bypass)
+        return Incoming(tenant, shaped, raw, bypass or not shaped.readable, large)
+
+    async def prepare(self, incoming: Incoming) -> Outgoing:
+        """What to forward: the pipeline's messages written back into the body, or the body as it came."""
+        served = None if incoming.bypass else self.rt.memory.pipeline  # None while loading, or once off
+        if incoming.large:
+            prepared = too_large(len(incoming.raw))
+        else:
+            prepared = await self._prepare(incoming.call, served, bypass=incoming.bypass)
+        messages = prepared.messages
+        body = incoming.raw if messages is None else await off_loop(len(incoming.raw), incoming.shaped.rebuild, messages)
+        return Outgoing(prepared, body, served)
+
+    def exchange(self, scope: Scope, incoming: Incoming, outgoing: Outgoing) -> Exchange:
+        ex = Exchange(
+            client=self.rt.upstreams.client(incoming.tenant.settings.upstream),
+            request=self.upstream_request(scope, incoming.tenant, outgoing.body),
+            extra_headers=self._headers(incoming.call, outgoing.prepared),
+            capture_limit=0 if incoming.bypass else CAPTURE_LIMIT,
+            stop_at_done=self.stop_at_done,
+            errors=self.errors,
+        )
+        ex.body_done.set()
+        return ex
+
+    def record(self, incoming: Incoming, outgoing: Outgoing, outcome: Outcome) -> None:
+        """After the response, in the background: the pipeline that prepared the turn records it.
+
+        A turn forwarded while the memory layer started is held until it is ready (SPEC §9).
+        """
+        if not outcome.succeeded:  # a refused or broken exchange records nothing
+            return
+        if outgoing.by is not None:
+            self.rt.background.spawn("record", outgoing.by.record(incoming.call, outgoing.prepared, reply_of(outcome)))
+        elif outgoing.prepared.degraded == MemoryNotReady.reason and not incoming.bypass:
+            hold(self.rt, incoming.call, reply_of(outcome), len(incoming.raw))
 
     async def shape(
         self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool
@@ -175,14 +206,6 @@ class ChatEndpoint(Endpoint):
         return out
 
 
-async def user_and_session(
-    headers: Mapping[str, str], tenant: Tenant, body: Mapping[str, Any], messages: list[dict[str, Any]], size: int
-) -> tuple[str, str]:
-    """Who is asking and in which conversation (SPEC §4), whatever the shape of the body."""
-    user = resolve_user(headers, body)
-    return user, await off_loop(size, resolve_session, headers, tenant.id, user, messages)
-
-
 def new_call(
     tenant: Tenant,
     user: str,
@@ -234,11 +257,6 @@ def too_large(size: int) -> Prepared:
     return Prepared(messages=None, tokens_in=estimate, tokens_forwarded=estimate, degraded="too_large")
 
 
-async def off_loop(size: int, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)``, on a worker thread when the body is large enough for the hop to pay."""
-    return fn(*args) if size <= INLINE_BYTES else await asyncio.to_thread(fn, *args)
-
-
 async def parse_body(raw: bytes) -> dict[str, Any]:
     body = await parse_json(raw)
     if not isinstance(body, dict):
@@ -275,3 +293,11 @@ def decode_request_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
     if len(out) > limit or inflater.unconsumed_tail:
         raise PayloadTooLarge(f"The decoded request body exceeds {limit} bytes.")
     return out
+
+
+async def user_and_session(
+    headers: Mapping[str, str], tenant: Tenant, body: Mapping[str, Any], messages: list[dict[str, Any]], size: int
+) -> tuple[str, str]:
+    """Who is asking and in which conversation (SPEC §4), whatever the shape of the body."""
+    user = resolve_user(headers, body)
+    return user, await off_loop(size, resolve_session, headers, tenant.id, user, messages)

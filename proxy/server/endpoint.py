@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from starlette.types import Receive, Scope, Send
 
@@ -16,16 +14,13 @@ from .relay import Exchange, Outcome, run, send_error
 from .runtime import Runtime
 
 
-@dataclass
-class Forward:
-    """The exchange to run, and what to do with its outcome once the client has its response."""
-
-    exchange: Exchange
-    after: Callable[[Outcome], None] | None = None
-
-
 class Endpoint(abc.ABC):
-    """An ASGI endpoint relaying one upstream exchange; ``route`` labels its metrics."""
+    """An ASGI endpoint relaying one upstream exchange; ``route`` labels its metrics.
+
+    ``serve`` is the request's walk; ``relay`` runs its exchange. Our own
+    errors (a ``PaperclipError`` raised anywhere in the walk before the
+    response started) are answered here, once, in OpenAI's envelope.
+    """
 
     route: str
     errors: ErrorShape = OPENAI_ERRORS  # how this path's clients read Paperclip's own errors
@@ -34,19 +29,9 @@ class Endpoint(abc.ABC):
         self.rt = runtime
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        done = Finished(self.route, "error", started)
+        done = Finished(self.route, "error", time.perf_counter())
         try:
-            forward = await self.forward(scope, receive, done)
-            done.added_s = time.perf_counter() - started
-            self.rt.metrics.added_latency.labels(self.route).observe(done.added_s)
-            outcome = await run(forward.exchange, receive, send)
-            done.upstream_s = time.perf_counter() - started - done.added_s
-            if not outcome.content_encoding:
-                done.tail = outcome.tail  # where the upstream reports its usage
-            done.status = status_label(outcome)
-            if forward.after is not None:
-                forward.after(outcome)
+            await self.serve(scope, receive, send, done)
         except ClientGone:
             done.status = "client_gone"
         except PaperclipError as exc:
@@ -61,9 +46,20 @@ class Endpoint(abc.ABC):
         return self.errors
 
     @abc.abstractmethod
-    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
-        """Read the request (raising a ``PaperclipError`` for a bad one) and build the exchange;
+    async def serve(self, scope: Scope, receive: Receive, send: Send, done: Finished) -> None:
+        """Read the request (raising a ``PaperclipError`` for a bad one), relay it, and do what follows;
         note in ``done`` what the request's log line and usage need."""
+
+    async def relay(self, exchange: Exchange, receive: Receive, send: Send, done: Finished) -> Outcome:
+        """Run ``exchange``: what the proxy added before it, and what the upstream took, are timed."""
+        done.added_s = time.perf_counter() - done.started
+        self.rt.metrics.added_latency.labels(self.route).observe(done.added_s)
+        outcome = await run(exchange, receive, send)
+        done.upstream_s = time.perf_counter() - done.started - done.added_s
+        if not outcome.content_encoding:
+            done.tail = outcome.tail  # where the upstream reports its usage
+        done.status = status_label(outcome)
+        return outcome
 
 
 def status_label(outcome: Outcome) -> str:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import httpx
-from starlette.types import Receive, Scope
+from starlette.types import Receive, Scope, Send
 
 from ..errors import ANTHROPIC_ERRORS, ClientGone, ErrorShape
 from ..tenancy import client_key
@@ -22,7 +22,7 @@ from ..upstream.headers import (
     speaks_anthropic,
 )
 from .accounting import Finished
-from .endpoint import Endpoint, Forward
+from .endpoint import Endpoint
 from .relay import Exchange
 
 
@@ -35,7 +35,11 @@ class PassthroughEndpoint(Endpoint):
     def error_shape(self, scope: Scope) -> ErrorShape:
         return ANTHROPIC_ERRORS if speaks_anthropic(scope["path"], header_map(scope["headers"])) else self.errors
 
-    async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
+    async def serve(self, scope: Scope, receive: Receive, send: Send, done: Finished) -> None:
+        await self.relay(await self.read(scope, receive, done), receive, send, done)
+
+    async def read(self, scope: Scope, receive: Receive, done: Finished) -> Exchange:
+        """The exchange to relay; the body, if any, is streamed upstream as it arrives."""
         headers = header_map(scope["headers"])
         done.extra["path"] = scope["path"]
         tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
@@ -61,11 +65,10 @@ class PassthroughEndpoint(Endpoint):
             else join_url(up.base_url, scope["path"], query)
         )
         request = httpx.Request(scope["method"], url, headers=out_headers, content=content)
-        exchange = Exchange(
+        return Exchange(
             client=self.rt.upstreams.client(up), request=request, body_done=body_done,
             errors=ANTHROPIC_ERRORS if anthropic else self.errors,
         )
-        return Forward(exchange)
 
 
 async def _stream_body(receive: Receive, done: anyio.Event) -> AsyncIterator[bytes]:

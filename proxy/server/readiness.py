@@ -1,12 +1,18 @@
-"""Whether the database is still there and writable, so ``/readyz`` and the log tell the truth.
+"""Whether the database is still there and answering, so ``/readyz`` and the log tell the truth.
 
 SQLite keeps writing to a database file deleted (or replaced) under it, into
 an inode nothing can reach: every write after that is lost at the next start.
 So the file opened at start is watched; once it is gone, replaced or not
-writable, the memory layer steps aside (requests are forwarded unchanged,
-``X-Paperclip-Degraded: memory_unavailable``), ``/readyz`` answers 503 with
-the reason, and the log says it once. A restart picks up whatever database
-is then at the configured path.
+writable, the memory layer steps aside for good (requests are forwarded
+unchanged, ``X-Paperclip-Degraded: memory_unavailable``), ``/readyz``
+answers 503 with the reason, and the log says it once. A restart picks up
+whatever database is then at the configured path.
+
+Either database is pinged every ``WATCH_EVERY_S``: one that does not answer
+(a stopped PostgreSQL) turns the layer ``StoreDown`` — requests go out
+plainly at once (``store_unavailable``) rather than each waiting
+``storage.timeout_s``, and ``/readyz`` answers 503 — and the first ping it
+answers again puts the layer back, without a restart.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ import asyncio
 import os
 from dataclasses import dataclass
 
-from .runtime import Runtime
+from ..store.interface import DatabaseUnavailable
+from .runtime import Offline, Ready, Runtime, StoreDown
 
-WATCH_EVERY_S = 5.0
+WATCH_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -63,11 +70,21 @@ async def check_database(runtime: Runtime, path: str, opened: FileIdentity | Non
     return problem is None
 
 
-async def watch_database(
-    runtime: Runtime, path: str, opened: FileIdentity | None, every_s: float = WATCH_EVERY_S
-) -> None:
-    """Check every ``every_s`` until the database is unusable (then the memory layer is off)."""
+async def watch_store(runtime: Runtime, every_s: float = WATCH_EVERY_S) -> None:
+    """Until the memory layer is off for good: check the SQLite file, ping the database, say what is true."""
     while True:
-        if not await check_database(runtime, path, opened):
+        state = runtime.memory.state
+        layer = runtime.memory.layer
+        if isinstance(state, Offline) or layer is None:
             return
+        ready = state.ready if isinstance(state, StoreDown) else state
+        opened = ready.database_file if isinstance(ready, Ready) else None
+        if isinstance(opened, FileIdentity) and not await check_database(runtime, runtime.settings.sqlite_path, opened):
+            return
+        try:
+            await layer.bounded.ping()
+        except DatabaseUnavailable as exc:
+            runtime.memory.store_down(str(exc))
+        else:
+            runtime.memory.store_back()
         await asyncio.sleep(every_s)

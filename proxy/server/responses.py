@@ -15,6 +15,7 @@ from typing import Any
 
 from starlette.types import Scope
 
+from ..offload import off_loop
 from ..pipeline.response_items import as_messages, rebuild, render
 from ..store.records import ResponseSession
 from ..tenancy import Tenant
@@ -56,11 +57,11 @@ class ResponsesEndpoint(ChatEndpoint):
 
     async def _chain(self, tenant: Tenant, response_id: str) -> ResponseSession | None:
         """The session of an earlier response; None when unknown or unreadable (a session is derived)."""
-        store = self.rt.store()
-        if store is None:
+        layer = self.rt.memory.layer
+        if layer is None or self.rt.memory.pipeline is None:  # not serving (starting, store down, off)
             return None
         try:
-            return await store.responses.find(tenant.id, response_id)
+            return await layer.bounded.responses.find(tenant.id, response_id)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -3,7 +3,14 @@
 The memory layer's state is a value that changes as a whole (``MemoryStatus``):
 
     Starting  ──▶  Ready(layer, pipeline)  ──▶  Offline(reason)
+        │              ▲        │
+        │              │        ▼
+        │          StoreDown(ready, reason)  ──▶  Offline(reason)
         └────────────────────────────────────────▶  Offline(reason)   (it could not start)
+
+``StoreDown``: the database stopped answering (``readiness.watch_store``
+pings it); requests go out plainly until it answers again, then the same
+``Ready`` serves on. ``Offline`` is for good, until a restart.
 
 ``Ready`` without a layer is a proxy that needs none (no tenant has memory
 or context on) or a test's own pipeline. Nothing else of a ``Runtime``
@@ -17,8 +24,9 @@ from dataclasses import dataclass
 
 from ..background import Background
 from ..config import Settings
-from ..errors import Degraded, MemoryNotReady, MemoryUnavailable
+from ..errors import Degraded, MemoryNotReady, MemoryUnavailable, StoreUnavailable
 from ..metrics import Metrics
+from ..pipeline.held_turns import HeldTurns
 from ..pipeline.memory_layer import MemoryLayer
 from ..pipeline.pipeline_protocol import Pipeline
 from ..pipeline.plain import CountingPipeline
@@ -45,6 +53,14 @@ class Ready:
 
 
 @dataclass(frozen=True)
+class StoreDown:
+    """The database does not answer (``reason``): requests go out plainly until ``ready`` serves again."""
+
+    ready: Ready
+    reason: str
+
+
+@dataclass(frozen=True)
 class Offline:
     """The memory layer cannot work (``reason``); ``layer`` stays open until shutdown, unused."""
 
@@ -52,14 +68,18 @@ class Offline:
     layer: MemoryLayer | None = None
 
 
-MemoryState = Starting | Ready | Offline
+MemoryState = Starting | Ready | StoreDown | Offline
 
 
 class MemoryStatus:
-    """The memory layer's current state: one value, replaced whole by ``ready`` and ``offline``."""
+    """The memory layer's current state: one value, replaced whole by ``ready`` and ``offline``.
 
-    def __init__(self, state: MemoryState | None = None) -> None:
+    ``held``: the turns forwarded while it starts, recorded once it is ready (``startup.record_held``).
+    """
+
+    def __init__(self, state: MemoryState | None = None, held: HeldTurns | None = None) -> None:
         self.state: MemoryState = state or Starting()
+        self.held = held or HeldTurns()
 
     def ready(self, pipeline: Pipeline, layer: MemoryLayer | None = None, database_file: object = None) -> None:
         self.state = Ready(pipeline, layer, database_file)
@@ -69,11 +89,27 @@ class MemoryStatus:
         if not isinstance(self.state, Offline):
             log.error("memory layer off, serving as a plain proxy: %s", reason)
             self.state = Offline(reason, self.layer)
+            self.held.release()  # nothing will record them
+
+    def store_down(self, reason: str) -> None:
+        """The database stopped answering: requests go out plainly (``store_unavailable``) until ``store_back``."""
+        state = self.state
+        if isinstance(state, Ready) and state.layer is not None:
+            log.error("the database does not answer, serving as a plain proxy until it does: %s", reason)
+            self.state = StoreDown(state, reason)
+
+    def store_back(self) -> None:
+        state = self.state
+        if isinstance(state, StoreDown):
+            log.warning("the database answers again: the memory layer serves again")
+            self.state = state.ready
 
     @property
     def layer(self) -> MemoryLayer | None:
         """The loaded memory layer, whether it serves or not (for shutdown)."""
         state = self.state
+        if isinstance(state, StoreDown):
+            return state.ready.layer
         return state.layer if isinstance(state, Ready | Offline) else None
 
     @property
@@ -95,6 +131,8 @@ class MemoryStatus:
         state = self.state
         if isinstance(state, Offline):
             return MemoryUnavailable(f"The memory layer is off: {state.reason}.")
+        if isinstance(state, StoreDown):
+            return StoreUnavailable(f"The database does not answer: {state.reason}.")
         return MemoryNotReady("The memory layer is not ready yet; try again shortly.")
 
     def checks(self) -> dict[str, bool]:
@@ -103,7 +141,7 @@ class MemoryStatus:
         return {
             "config": True,
             "database": isinstance(state, Ready),
-            "embedding": isinstance(state, Ready) or (isinstance(state, Offline) and state.layer is not None),
+            "embedding": isinstance(state, Ready | StoreDown) or (isinstance(state, Offline) and state.layer is not None),
         }
 
 

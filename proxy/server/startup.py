@@ -7,15 +7,18 @@ import gc
 import logging
 
 from ..config import Settings
+from ..errors import MemoryNotReady
 from ..memory.recall.rerank import load_rerankers
 from ..memory.search import bm25
 from ..memory.search.embedder import Embedder, load_embedder
+from ..pipeline.bounded_pipeline import BoundedPipeline
+from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.memory_layer import assemble
 from ..prompts import Prompts
 from ..store import connect, urls
 from ..tokens import encoding_for
 from ..upstream.compression_client import compression_calls
-from .readiness import FileIdentity, identity, watch_database
+from .readiness import FileIdentity, identity, watch_store
 from .runtime import Ready, Runtime
 
 log = logging.getLogger("paperclip.startup")
@@ -47,18 +50,52 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
         layer = assemble(
             store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers,
             trace_candidates=settings.traces.candidates,
+            store_timeout_s=settings.storage.timeout_s,
         )
-        runtime.memory.ready(layer.serve(), layer, database_file(settings))
+        runtime.memory.ready(BoundedPipeline(layer.pipeline), layer, database_file(settings))
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
         await store.aclose()
         runtime.memory.offline(f"the memory layer could not start: {exc}")
         return
     log.info("memory layer ready (embedding %s, dim %d)", settings.embedding.model, embedder.dim)
+    runtime.background.spawn("record", record_held(runtime))
+
+
+def hold(runtime: Runtime, call: ChatCall, reply: Reply, body_size: int) -> None:
+    """A turn forwarded while the memory layer started: held to be recorded once it is ready."""
+    held = runtime.memory.held.hold(call, reply, body_size)
+    runtime.metrics.held_turns.labels("held" if held else "dropped").inc()
+    if not held and not runtime.memory.held.full_logged:
+        runtime.memory.held.full_logged = True
+        log.warning(
+            "%d turns forwarded while the memory layer starts are waiting (%d bytes): later ones are not held; "
+            "their words are recorded with their session's next request", len(runtime.memory.held),
+            runtime.memory.held.held_bytes,
+        )
+    if isinstance(runtime.memory.state, Ready):  # it became ready while this one was relayed
+        runtime.background.spawn("record", record_held(runtime))
+
+
+async def record_held(runtime: Runtime) -> None:
+    """Record the turns forwarded while the memory layer started, one after the other, in their order."""
+    state = runtime.memory.state
+    if not isinstance(state, Ready) or state.layer is None:
+        return
+    held = runtime.memory.held.release()
+    if held:
+        log.info("recording %d turns forwarded while the memory layer started", len(held))
+    for turn in held:
+        try:
+            prepared = await state.layer.pipeline.forwarded(turn.call, MemoryNotReady.reason)
+            await state.pipeline.record(turn.call, prepared, turn.reply)
+        except Exception:
+            log.exception("a turn forwarded while the memory layer started could not be recorded")
+            runtime.metrics.background_errors.labels("record").inc()
 
 
 async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, freeze_heap: bool = False) -> None:
-    """Open the memory layer, then watch its database until shutdown (the app's lifespan task).
+    """Open the memory layer, then watch its database until shutdown (the app's lifespan task; ``readiness``).
 
     ``freeze_heap`` (``paperclip serve``): once the model and the indexes are
     loaded, move everything alive to the collector's permanent generation.
@@ -77,9 +114,7 @@ async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, fr
             "heap frozen after start: %d objects, the young generation collected after %d new ones",
             gc.get_freeze_count(), gc.get_threshold()[0],
         )
-    state = runtime.memory.state
-    if isinstance(state, Ready) and isinstance(state.database_file, FileIdentity):
-        await watch_database(runtime, urls.sqlite_path(runtime.settings.storage.url), state.database_file)
+    await watch_store(runtime)
 
 
 def database_file(settings: Settings) -> FileIdentity | None:

@@ -54,6 +54,16 @@ class Store:
     usage: Usage
     responses: ResponseSessions
 
+    def bounded(self, timeout_s: float) -> Store:
+        """The same database, each call giving up after ``timeout_s`` (``DatabaseUnavailable``): for the
+        request path, which must degrade rather than wait (the admin API and maintenance wait)."""
+        db = self.db.bounded(timeout_s)
+        return _sqlite_stores(db) if isinstance(db, Database) else _pg_stores(db)
+
+    async def ping(self) -> None:
+        """``DatabaseUnavailable`` unless the database answers now (``/readyz``)."""
+        await self.db.ping()
+
     def close(self) -> None:
         """Close a SQLite store from synchronous code; ``aclose`` closes either kind."""
         if not isinstance(self.db, Database):
@@ -81,6 +91,10 @@ def open_store(path: str, dim: int | None) -> Store:
             vector_tables.ensure_vectors(conn, dim)
 
     db.run_sync(setup)
+    return _sqlite_stores(db)
+
+
+def _sqlite_stores(db: Database) -> Store:
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
         ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db), ResponseSessionStore(db),
@@ -89,6 +103,10 @@ def open_store(path: str, dim: int | None) -> Store:
 
 async def open_postgres(url: str, dim: int | None) -> Store:
     """Connect a pool to PostgreSQL, migrating first (once across replicas starting together)."""
+    return _pg_stores(await PgDatabase.open(url, dim))
+
+
+def _pg_stores(db: PgDatabase) -> Store:
     from .postgres.pg_cursors import PgExtractionCursorStore
     from .postgres.pg_edits import PgItemEdits
     from .postgres.pg_fragments import PgFragmentStore
@@ -100,7 +118,6 @@ async def open_postgres(url: str, dim: int | None) -> Store:
     from .postgres.pg_usage import PgUsageStore
     from .postgres.pg_users import PgUserStore
 
-    db = await PgDatabase.open(url, dim)
     return Store(
         db, PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db), PgUserStore(db),
         PgExtractionCursorStore(db), PgItemEdits(db), PgListingStore(db), PgUsageStore(db),

@@ -27,6 +27,10 @@ from .records import (
 )
 
 
+class DatabaseUnavailable(Exception):
+    """A bounded store's call (``Store.bounded``) was not answered in time, or the database could not be reached."""
+
+
 class Sessions(Protocol):
     async def longest_prefix(self, tenant: str, session: str, chain: Sequence[str]) -> PrefixState: ...
     async def save_prefix(

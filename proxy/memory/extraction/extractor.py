@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ...metrics import Metrics
+from ...offload import off_loop
 from ...prompts import Prompts
 from ...store import lease
 from ...store.interface import ExtractionCursors, Fragments, Items
@@ -146,8 +147,9 @@ class Extractor:
         """Extract and store memories from ``turns``; returns how many items were added."""
         now = now or dt.datetime.now(dt.UTC)
         # Nothing unmasked reaches the model or the store; source hashes use the originals.
-        masked = [(p, role, redact(text, pii) if pii != "keep" else text) for p, role, text in turns]
-        found = rule_extract(_numbered(masked[:-MODEL_CATCH_UP]), now)
+        # Masking and the rules read every turn: off the event loop when that is a lot of text.
+        size = sum(len(text) for _, _, text in turns)
+        masked, found = await off_loop(size, _masked_and_ruled, turns, pii, now)
         found += await self._from_model(masked[-MODEL_CATCH_UP:], complete, now)
         if not found:
             return 0
@@ -214,11 +216,19 @@ class Extractor:
             except Exception as exc:
                 log.warning("memory extraction model failed, using the rules: %r", exc)
         if parsed is None:
-            items = rule_extract(numbered, now)
+            items = await off_loop(sum(len(text) for _, _, text in numbered), rule_extract, numbered, now)
             self.metrics.memories_extracted.labels("rules").inc(len(items))
             return items
         self.metrics.memories_extracted.labels("model").inc(len(parsed))
         return parsed
+
+
+def _masked_and_ruled(
+    turns: Sequence[Turn], pii: str, now: dt.datetime
+) -> tuple[list[Turn], list[MemoryItem]]:
+    """The turns masked by ``pii``, and what the rules find in all but the latest ``MODEL_CATCH_UP``."""
+    masked = [(p, role, redact(text, pii) if pii != "keep" else text) for p, role, text in turns]
+    return masked, rule_extract(_numbered(masked[:-MODEL_CATCH_UP]), now)
 
 
 def extraction_prompt(prompts: Prompts, numbered: Sequence[Turn], today: dt.date) -> str:

@@ -70,10 +70,10 @@ def _needs_context(question: str) -> bool:
     return terms < SHORT_QUERY_TERMS or (terms < REFERS_BACK_TERMS and bool(_REFERS_BACK.search(question)))
 
 
-def indexable(conv: Sequence[Mapping[str, Any]]) -> list[tuple[int, str, str]]:
-    """(position, role, text) of the conversation messages that become fragments."""
+def indexable(conv: Sequence[Mapping[str, Any]], start: int = 0) -> list[tuple[int, str, str]]:
+    """(position, role, text) of the conversation messages that become fragments (``conv`` begins at ``start``)."""
     out = []
-    for position, message in enumerate(conv):
+    for position, message in enumerate(conv, start):
         role = message.get("role")
         if role not in INDEXED_ROLES:
             continue

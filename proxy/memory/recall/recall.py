@@ -36,29 +36,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config import Memory
+from ...offload import off_loop
 from ...store.records import Fragment
 from ...tokens import TokenCounter
 from ..search.bm25 import tokenize
 from ..search.fragment_index import CANDIDATES, FragmentIndex, keyword_scores, vector_scores
 from ..search.fusion import Floor, Normalisation, fuse
 from ..search.item_index import ItemCandidates, ItemIndex, ItemScope, item_candidates
+from ..search.scope_index import ScopeIndex
 from .cards import Card, render_block
 from .packing import SCAN_LIMIT, select
 from .profile import Profile, profile_of
 from .query import (
+    Period,
     build_query,
     focus,
     fragment_hash,
     indexable,
     inflected,
+    latest_user_index,
     names_in,
     names_someone,
     periods_in,
+    text_of,
 )
 from .query_rewrite import extended_query
 from .ranking import Hit, Hits, Key, boosts, candidates, rank, relevant
 from .rerank import Reranker, rerank
-from .speakers import speaker_named
+from .speakers import Role, speaker_named
 
 # Normalisation of each signal over the candidates before fusion. Min-max for
 # both: "max" for BM25 (the weakest match keeps a share) let keyword matches on
@@ -94,6 +99,7 @@ class RecallRequest:
     now: float
     held: int = 0
     rewrite: str | None = None  # the compression model's search line (memory.query_rewrite), if any
+    window_hashes: frozenset[str] | None = None  # the window's fragment hashes, when the caller keeps them
 
 
 @dataclass(frozen=True)
@@ -122,29 +128,31 @@ async def recall_for(
 ) -> Recall:
     """What to inject for this request; fragments still in the verbatim ``window`` are never used."""
     mem = request.settings
-    query = extended_query(build_query(request.messages), request.rewrite)
+    # A question of megabytes is read off the event loop (``offload``); a chat's, in place.
+    latest = latest_user_index(request.messages)
+    size = len(text_of(request.messages[latest])) if latest is not None else 0
+    query = extended_query(await off_loop(size, build_query, request.messages), request.rewrite)
     if not query.strip():
         return Recall(query, [], [], None)
     tenant, user = request.tenant, request.user
     scope = index.cached(tenant, user) or await index.scope(tenant, user)
-    focused = focus(query, scope.is_common)
+    focused = await off_loop(len(query), focus, query, scope.is_common)
     # The query's embedding (~5 ms on a worker thread) starts first and overlaps
     # everything that does not need it: what was stored since, keyword search,
     # the profile, who the question is about, what the window excludes.
     embedding = index.query_vector(focused)
     try:
-        asked = tokenize(focused)
-        terms = [*asked * (ASKED_TERM_WEIGHT - 1), *inflected(asked)]
-        periods = periods_in(query)
+        terms, periods = await off_loop(len(query), _terms, focused, query)
         scope, item_scope = await asyncio.gather(
             index.scope(tenant, user), items.scope(tenant, user) if items else _no_items()
         )
         bm25_f, dated = keyword_scores(scope, terms, periods)
         # The profile leads the block whatever the question; its facts are never repeated below it.
         profile = _profile(item_scope, mem, counter, _moment(request.now))
-        speaker = speaker_named(scope.mentions.of(t) for t in names_in(query, scope.is_common))
-        about_someone = names_someone(query, scope.is_common)
-        exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
+        speaker, about_someone = await off_loop(len(query), _who, query, scope)
+        exclude = request.window_hashes
+        if exclude is None:
+            exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
         qvec = await embedding
     finally:
         if not embedding.done():
@@ -179,6 +187,19 @@ async def recall_for(
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *cards]
     return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched)
+
+
+def _terms(focused: str, query: str) -> tuple[list[str], list[Period]]:
+    """BM25's terms of the focused query (each word asked counts more than its other forms), and
+    the periods the query names."""
+    asked = tokenize(focused)
+    return [*asked * (ASKED_TERM_WEIGHT - 1), *inflected(asked)], periods_in(query)
+
+
+def _who(query: str, scope: ScopeIndex) -> tuple[Role | None, bool]:
+    """Which side of the conversation the query's names point to, and whether it names a participant."""
+    speaker = speaker_named(scope.mentions.of(t) for t in names_in(query, scope.is_common))
+    return speaker, names_someone(query, scope.is_common)
 
 
 def _profile(scope: ItemScope | None, mem: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ...offload import off_loop
 from ...store.interface import Fragments
 from ...store.records import NewFragment
 from ...tokens import TokenCounter
@@ -83,7 +84,15 @@ class FragmentIndex:
         self._queries = 0  # query embeddings submitted and not yet done (counted on the event loop)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings for background work (indexing, extraction, admin)."""
+        """Embeddings for background work (indexing, extraction, admin).
+
+        Texts the embedder still holds (a turn embedded as its request's query a moment ago) are
+        answered here, without a thread's round trip; otherwise the model runs on its thread.
+        """
+        if self._held is not None and texts:
+            held = [v for v in map(self._held, texts) if v is not None]
+            if len(held) == len(texts):
+                return np.vstack(held)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self.embedder.embed, list(texts))
 
@@ -124,19 +133,18 @@ class FragmentIndex:
         positions: Sequence[tuple[int, str, str]],
         pii: str,
         created: float | None = None,
+        *,
+        unseen: bool = False,
     ) -> int:
-        """Index the messages at ``positions`` (position, role, text) not yet known. Returns how many."""
+        """Index the messages at ``positions`` (position, role, text) not yet known. Returns how many.
+
+        ``unseen``: the conversation never reached these positions before, so the store is not
+        asked which of them it knows first (its ``add`` keeps each fragment once all the same).
+        """
         hashes = [fragment_hash(role, text) for _, role, text in positions]
-        known = await self.store.known(tenant, user, hashes)
-        fresh: list[NewFragment] = []
-        seen: set[str] = set()
-        for (position, role, text), h in zip(positions, hashes, strict=True):
-            if h in known or h in seen:
-                continue
-            seen.add(h)
-            clean = redact(text, pii) if pii != "keep" else text
-            terms = " ".join(tokenize(clean))
-            fresh.append(NewFragment(h, role, clean, terms, position, self.counter.text(clean)))
+        known = set() if unseen else await self.store.known(tenant, user, hashes)
+        size = sum(len(text) for _, _, text in positions)  # masking, terms, tokens: off the loop when long
+        fresh = await off_loop(size, new_fragments, positions, hashes, known, pii, self.counter)
         if not fresh:
             return 0
         vectors = await self.embed([f.text for f in fresh])
@@ -200,6 +208,22 @@ class FragmentIndex:
 
     def forget_scope(self, tenant: str, user: str) -> None:
         self._scopes.pop((tenant, user), None)
+
+
+def new_fragments(
+    positions: Sequence[tuple[int, str, str]], hashes: Sequence[str], known: set[str], pii: str, counter: TokenCounter
+) -> list[NewFragment]:
+    """The turns not ``known`` (each once), masked, with their BM25 terms and tokens."""
+    fresh: list[NewFragment] = []
+    seen: set[str] = set()
+    for (position, role, text), h in zip(positions, hashes, strict=True):
+        if h in known or h in seen:
+            continue
+        seen.add(h)
+        clean = redact(text, pii) if pii != "keep" else text
+        terms = " ".join(tokenize(clean))
+        fresh.append(NewFragment(h, role, clean, terms, position, counter.text(clean)))
+    return fresh
 
 
 def keyword_scores(

@@ -43,7 +43,7 @@ def memory_admin(runtime: Runtime) -> MemoryAdmin:
     """The admin view of the serving memory layer; 503 while it loads, or once it is off."""
     memory = runtime.memory.serving_layer()
     return MemoryAdmin(
-        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.searched_items
+        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items
     )
 
 

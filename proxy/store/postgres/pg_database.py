@@ -13,10 +13,20 @@ single writer, writes from many replicas run side by side: rules that must
 hold across replicas (one compression per range, one cleanup per period)
 are rows locked or leased in the database (``pg_coordination.py``), never a
 lock in one process.
+
+``bounded(timeout_s)`` is the same pool whose calls give up after
+``timeout_s`` — waiting for a connection, or for the database's answer —
+with ``DatabaseUnavailable``, as do calls on a connection the database
+dropped. ``ping`` tells whether the database answers now. A database that
+stopped and came back is used again without a restart: the pool's idle
+connections that died with it are replaced at once once ``ping`` finds it
+back (``check``), and the pool's own reconnection never waits longer than
+``RECONNECT_TIMEOUT_S`` between attempts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..interface import DatabaseUnavailable
 from . import pg_migrations as pg_schema
 
 PgConnection = Any  # psycopg.AsyncConnection[Any]: the driver is an optional extra
@@ -33,12 +44,24 @@ PgConnection = Any  # psycopg.AsyncConnection[Any]: the driver is an optional ex
 # PostgreSQL's max_connections must cover replicas × max_size (docs/deployment.md).
 POOL_MIN = 2
 POOL_MAX = 10
+# The pool retries a connection that failed with a growing delay (1, 2, 4... s) until this,
+# then gives it up and connects again on demand: a database back after a long outage is not
+# waited for longer than this.
+RECONNECT_TIMEOUT_S = 10.0
+PING_TIMEOUT_S = 1.0
 
 
 class PgDatabase:
-    def __init__(self, pool: Any, dim: int | None) -> None:
+    def __init__(self, pool: Any, dim: int | None, url: str = "") -> None:
         self.pool = pool
         self.dim = dim
+        self.url = url
+        self.timeout_s: float | None = None
+
+    def bounded(self, timeout_s: float) -> PgDatabase:
+        view = PgDatabase(self.pool, self.dim, self.url)
+        view.timeout_s = timeout_s
+        return view
 
     @classmethod
     async def open(
@@ -65,23 +88,67 @@ class PgDatabase:
             _register_text_loader(conn.adapters, info.oid)
 
         pool = AsyncConnectionPool(
-            url, min_size=min_size, max_size=max_size, open=False,
+            url, min_size=min_size, max_size=max_size, open=False, reconnect_timeout=RECONNECT_TIMEOUT_S,
             kwargs={"autocommit": True}, configure=configure, name="paperclip",
         )
         await pool.open(wait=True, timeout=30)
-        return cls(pool, dim)
+        return cls(pool, dim, url)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[PgConnection]:
         """A pooled connection in autocommit: each statement is its own transaction."""
-        async with self.pool.connection() as conn:
+        if self.timeout_s is None:
+            async with self.pool.connection() as conn:
+                yield conn
+            return
+        async with self._bounded(), self.pool.connection(timeout=self.timeout_s) as conn:
             yield conn
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgConnection]:
         """A pooled connection inside one transaction: committed on exit, rolled back on error."""
-        async with self.pool.connection() as conn, conn.transaction():
+        async with self.connection() as conn, conn.transaction():
             yield conn
+
+    @asynccontextmanager
+    async def _bounded(self) -> AsyncIterator[None]:
+        """The call inside gives up after ``timeout_s``; a database gone is ``DatabaseUnavailable``."""
+        from psycopg_pool import PoolTimeout
+
+        assert self.timeout_s is not None
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                yield
+        except (TimeoutError, PoolTimeout) as exc:
+            raise DatabaseUnavailable(f"PostgreSQL did not answer within {self.timeout_s:g} s") from exc
+        except Exception as exc:
+            if _unavailable(exc):
+                raise DatabaseUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+            raise
+
+    async def ping(self) -> None:
+        """``DatabaseUnavailable`` unless the database answers now, through the pool or a connection of its own.
+
+        The pool's connections may have died with an earlier outage while the
+        database is back: then a fresh connection decides, and the pool is
+        checked (its dead connections replaced at once, not on its backoff).
+        """
+        import psycopg
+
+        try:
+            async with self.bounded(PING_TIMEOUT_S).connection() as conn:
+                await conn.execute("SELECT 1")
+            return
+        except DatabaseUnavailable:
+            pass
+        try:
+            async with asyncio.timeout(PING_TIMEOUT_S):
+                conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                async with conn:
+                    await conn.execute("SELECT 1")
+        except Exception as exc:
+            raise DatabaseUnavailable(f"PostgreSQL is unavailable: {exc or type(exc).__name__}") from exc
+        await self.pool.check()
 
     async def close(self) -> None:
         await self.pool.close()
@@ -114,6 +181,18 @@ async def nearest(
             )
             rows = await cur.fetchall()
     return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+
+def _unavailable(exc: Exception) -> bool:
+    """A failure of the database or the way to it, not of the statement: a dropped or refused
+    connection, a server shutting down or starting up, a statement cancelled for taking too long."""
+    import psycopg
+
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    if isinstance(exc, psycopg.errors.TransactionRollback):  # a deadlock or a serialization failure
+        return False
+    return isinstance(exc, psycopg.OperationalError)
 
 
 def _vector_adapters(oid: int) -> tuple[type, type]:

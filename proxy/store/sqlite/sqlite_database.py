@@ -3,18 +3,9 @@
 Datasette's pattern: all writes go through a single writer connection
 (SQLite allows one writer; serialising them in-process avoids ``database is
 locked`` storms), reads run in parallel on their own connections under WAL.
-Each ``write`` call is one explicit transaction.
-
-Where the calls run: on the writer's thread and a pool of reader threads,
-except on a thread named with ``serve_inline`` (the memory pipeline's own
-loop, already off the server's): there a read runs at once on that thread's
-own connection, and a write too when the writer connection is free and no
-other process holds SQLite's write lock (else it queues on the writer's
-thread as any other: three replicas on one file must not stop each other's
-pipelines while one writes). sqlite3 releases the GIL while
-SQLite works, so the server's loop runs meanwhile; what it saves is two
-thread hand-offs per call (a worker woken, then the loop woken back), each a
-moment when a thread can be descheduled holding the GIL and stall the rest.
+Each ``write`` call is one explicit transaction. Every call runs on one of
+these threads, never on the event loop: sqlite3 releases the GIL while
+SQLite works, so the loop serves meanwhile.
 
 Extension loading: the stdlib ``sqlite3`` where it was built with
 ``enable_load_extension``, else ``sqlean`` (a drop-in with extensions on all
@@ -25,12 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
+
+from ..interface import DatabaseUnavailable
 
 T = TypeVar("T")
 Connection = Any  # sqlite3.Connection or sqlean's equivalent: same API
@@ -68,100 +62,121 @@ def connect(path: str, *, readonly: bool = False) -> Connection:
     return conn
 
 
+class _Connections:
+    """The threads and connections of one database file, shared by its bounded and unbounded façades."""
+
+    def __init__(self, path: str, readers: int) -> None:
+        self.path = path
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="paperclip-db-writer")
+        self.readers = ThreadPoolExecutor(readers, thread_name_prefix="paperclip-db-reader")
+        self.local = threading.local()
+        self.write_conn: Connection | None = None
+        self.all: list[Connection] = []
+        self.lock = threading.Lock()
+        self.write_lock = threading.Lock()  # the writer connection: one transaction at a time
+
+    def writer_conn(self) -> Connection:
+        if self.write_conn is None:
+            self.write_conn = connect(self.path)
+            self.all.append(self.write_conn)
+        return self.write_conn
+
+    def reader_conn(self) -> Connection:
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, readonly=True)
+            self.local.conn = conn
+            with self.lock:
+                self.all.append(conn)
+        return conn
+
+
 class Database:
-    """Async façade: ``await db.write(fn)`` runs ``fn(conn)`` in a transaction on the writer thread."""
+    """Async façade: ``await db.write(fn)`` runs ``fn(conn)`` in a transaction on the writer thread.
+
+    ``bounded(timeout_s)`` is the same database whose calls give up after
+    ``timeout_s`` (``DatabaseUnavailable``): a write waits that long at most
+    for another process's write lock, and a call that has not finished by
+    then — queued behind others, or slow — is abandoned by its caller (one
+    not yet started never runs).
+    """
 
     def __init__(self, path: str, *, readers: int = 4) -> None:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="paperclip-db-writer")
-        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="paperclip-db-reader")
-        self._local = threading.local()
-        self._write_conn: Connection | None = None
-        self._all: list[Connection] = []
-        self._lock = threading.Lock()
-        self._write_lock = threading.Lock()  # the writer connection: one transaction at a time
-        self._inline: frozenset[int] = frozenset()
+        self.timeout_s: float | None = None
+        self._conns = _Connections(path, readers)
 
-    def serve_inline(self, thread_id: int) -> None:
-        """Run reads (and writes, when the writer is free) on thread ``thread_id`` itself (see the docstring)."""
-        self._inline = self._inline | {thread_id}
-
-    def _writer_conn(self) -> Connection:
-        if self._write_conn is None:
-            self._write_conn = connect(self.path)
-            self._all.append(self._write_conn)
-        return self._write_conn
-
-    def _reader_conn(self) -> Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = connect(self.path, readonly=True)
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+    def bounded(self, timeout_s: float) -> Database:
+        view = copy.copy(self)
+        view.timeout_s = timeout_s
+        return view
 
     def write_sync(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn`` in one transaction on the writer connection, from the calling thread."""
-        with self._write_lock:
-            return self._transaction(fn)
-
-    def _transaction(self, fn: Callable[[Connection], T], *, begun: bool = False) -> T:
-        conn = self._writer_conn()
-        if not begun:
-            conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
-
-    def _begin_at_once(self) -> bool:
-        """BEGIN IMMEDIATE on the writer connection without waiting; False when another process holds the lock.
-
-        Waiting here would stop the thread served inline — every request on it
-        — for as long as another process (a replica on the same file) writes.
-        """
-        conn = self._writer_conn()
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except Exception as exc:  # sqlite3's or sqlean's OperationalError: "database is locked"
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            return False
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        return True
+        with self._conns.write_lock:
+            conn = self._conns.writer_conn()
+            if self.timeout_s is None:
+                return _transaction(conn, fn)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+            try:
+                return _transaction(conn, fn)
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
-        if threading.get_ident() in self._inline and self._write_lock.acquire(blocking=False):
-            try:
-                if self._begin_at_once():
-                    return self._transaction(fn, begun=True)
-            finally:
-                self._write_lock.release()
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, self.write_sync, fn)
+        return await self._call(self._conns.writer, self.write_sync, fn)
 
     async def read(self, fn: Callable[[Connection], T]) -> T:
-        if threading.get_ident() in self._inline:
-            return fn(self._reader_conn())
+        return await self._call(self._conns.readers, lambda: fn(self._conns.reader_conn()))
+
+    async def ping(self) -> None:
+        """A read that must answer (within the timeout, when bounded); ``DatabaseUnavailable`` if not."""
+        await self.read(lambda c: c.execute("SELECT 1").fetchone())
+
+    async def _call(self, pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._readers, lambda: fn(self._reader_conn()))
+        if self.timeout_s is None:
+            return await loop.run_in_executor(pool, fn, *args)
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await loop.run_in_executor(pool, fn, *args)
+        except TimeoutError:
+            raise DatabaseUnavailable(f"the SQLite database did not answer within {self.timeout_s:g} s") from None
+        except Exception as exc:
+            if _unavailable(exc):
+                raise DatabaseUnavailable(f"the SQLite database is unavailable: {exc}") from exc
+            raise
 
     def run_sync(self, fn: Callable[[Connection], T]) -> T:
         """On the writer thread, blocking (start-up and CLI use)."""
-        return self._writer.submit(self.write_sync, fn).result()
+        return self._conns.writer.submit(self.write_sync, fn).result()
 
     def close(self) -> None:
-        self._writer.shutdown(wait=True)
-        self._readers.shutdown(wait=True)
-        for conn in self._all:
+        self._conns.writer.shutdown(wait=True)
+        self._conns.readers.shutdown(wait=True)
+        for conn in self._conns.all:
             with contextlib.suppress(Exception):
                 conn.close()
-        self._all.clear()
+        self._conns.all.clear()
+
+
+def _transaction(conn: Connection, fn: Callable[[Connection], T]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return result
+
+
+# SQLite's words for a database that cannot be used now (another process's lock held past the
+# busy timeout, a disk that fails): sqlite3's and sqlean's OperationalError alike.
+_UNAVAILABLE = ("locked", "busy", "disk i/o error", "unable to open")
+
+
+def _unavailable(exc: Exception) -> bool:
+    return type(exc).__name__ == "OperationalError" and any(w in str(exc).lower() for w in _UNAVAILABLE)

@@ -21,18 +21,18 @@ class SessionStore:
         Branches (an edited or regenerated turn) simply match a shorter prefix,
         or none: each history only ever gets the summaries of its own messages.
         """
-        rows = await self.db.read(
-            lambda c: c.execute(
+        def read(c: Connection) -> PrefixState:
+            rows = c.execute(
                 "SELECT chain_hash, upto, summary_ids FROM prefixes WHERE tenant = ? AND session = ?",
                 (tenant, session),
             ).fetchall()
-        )
-        best = best_prefix([(r["chain_hash"], r["upto"], r["summary_ids"]) for r in rows], chain)
-        if best is None:
-            return EMPTY
-        ids = json.loads(best[2])
-        summaries = await self.db.read(lambda c: _summaries(c, tenant, ids))
-        return prefix_state(best, ids, {r.id: r for r in summaries})
+            best = best_prefix([(r["chain_hash"], r["upto"], r["summary_ids"]) for r in rows], chain)
+            if best is None:
+                return EMPTY
+            ids = json.loads(best[2])
+            return prefix_state(best, ids, {r.id: r for r in _summaries(c, tenant, ids)})
+
+        return await self.db.read(read)  # one call: the summaries are read in the same hop
 
     async def save_prefix(
         self,

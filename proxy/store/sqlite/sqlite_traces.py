@@ -15,12 +15,12 @@ class TraceStore:
         self.db = db
 
     async def save(self, tenant: str, user: str, session: str, trace: str, data: dict[str, Any]) -> None:
-        payload = json.dumps(data, ensure_ascii=False)
+        # Serialised on the writer's thread, not the event loop: a trace is tens of kB.
         await self.db.write(
             lambda c: c.execute(
                 "INSERT OR REPLACE INTO traces (id, tenant, user, session, created, data)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (trace, tenant, user, session, time.time(), payload),
+                (trace, tenant, user, session, time.time(), json.dumps(data, ensure_ascii=False)),
             )
         )
 

@@ -1,0 +1,124 @@
+"""What the window knows of each message of a session's conversation, kept: a resent history costs one comparison.
+
+Clients resend the whole conversation on every request. Counting each
+message's tokens, hashing it into the chain and describing it for the planner
+cost a few µs a message — a millisecond a request at a few hundred messages,
+on every request, growing with the chat. So the description of each session's
+conversation is kept, and a request that starts with the messages last seen
+(the common case: one answer and one question more) describes only the
+messages after them.
+
+The comparison is list equality, done in C. It is exact for messages whose
+values are all strings or null (most of a chat). Python holds ``1 == 1.0 ==
+True`` where their canonical JSON does not, so messages of other shapes (tool
+calls, parts, numbers) are compared by their memo key too. A history that is
+not a continuation of the last one (an edit, a regenerated turn, another tab)
+is described in full, as if new.
+
+New messages of more than ``offload.INLINE_BYTES`` of text are described
+on a worker thread. Bounded: the conversations of at most ``SESSIONS``
+sessions and ``KEPT_BYTES`` of their messages' canonical JSON are kept, the
+least recently seen dropped first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..hashing import GENESIS, canonical, chain_step, memo_key
+from ..offload import off_loop
+from ..tokens import TokenCounter
+from .planner import MsgInfo, msg_info
+
+SESSIONS = 10_000
+KEPT_BYTES = 16 * 1024 * 1024  # of canonical JSON: the objects kept take a few times that
+
+
+@dataclass(frozen=True)
+class History:
+    """A conversation as described: per message its planner info (tokens included) and chain hash."""
+
+    conv: list[dict[str, Any]]  # the client's message objects, as they came
+    infos: list[MsgInfo]
+    chain: list[str]
+    tokens: int  # the messages' tokens, all together
+    encoding: str  # what ``tokens`` were counted in
+    shaped: tuple[tuple[int, Hashable], ...]  # (position, memo key) of the messages not all strings/null
+    size: int  # bytes of the messages' canonical JSON
+
+
+class HistoryMemo:
+    def __init__(self, sessions: int = SESSIONS, size: int = KEPT_BYTES) -> None:
+        self.sessions = sessions
+        self.size = size
+        self.kept_bytes = 0
+        self._seen: OrderedDict[Hashable, History] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    async def describe(self, key: Hashable, conv: list[dict[str, Any]], counter: TokenCounter) -> History:
+        """``conv`` described, reusing what was described of the session's last conversation it continues."""
+        seen = self._seen.get(key)
+        start = continued(seen, conv, counter.encoding.name) if seen is not None else 0
+        base = seen if start else None
+        history = await off_loop(sum(map(text_size, conv[start:])), extend, base, conv, counter)
+        self.forget(key)
+        self._seen[key] = history
+        self.kept_bytes += history.size
+        while self._seen and (len(self._seen) > self.sessions or self.kept_bytes > self.size):
+            _, dropped = self._seen.popitem(last=False)
+            self.kept_bytes -= dropped.size
+        return history
+
+    def forget(self, key: Hashable) -> None:
+        dropped = self._seen.pop(key, None)
+        if dropped is not None:
+            self.kept_bytes -= dropped.size
+
+
+def continued(seen: History, conv: Sequence[dict[str, Any]], encoding: str) -> int:
+    """How many of ``conv``'s first messages are ``seen``'s, exactly (0: not a continuation)."""
+    n = len(seen.conv)
+    if seen.encoding != encoding or len(conv) < n or conv[:n] != seen.conv:
+        return 0
+    if any(memo_key(conv[position]) != key for position, key in seen.shaped):
+        return 0
+    return n
+
+
+def text_size(message: dict[str, Any]) -> int:
+    """About how many characters of text ``message`` holds (its string content or text parts)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(p["text"]) for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return 0
+
+
+def extend(seen: History | None, conv: list[dict[str, Any]], counter: TokenCounter) -> History:
+    """``seen`` (the description of ``conv``'s first messages, or None) carried on over the rest of ``conv``."""
+    start = len(seen.conv) if seen is not None else 0
+    infos = list(seen.infos) if seen is not None else []
+    chain = list(seen.chain) if seen is not None else []
+    shaped = list(seen.shaped) if seen is not None else []
+    tokens = seen.tokens if seen is not None else 0
+    size = seen.size if seen is not None else 0
+    parent = chain[-1] if chain else GENESIS
+    for position in range(start, len(conv)):
+        message = conv[position]
+        data = canonical(message)
+        parent = chain_step(parent, hashlib.sha256(data).hexdigest())
+        chain.append(parent)
+        count = counter.message(message)
+        infos.append(msg_info(message, count))
+        tokens += count
+        size += len(data)
+        if any(value is not None and type(value) is not str for value in message.values()):
+            shaped.append((position, memo_key(message)))
+    return History(conv, infos, chain, tokens, counter.encoding.name, tuple(shaped), size)

@@ -1,0 +1,120 @@
+"""A database that stops answering degrades requests within ``storage.timeout_s``, turns ``/readyz``
+false, and is used again without a restart once it answers (SPEC §9; issue 26, defect 3)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from proxy.memory.recall.query import fragment_hash
+from proxy.store.interface import DatabaseUnavailable
+from proxy.store.postgres.pg_database import PgDatabase
+from proxy.store.sqlite.sqlite_database import Connection, Database
+from tests.conftest import PROXY_KEY, Proxy
+from tests.pg import PgServer, a_server
+
+own_pg = pytest.fixture(scope="module")(a_server)  # a PostgreSQL of this module's own, stopped and started
+
+
+@pytest.fixture
+def storage_url(own_pg: PgServer) -> Iterator[str]:
+    yield from own_pg.schema_url()
+
+
+def chat(proxy: Proxy, text: str, user: str = "ola") -> httpx.Response:
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}], "user": user}
+    with httpx.Client(base_url=proxy.url, timeout=10) as http:  # the client's patience, not a measure
+        return http.post("/v1/chat/completions", json=body, headers={"authorization": f"Bearer {PROXY_KEY}"})
+
+
+def ready(proxy: Proxy) -> bool:
+    with httpx.Client(base_url=proxy.url, timeout=10) as http:
+        return http.get("/readyz").status_code == 200
+
+
+def until(check: Callable[[], bool], tries: int = 600) -> bool:
+    pause = threading.Event()
+    for _ in range(tries):
+        if check():
+            return True
+        pause.wait(0.05)
+    return False
+
+
+def test_a_stopped_postgresql_degrades_requests_and_is_used_again_once_it_is_back(
+    make_proxy: Callable[..., Proxy], own_pg: PgServer
+) -> None:
+    proxy = make_proxy(storage={"timeout_s": 1})
+    before = chat(proxy, "I live in Tromsø.")
+    assert before.status_code == 200 and "x-paperclip-degraded" not in before.headers
+    proxy.drain()
+    own_pg.halt()
+    try:
+        during = [chat(proxy, f"Question {n} while the database is down") for n in range(3)]
+        assert [r.status_code for r in during] == [200] * 3
+        assert {r.headers.get("x-paperclip-degraded") for r in during} == {"store_unavailable"}
+        assert until(lambda: not ready(proxy))
+        with httpx.Client(base_url=proxy.url, timeout=10) as http:
+            readyz = http.get("/readyz").json()
+            listed = http.get("/paperclip/v1/users/ola/memories", headers={"authorization": "Bearer ak-test-acme"})
+        assert readyz["checks"]["database"] is False and "PostgreSQL" in readyz["reason"]
+        assert listed.status_code == 503 and listed.json()["error"]["code"] == "store_unavailable"
+    finally:
+        own_pg.resume()
+    assert until(lambda: ready(proxy))
+    after = chat(proxy, "I keep two cats.")
+    assert after.status_code == 200 and "x-paperclip-degraded" not in after.headers
+    proxy.drain()
+    said = [fragment_hash("user", "I live in Tromsø."), fragment_hash("user", "I keep two cats.")]
+    assert proxy.server.call(proxy.store.fragments.known("acme", "ola", said)) == set(said)
+
+
+async def test_a_bounded_postgresql_call_gives_up_and_the_pool_serves_on(storage_url: str) -> None:
+    db = await PgDatabase.open(storage_url, 8)
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            async with db.bounded(0.2).connection() as conn:
+                await conn.execute("SELECT pg_sleep(5)")
+        async with db.bounded(2).connection() as conn:
+            assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
+    finally:
+        await db.close()
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> Iterator[Database]:
+    db = Database(str(tmp_path / "locked.db"))
+    db.run_sync(lambda c: c.execute("CREATE TABLE t (n INTEGER)"))
+    yield db
+    db.close()
+
+
+async def test_a_write_to_a_sqlite_file_another_process_has_locked_gives_up_within_the_bound(
+    sqlite_db: Database,
+) -> None:
+    other = Database(sqlite_db.path)  # another process's connections to the same file
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_lock(c: Connection) -> None:
+        c.execute("INSERT INTO t VALUES (1)")
+        holding.set()
+        release.wait(30)
+
+    holder = threading.Thread(target=other.run_sync, args=(hold_the_lock,))
+    holder.start()
+    try:
+        assert holding.wait(30)
+        with pytest.raises(DatabaseUnavailable):
+            await sqlite_db.bounded(0.2).write(lambda c: c.execute("INSERT INTO t VALUES (2)"))
+        # Reads do not wait for a writer (WAL), bounded or not.
+        assert await sqlite_db.bounded(0.2).read(lambda c: c.execute("SELECT count(*) FROM t").fetchone()[0]) == 0
+    finally:
+        release.set()
+        holder.join(30)
+        other.close()
+    await sqlite_db.bounded(2).write(lambda c: c.execute("INSERT INTO t VALUES (3)"))
+    assert await sqlite_db.read(lambda c: [r[0] for r in c.execute("SELECT n FROM t ORDER BY n")]) == [1, 3]
