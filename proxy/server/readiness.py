@@ -21,6 +21,7 @@ import asyncio
 import os
 from dataclasses import dataclass
 
+from ..store import urls
 from ..store.interface import DatabaseUnavailable
 from .runtime import Offline, Ready, Runtime, StoreDown
 
@@ -79,8 +80,10 @@ async def watch_store(runtime: Runtime, every_s: float = WATCH_EVERY_S) -> None:
             return
         ready = state.ready if isinstance(state, StoreDown) else state
         opened = ready.database_file if isinstance(ready, Ready) else None
-        if isinstance(opened, FileIdentity) and not await check_database(runtime, runtime.settings.sqlite_path, opened):
-            return
+        if isinstance(opened, FileIdentity):
+            path = urls.sqlite_path(runtime.settings.storage.url)
+            if not await check_database(runtime, path, opened):
+                return
         try:
             await layer.bounded.ping()
         except DatabaseUnavailable as exc:

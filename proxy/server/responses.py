@@ -15,7 +15,6 @@ from typing import Any
 
 from starlette.types import Scope
 
-from ..offload import off_loop
 from ..pipeline.response_items import as_messages, rebuild, render
 from ..store.records import ResponseSession
 from ..tenancy import Tenant
