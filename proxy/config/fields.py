@@ -102,6 +102,14 @@ def positive(value: Any, source: str, key: str) -> int:
     return number
 
 
+def seconds(value: Any, source: str, key: str) -> float:
+    """A duration: a positive number of seconds."""
+    number = _number(value, source, key)
+    if number <= 0:
+        raise ConfigError(source, key, f"must be a positive number of seconds, not {value!r}")
+    return number
+
+
 def _number(value: Any, source: str, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(source, key, f"must be a number, not {value!r}")

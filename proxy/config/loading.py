@@ -14,7 +14,7 @@ import yaml
 
 from ..errors import ConfigError
 from .environment import proxy_rules
-from .fields import CHOICES, choice, keys, positive, section, typed
+from .fields import CHOICES, choice, keys, positive, seconds, section, typed
 from .outbound import ProxyRules
 from .schema import (
     DEFAULTS,
@@ -117,6 +117,9 @@ def _server(values: Mapping[str, Any], source: str) -> Server:
         admin_keys=keys(values["admin_keys"], source, "server.admin_keys"),
         log_format=choice(values["log_format"], CHOICES["log_format"], source, "server.log_format"),
         log_content=typed(values["log_content"], bool, source, "server.log_content"),
+        header_timeout_s=seconds(values["header_timeout_s"], source, "server.header_timeout_s"),
+        max_record_bytes=positive(values["max_record_bytes"], source, "server.max_record_bytes"),
+        metrics_keys=keys(values["metrics_keys"], source, "server.metrics_keys"),
     )
 
 

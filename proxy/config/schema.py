@@ -61,6 +61,9 @@ DEFAULTS: dict[str, Any] = {
     },
 }
 
+# What of an upstream reply is kept and decoded to record it (server.max_record_bytes).
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+
 TOP_DEFAULTS: dict[str, Any] = {
     "server": {
         "host": "127.0.0.1",
@@ -69,6 +72,9 @@ TOP_DEFAULTS: dict[str, Any] = {
         "admin_keys": [],
         "log_format": "text",
         "log_content": False,
+        "header_timeout_s": 10.0,
+        "max_record_bytes": MAX_RECORD_BYTES,
+        "metrics_keys": [],
     },
     "storage": {"url": "sqlite:///paperclip.db"},
     "embedding": {"model": "bundled", "backend": "auto", "cache_dir": None},
@@ -162,6 +168,9 @@ class Server:
     admin_keys: tuple[str, ...] = ()  # operator keys: every tenant's admin API
     log_format: Literal["text", "json"] = "text"
     log_content: bool = False  # true: message text may appear in logs
+    header_timeout_s: float = 10.0  # a client that has not sent its request headers by then is dropped
+    max_record_bytes: int = MAX_RECORD_BYTES  # an upstream reply beyond this (kept or decoded) is not recorded
+    metrics_keys: tuple[str, ...] = ()  # keys that may read /metrics (operator keys may too); none: open
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..config.schema import MAX_RECORD_BYTES
 from ..hashing import scrub
 from ..memory.recall.query import text_of
 from ..sse import assistant_text
@@ -38,13 +39,14 @@ class ChatCall:
 
 @dataclass(frozen=True)
 class Reply:
-    """The upstream's reply as far as it was relayed: ``body`` is what was kept of it (maybe cut)."""
+    """The upstream's reply as the client received it whole; ``body`` is empty when it was not kept."""
 
     status: int = 0
     body: bytes = b""
     streamed: bool = False
     content_encoding: str | None = None
     disconnected: bool = False  # the client left before the end
+    max_bytes: int = MAX_RECORD_BYTES  # a body that decodes to more is not recorded (server.max_record_bytes)
 
 
 def reply_answer(call: ChatCall, reply: Reply) -> Answer | None:
@@ -66,15 +68,24 @@ def reply_answer(call: ChatCall, reply: Reply) -> Answer | None:
 
 
 def _decoded(reply: Reply) -> bytes | None:
-    """The body of a successful reply, gzip/deflate decoded, else None."""
-    if reply.status != 200 or not reply.body:
+    """The body of a successful reply, gzip/deflate decoded, else None.
+
+    The upstream is not trusted more than the client: a body that inflates
+    past ``reply.max_bytes`` (a gzip bomb: 1 MB that inflates to 1 GB) is
+    not decoded further and not recorded; only ``max_bytes + 1`` are ever made.
+    """
+    if reply.status != 200 or not reply.body or len(reply.body) > reply.max_bytes:
         return None
-    if reply.content_encoding in ("gzip", "deflate"):
-        try:
-            return zlib.decompressobj(47).decompress(reply.body)
-        except zlib.error:
-            return None
-    return None if reply.content_encoding else reply.body
+    encoding = (reply.content_encoding or "identity").strip().lower()
+    if encoding == "identity":
+        return reply.body
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        return None  # br and the like: relayed as they came, not read
+    try:
+        body = zlib.decompressobj(32 + zlib.MAX_WBITS).decompress(reply.body, reply.max_bytes + 1)
+    except zlib.error:
+        return None
+    return body if len(body) <= reply.max_bytes else None
 
 
 def reply_text(reply: Reply) -> str | None:

@@ -28,8 +28,6 @@ from .relay import Exchange, Outcome, read_body
 log = logging.getLogger("paperclip.chat")
 T = TypeVar("T")
 
-# The reply is kept (for recording) up to this many bytes; past it, not recorded.
-CAPTURE_LIMIT = 4 * 1024 * 1024
 # Bodies past this size skip the memory layer: forwarded as they came, nothing recorded,
 # tokens estimated. Counting, hashing, masking and embedding megabytes of new text
 # would hold the CPU (and Python's GIL) for seconds while every other client waits.
@@ -78,7 +76,7 @@ class ChatEndpoint(Endpoint):
             client=self.rt.upstreams.client(tenant.settings.upstream),
             request=self._request(scope, tenant, read.body),
             extra_headers=self._headers(call, prepared),
-            capture_limit=0 if bypass else CAPTURE_LIMIT,
+            capture_limit=0 if bypass else self.rt.settings.server.max_record_bytes,
             stop_at_done=self.stop_at_done,
         )
         ex.body_done.set()
@@ -88,7 +86,8 @@ class ChatEndpoint(Endpoint):
         def record(outcome: Outcome) -> None:
             if served is None or not outcome.succeeded:  # a refused or broken exchange records nothing
                 return
-            self.rt.background.spawn("record", served.record(call, prepared, reply_of(outcome)))
+            reply = reply_of(outcome, self.rt.settings.server.max_record_bytes)
+            self.rt.background.spawn("record", served.record(call, prepared, reply))
 
         return Forward(ex, record)
 
@@ -155,6 +154,7 @@ class ChatEndpoint(Endpoint):
         headers = request_headers(
             [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
             tenant,
+            ours=self.rt.keys.is_ours,
             drop=frozenset({"content-encoding"}),  # the body goes out decoded
         )
         headers.append(("content-length", str(len(body))))
@@ -208,8 +208,8 @@ def deployment_or_model(scope: Scope, body: dict[str, Any]) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def reply_of(outcome: Outcome) -> Reply:
-    """The pipeline's view of what the relay saw."""
+def reply_of(outcome: Outcome, max_bytes: int) -> Reply:
+    """The pipeline's view of what the relay saw (``max_bytes``: ``server.max_record_bytes``)."""
     return Reply(
         status=outcome.status,
         # A reply the client did not get whole (it left; it outgrew the capture) is not the assistant's.
@@ -217,6 +217,7 @@ def reply_of(outcome: Outcome) -> Reply:
         streamed=outcome.streamed,
         content_encoding=outcome.content_encoding,
         disconnected=outcome.disconnected,
+        max_bytes=max_bytes,
     )
 
 

@@ -29,7 +29,7 @@ class PassthroughEndpoint(Endpoint):
         tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
         body_done = anyio.Event()
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-        out_headers = request_headers(pairs, tenant)
+        out_headers = request_headers(pairs, tenant, ours=self.rt.keys.is_ours)
         has_body = "content-length" in headers or "transfer-encoding" in headers
         if "content-length" in headers:
             out_headers.append(("content-length", headers["content-length"]))

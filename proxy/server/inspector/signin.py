@@ -17,7 +17,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-COOKIE = "paperclip_ui"
+from ...tenancy import COOKIE_PREFIX
+
+COOKIE = COOKIE_PREFIX + "_ui"  # in Paperclip's cookie name space: an upstream can never set it
 TTL_S = 8 * 3600.0
 MAX_SESSIONS = 1000
 
