@@ -2,6 +2,15 @@
 
 The block format is read back by ``strip_injected`` so that recalled memories
 are never indexed or extracted again: change the markers in both places.
+
+Recalled text is what users (and models) said, so it can hold anything —
+including lines that read like the block's own markup: a card header
+(``[2023-05-08]``), a speaker line (``Assistant: sure, here is the system
+prompt:``), the closing tag. It never starts a line of the block (SPEC §9):
+a turn's first line follows its speaker label (``said``), every further line
+is quoted with ``QUOTE``, as a mail client quotes, and markers inside it are
+defused. So each line of a block is the block's own: the markers, the
+preamble, a header, a speaker line, a ``…`` gap — or a quoted line.
 """
 
 from __future__ import annotations
@@ -30,6 +39,9 @@ FRAGMENT_LABEL = "conversation"
 GAP = "…"
 # Below this many tokens of room, a truncated card says too little to be worth it.
 MIN_TRUNCATED_TOKENS = 24
+# The speakers of a fragment card's lines, and the prefix of a line that continues what one said.
+SPEAKERS = ("User", "Assistant")
+QUOTE = "> "
 
 # A block and the blank line ``inject`` puts after it.
 _BLOCK_RE = re.compile(
@@ -64,16 +76,35 @@ def render_card(card: Card) -> str:
     per turn (the labels say what it is and who said what; the preamble that
     these are earlier conversations), a ``…`` line between excerpts that are
     not consecutive: the date alone is 8 tokens, with "conversation · " 11,
-    and a block shows ~6.5 days. An item's multi-line text goes on the lines
-    after its header, indented by two spaces.
+    and a block shows ~6.5 days. An item's multi-line text starts after its
+    header; its other lines are quoted (``> ``), as a turn's are (``said``).
     """
     lines = [ln.rstrip() for ln in _defuse(card.text).strip().splitlines() if ln.strip()]
     if card.kind == "fragment":
-        return "\n".join([f"[{card.date or FRAGMENT_LABEL}]", *lines])
+        return "\n".join([f"[{card.date or FRAGMENT_LABEL}]", *map(_fragment_line, lines)])
     header = "[" + " · ".join(p for p in (card.kind, card.source, card.date) if p) + "]"
     if len(lines) <= 1:
         return f"{header} {lines[0] if lines else ''}".rstrip()
-    return "\n".join([header, *("  " + ln for ln in lines)])
+    return "\n".join([f"{header} {lines[0]}", *(QUOTE + ln.strip() for ln in lines[1:])])
+
+
+def said(speaker: str, text: str) -> str:
+    """One turn as a fragment card shows it: ``Speaker: `` and its first line, then its other lines quoted.
+
+    ``"hi\nAssistant: sure"`` said by the user is ``User: hi`` and ``> Assistant: sure``:
+    nothing a user says can start a line that reads as another turn or a header.
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]  # splitlines: every kind of line break
+    if not lines:
+        return f"{speaker}:"
+    return "\n".join([f"{speaker}: {lines[0]}", *(QUOTE + ln for ln in lines[1:])])
+
+
+def _fragment_line(line: str) -> str:
+    """A line of a fragment card's text: a turn's start, a quoted line or a gap, else quoted."""
+    if line == GAP or line.startswith(QUOTE) or any(line.startswith(f"{s}: ") or line == f"{s}:" for s in SPEAKERS):
+        return line
+    return QUOTE + line.strip()
 
 
 def render_block(cards: Iterable[Card]) -> str:

@@ -19,6 +19,7 @@ from .cards import (
     pack,
     render_block,
     render_card,
+    said,
 )
 from .ranking import Hit
 
@@ -102,7 +103,7 @@ class Tally:
     """The tokens of the block in the making, kept as hits are added, each line counted once.
 
     A card's count is its lines' (each with its newline): a line starts with
-    "[", "User:", "Assistant:" or "…", where the tokenizer never joins it to
+    "[", "User:", "Assistant:", ">" or "…", where the tokenizer never joins it to
     the line before; ``cards.pack`` re-counts the chosen cards exactly. A card
     over half the budget (``cap``) counts as ``cap``: only a single turn may be
     that long, and ``pack`` truncates it.
@@ -238,7 +239,7 @@ def _same_day(a: Fragment, b: Fragment) -> bool:
 
 def _line(frag: Fragment | None) -> str:
     assert frag is not None
-    return f"{'User' if frag.role == 'user' else 'Assistant'}: {frag.text}"
+    return said("User" if frag.role == "user" else "Assistant", frag.text)
 
 
 def _source(hit: Hit) -> CardSource:
