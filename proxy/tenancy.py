@@ -238,6 +238,20 @@ def client_key(headers: Mapping[str, str]) -> str | None:
     return key.strip() if key else None
 
 
+def control_text(raw: bytes) -> str:
+    """A control header's value (``X-Paperclip-Session``...) as text: UTF-8, as clients send it, else latin-1.
+
+    HTTP header bytes have no declared charset; clients send a session named
+    "café" as its UTF-8 bytes. Read as latin-1 it was stored as "cafÃ©" and
+    ``/sessions/café`` found nothing. Bytes that are not UTF-8 keep their
+    latin-1 reading, as before.
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
 def resolve_user(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
     """Header, else ``user``, else ``safety_identifier``, else ``metadata.user_id``."""
     candidates: list[Any] = [headers.get("x-paperclip-user"), body.get("user"), body.get("safety_identifier")]

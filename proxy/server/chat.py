@@ -18,7 +18,7 @@ from ..errors import BadRequest, Degraded, PayloadTooLarge
 from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.pipeline_protocol import Pipeline, Prepared
 from ..pipeline.pipeline_thread import beside
-from ..tenancy import Tenant, client_key, resolve_session, resolve_user
+from ..tenancy import Tenant, client_key, control_text, resolve_session, resolve_user
 from ..upstream.headers import header_map, join_url, request_headers
 from .accounting import Finished
 from .endpoint import Endpoint, Forward
@@ -75,7 +75,7 @@ class ChatEndpoint(Endpoint):
         ex = Exchange(
             client=self.rt.upstreams.client(tenant.settings.upstream),
             request=self._request(scope, tenant, read.body),
-            extra_headers=self._headers(call, prepared),
+            extra_headers=self._headers(scope, call, prepared),
             capture_limit=0 if bypass else self.rt.settings.server.max_record_bytes,
             stop_at_done=self.stop_at_done,
         )
@@ -161,9 +161,10 @@ class ChatEndpoint(Endpoint):
         url = join_url(up.base_url, scope["path"], scope.get("query_string", b""))
         return httpx.Request("POST", url, headers=headers, content=body)
 
-    def _headers(self, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
-        out = [
-            (b"x-paperclip-session", call.session.encode("latin-1")),  # as it came: headers are latin-1
+    def _headers(self, scope: Scope, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
+        sent = next((v.strip() for k, v in scope["headers"] if k == b"x-paperclip-session"), None)
+        out = [  # a session the client named goes back byte for byte, whatever its charset
+            (b"x-paperclip-session", sent if sent and control_text(sent) == call.session else call.session.encode()),
             (b"x-paperclip-trace", call.trace_id.encode()),
             (b"x-paperclip-tokens-in", str(prepared.tokens_in).encode()),
             (b"x-paperclip-tokens-forwarded", str(prepared.tokens_forwarded).encode()),

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 import httpx
 
 from ..config import Upstream
-from ..tenancy import CONTROL_PREFIX, COOKIE_PREFIX, Tenant
+from ..tenancy import CONTROL_PREFIX, COOKIE_PREFIX, Tenant, control_text
 
 # RFC 9110 §7.6.1 hop-by-hop headers, plus the ones the transport recomputes.
 HOP_BY_HOP = frozenset(
@@ -166,4 +166,9 @@ def merge_query(configured: str, client: str) -> str:
 
 
 def header_map(scope_headers: Iterable[tuple[bytes, bytes]]) -> Mapping[str, str]:
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope_headers}
+    """The request's headers by lower-case name, to read (Paperclip's controls as ``control_text``)."""
+    out = {}
+    for k, v in scope_headers:
+        name = k.decode("latin-1").lower()
+        out[name] = control_text(v) if name.startswith(CONTROL_PREFIX) else v.decode("latin-1")
+    return out

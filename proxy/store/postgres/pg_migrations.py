@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..session_names import SESSION_TABLES, meant, rename
 from . import pg_vectors
 from .pg_item_history import item_history
 
@@ -228,6 +229,16 @@ async def m012_no_hnsw_on_fragments(conn: PgConnection) -> None:
     await conn.execute("DROP INDEX IF EXISTS fragments_embedding")
 
 
+async def m013_utf8_session_names(conn: PgConnection) -> None:
+    # SQLite's m012: sessions named in UTF-8 but stored as its latin-1 reading get the name meant.
+    for table in SESSION_TABLES:
+        cur = await conn.execute(f"SELECT DISTINCT session FROM {table} WHERE session IS NOT NULL")
+        for (old,) in await cur.fetchall():
+            new = meant(old)
+            if new is not None:
+                await conn.execute(*rename(table, old, new, "%s"))
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -241,6 +252,7 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("010_hashed_generation_keys", m010_hashed_generation_keys),
     ("011_response_sessions", m011_response_sessions),
     ("012_no_hnsw_on_fragments", m012_no_hnsw_on_fragments),
+    ("013_utf8_session_names", m013_utf8_session_names),
 ]
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:
