@@ -1,9 +1,11 @@
-"""10,000 fuzzed requests against a real ``paperclip serve``: how many 500s of the proxy's own making?
+"""10,000 fuzzed requests and 2,000 fuzzed upstream replies against a real ``paperclip serve``.
+
+How many 500s of the proxy's own making?
 
 Usage (from the repo root, in its virtualenv)::
 
-    python bench/fuzz.py                  # 10,000 requests, memory on, hash embedder
-    python bench/fuzz.py -n 2000 --embedding bundled
+    python bench/fuzz.py                  # 10,000 requests + 2,000 replies, memory on, hash embedder
+    python bench/fuzz.py -n 2000 --replies 500 --embedding bundled
 
 The inputs are the fuzz suite's (``tests/fuzz_inputs.py``: chat bodies with
 lone surrogates, deep nesting, huge integers, bad UTF-8, odd parts and tool
@@ -37,18 +39,32 @@ from overhead import free_port, start, wait_ready, wait_until_up  # noqa: E402
 
 from tests.conftest import ADMIN_KEY, PROXY_KEY, UPSTREAM_KEY  # noqa: E402
 from tests.fake_upstream import FakeUpstream  # noqa: E402
-from tests.fuzz_inputs import Probe, admin_probes, chat_probes, judge, path_probes, send  # noqa: E402
+from tests.fuzz_inputs import (  # noqa: E402
+    Probe,
+    Reply,
+    admin_probes,
+    chat_probes,
+    hostile_tenant,
+    judge,
+    judge_reply,
+    path_probes,
+    send,
+    send_for_reply,
+    upstream_replies,
+)
+from tests.hostile_upstream import HostileUpstream  # noqa: E402
 from tests.servers import ServerThread  # noqa: E402
 
 
-def config(tmp: Path, upstream_url: str, port: int, embedding: str) -> Path:
+def config(tmp: Path, upstream_url: str, hostile_url: str, port: int, embedding: str) -> Path:
     raw = {
         "server": {"host": "127.0.0.1", "port": port},
         "storage": {"url": f"sqlite:///{tmp / 'fuzz.db'}"},
         "embedding": {"model": embedding},
         "defaults": {"upstream": {"base_url": upstream_url, "api_key": UPSTREAM_KEY},
                      "compression": {"model": "fake-compressor"}},
-        "tenants": {"acme": {"api_keys": [PROXY_KEY], "admin_keys": [ADMIN_KEY]}},
+        "tenants": {"acme": {"api_keys": [PROXY_KEY], "admin_keys": [ADMIN_KEY]},
+                    "hostile": hostile_tenant(upstream_url, hostile_url)},
     }
     path = tmp / "proxy.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -85,6 +101,36 @@ def run(url: str, n: int) -> dict[str, object]:
     }
 
 
+def run_replies(url: str, n: int, playing: list[Reply]) -> dict[str, object]:
+    statuses: collections.Counter[int | str] = collections.Counter()
+    problems: list[str] = []
+    client = httpx.Client(base_url=url, timeout=30)
+
+    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(reply=upstream_replies())
+    def one(reply: Reply) -> None:
+        playing[:] = [reply]
+        response, error = send_for_reply(client, reply)
+        statuses[response.status_code if response is not None else type(error).__name__] += 1
+        problem = judge_reply(reply, response, error)
+        if problem is not None:
+            problems.append(problem)
+
+    started = time.perf_counter()
+    one()
+    alive = client.get("/healthz").status_code == 200
+    client.close()
+    return {
+        "replies": sum(statuses.values()),
+        "seconds": round(time.perf_counter() - started, 1),
+        "proxy_500s": statuses[500],
+        "problems": len(problems),
+        "first_problems": problems[:5],
+        "outcomes": {str(k): v for k, v in sorted(statuses.items(), key=str)},
+        "alive_after": alive,
+    }
+
+
 def failures(log: Path, limit: int = 3) -> str:
     """The first ``limit`` exceptions the proxy logged, each with its traceback."""
     blocks = log.read_text(errors="replace").split("\nTraceback (most recent call last):")[1:]
@@ -93,24 +139,28 @@ def failures(log: Path, limit: int = 3) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-n", type=int, default=10_000)
+    parser.add_argument("-n", type=int, default=10_000, help="fuzzed client requests")
+    parser.add_argument("--replies", type=int, default=2_000, help="fuzzed upstream replies")
     parser.add_argument("--embedding", default="hash")
     args = parser.parse_args(argv)
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp_:
         tmp = Path(tmp_)
         fake = FakeUpstream()
         upstream = stack.enter_context(ServerThread(fake.app()))
+        playing: list[Reply] = []
+        hostile = stack.enter_context(HostileUpstream(lambda request: playing[0].steps))
         port = free_port()
-        cfg = config(tmp, upstream.url + "/v1", port, args.embedding)
+        cfg = config(tmp, upstream.url + "/v1", hostile.base_url, port, args.embedding)
         proxy = start(stack, [sys.executable, "-m", "proxy", "serve", "--config", str(cfg)], tmp / "proxy.log")
         url = f"http://127.0.0.1:{port}"
         wait_until_up(url + "/healthz", proxy, "paperclip", 60, tmp / "proxy.log")
         wait_ready(url + "/readyz", 300)
-        result = run(url, args.n)
-        print(json.dumps(result, indent=2))
-        if result["proxy_500s"]:  # the log goes with the temporary folder: show why before it does
+        results = {"client_requests": run(url, args.n), "upstream_replies": run_replies(url, args.replies, playing)}
+        print(json.dumps(results, indent=2))
+        if any(r["proxy_500s"] for r in results.values()):  # the log goes with the temporary folder: show why now
             print(failures(tmp / "proxy.log"), file=sys.stderr)
-        return 0 if result["proxy_500s"] == 0 and result["problems"] == 0 and result["alive_after"] else 1
+        clean = all(r["proxy_500s"] == 0 and r["problems"] == 0 and r["alive_after"] for r in results.values())
+        return 0 if clean else 1
 
 
 if __name__ == "__main__":
