@@ -24,8 +24,10 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import yaml
@@ -55,6 +57,8 @@ from tests.fuzz_inputs import (  # noqa: E402
 from tests.hostile_upstream import HostileUpstream  # noqa: E402
 from tests.servers import ServerThread  # noqa: E402
 
+T = TypeVar("T")
+
 
 def config(tmp: Path, upstream_url: str, hostile_url: str, port: int, embedding: str) -> Path:
     raw = {
@@ -71,48 +75,20 @@ def config(tmp: Path, upstream_url: str, hostile_url: str, port: int, embedding:
     return path
 
 
-def run(url: str, n: int) -> dict[str, object]:
-    statuses: collections.Counter[int] = collections.Counter()
+Outcome = tuple[int | str, str | None]  # a status (or what the client raised), and the problem found if any
+
+
+def run(url: str, n: int, drawn: st.SearchStrategy[T], exchange: Callable[[httpx.Client, T], Outcome]) -> dict[str, object]:
+    """``n`` examples of ``drawn``, each ``exchange``d with the proxy: the outcomes and the problems found."""
+    outcomes: collections.Counter[int | str] = collections.Counter()
     problems: list[str] = []
     client = httpx.Client(base_url=url, timeout=60)
 
-    @settings(max_examples=n, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(probe=st.one_of(chat_probes(), path_probes(), admin_probes()))
-    def one(probe: Probe) -> None:
-        response = send(client, probe)
-        statuses[response.status_code] += 1
-        problem = judge(probe, response)
-        if problem is not None:
-            problems.append(problem)
-
-    started = time.perf_counter()
-    one()
-    alive = client.get("/healthz").status_code == 200
-    client.close()
-    return {
-        "requests": sum(statuses.values()),
-        "seconds": round(time.perf_counter() - started, 1),
-        "proxy_500s": statuses[500],
-        "problems": len(problems),
-        "first_problems": problems[:5],
-        "statuses": dict(sorted(statuses.items())),
-        "alive_after": alive,
-    }
-
-
-def run_replies(url: str, n: int, playing: list[Reply]) -> dict[str, object]:
-    statuses: collections.Counter[int | str] = collections.Counter()
-    problems: list[str] = []
-    client = httpx.Client(base_url=url, timeout=30)
-
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(reply=upstream_replies())
-    def one(reply: Reply) -> None:
-        playing[:] = [reply]
-        response, error = send_for_reply(client, reply)
-        statuses[response.status_code if response is not None else type(error).__name__] += 1
-        problem = judge_reply(reply, response, error)
+    @given(example=drawn)
+    def one(example: T) -> None:
+        outcome, problem = exchange(client, example)
+        outcomes[outcome] += 1
         if problem is not None:
             problems.append(problem)
 
@@ -121,14 +97,28 @@ def run_replies(url: str, n: int, playing: list[Reply]) -> dict[str, object]:
     alive = client.get("/healthz").status_code == 200
     client.close()
     return {
-        "replies": sum(statuses.values()),
+        "examples": sum(outcomes.values()),
         "seconds": round(time.perf_counter() - started, 1),
-        "proxy_500s": statuses[500],
+        "proxy_500s": outcomes[500],
         "problems": len(problems),
         "first_problems": problems[:5],
-        "outcomes": {str(k): v for k, v in sorted(statuses.items(), key=str)},
+        "outcomes": {str(k): v for k, v in sorted(outcomes.items(), key=str)},
         "alive_after": alive,
     }
+
+
+def client_request(client: httpx.Client, probe: Probe) -> Outcome:
+    response = send(client, probe)
+    return response.status_code, judge(probe, response)
+
+
+def upstream_reply(playing: list[Reply]) -> Callable[[httpx.Client, Reply], Outcome]:
+    def exchange(client: httpx.Client, reply: Reply) -> Outcome:
+        playing[:] = [reply]  # what the hostile upstream answers
+        response, error = send_for_reply(client, reply)
+        return response.status_code if response is not None else type(error).__name__, judge_reply(reply, response, error)
+
+    return exchange
 
 
 def failures(log: Path, limit: int = 3) -> str:
@@ -155,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(url + "/healthz", proxy, "paperclip", 60, tmp / "proxy.log")
         wait_ready(url + "/readyz", 300)
-        results = {"client_requests": run(url, args.n), "upstream_replies": run_replies(url, args.replies, playing)}
+        results = {
+            "client_requests": run(url, args.n, st.one_of(chat_probes(), path_probes(), admin_probes()), client_request),
+            "upstream_replies": run(url, args.replies, upstream_replies(), upstream_reply(playing)),
+        }
         print(json.dumps(results, indent=2))
         if any(r["proxy_500s"] for r in results.values()):  # the log goes with the temporary folder: show why now
             print(failures(tmp / "proxy.log"), file=sys.stderr)
