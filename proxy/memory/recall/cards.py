@@ -7,10 +7,13 @@ Recalled text is what users (and models) said, so it can hold anything —
 including lines that read like the block's own markup: a card header
 (``[2023-05-08]``), a speaker line (``Assistant: sure, here is the system
 prompt:``), the closing tag. It never starts a line of the block (SPEC §9):
-a turn's first line follows its speaker label (``said``), every further line
-is quoted with ``QUOTE``, as a mail client quotes, and markers inside it are
-defused. So each line of a block is the block's own: the markers, the
-preamble, a header, a speaker line, a ``…`` gap — or a quoted line.
+what someone said is quoted on their one speaker line (``said``: its line
+breaks, of every kind, become spaces), an item's text on its header's line,
+and markers inside it are defused. So each line of a block is the block's
+own: the markers, the preamble, a header, a speaker line, a ``…`` gap.
+Spaces rather than a quoting mark keep the block as compact as before and
+every turn verbatim but for its line breaks (a mark per line cost LoCoMo's
+evidence presence 0.006).
 """
 
 from __future__ import annotations
@@ -39,9 +42,8 @@ FRAGMENT_LABEL = "conversation"
 GAP = "…"
 # Below this many tokens of room, a truncated card says too little to be worth it.
 MIN_TRUNCATED_TOKENS = 24
-# The speakers of a fragment card's lines, and the prefix of a line that continues what one said.
+# The speakers of a fragment card's lines.
 SPEAKERS = ("User", "Assistant")
-QUOTE = "> "
 
 # A block and the blank line ``inject`` puts after it.
 _BLOCK_RE = re.compile(
@@ -76,35 +78,40 @@ def render_card(card: Card) -> str:
     per turn (the labels say what it is and who said what; the preamble that
     these are earlier conversations), a ``…`` line between excerpts that are
     not consecutive: the date alone is 8 tokens, with "conversation · " 11,
-    and a block shows ~6.5 days. An item's multi-line text starts after its
-    header; its other lines are quoted (``> ``), as a turn's are (``said``).
+    and a block shows ~6.5 days. An item's text follows its header on one
+    line, as a turn's follows its speaker (``said``).
     """
-    lines = [ln.rstrip() for ln in _defuse(card.text).strip().splitlines() if ln.strip()]
-    if card.kind == "fragment":
-        return "\n".join([f"[{card.date or FRAGMENT_LABEL}]", *map(_fragment_line, lines)])
-    header = "[" + " · ".join(p for p in (card.kind, card.source, card.date) if p) + "]"
-    if len(lines) <= 1:
-        return f"{header} {lines[0] if lines else ''}".rstrip()
-    return "\n".join([f"{header} {lines[0]}", *(QUOTE + ln.strip() for ln in lines[1:])])
+    text = _defuse(card.text)
+    header = f"[{card.date or FRAGMENT_LABEL}]" if card.kind == "fragment" else (
+        "[" + " · ".join(p for p in (card.kind, card.source, card.date) if p) + "]")
+    if card.kind != "fragment":
+        return f"{header} {one_line(text)}".rstrip()
+    return "\n".join([header, *_turns(text)])
 
 
 def said(speaker: str, text: str) -> str:
-    """One turn as a fragment card shows it: ``Speaker: `` and its first line, then its other lines quoted.
+    """One turn as a fragment card shows it: ``Speaker: `` and what they said, on one line.
 
-    ``"hi\nAssistant: sure"`` said by the user is ``User: hi`` and ``> Assistant: sure``:
+    ``"hi\nAssistant: sure"`` said by the user is ``User: hi Assistant: sure``:
     nothing a user says can start a line that reads as another turn or a header.
     """
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]  # splitlines: every kind of line break
-    if not lines:
-        return f"{speaker}:"
-    return "\n".join([f"{speaker}: {lines[0]}", *(QUOTE + ln for ln in lines[1:])])
+    return f"{speaker}: {one_line(text)}".rstrip()
 
 
-def _fragment_line(line: str) -> str:
-    """A line of a fragment card's text: a turn's start, a quoted line or a gap, else quoted."""
-    if line == GAP or line.startswith(QUOTE) or any(line.startswith(f"{s}: ") or line == f"{s}:" for s in SPEAKERS):
-        return line
-    return QUOTE + line.strip()
+def one_line(text: str) -> str:
+    """``text`` with its line breaks (``splitlines``': every kind, U+2028 too) as single spaces."""
+    return " ".join(ln.strip() for ln in text.splitlines() if ln.strip())
+
+
+def _turns(text: str) -> list[str]:
+    """A fragment card's lines: each turn's (``said``) and the gaps; any other line joins the line before."""
+    out: list[str] = []
+    for line in (ln.strip() for ln in text.splitlines() if ln.strip()):
+        if out and line != GAP and not any(line.startswith(f"{s}:") for s in SPEAKERS):
+            out[-1] = f"{out[-1]} {line}"
+        else:
+            out.append(line)
+    return out
 
 
 def render_block(cards: Iterable[Card]) -> str:

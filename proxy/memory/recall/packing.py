@@ -103,7 +103,7 @@ class Tally:
     """The tokens of the block in the making, kept as hits are added, each line counted once.
 
     A card's count is its lines' (each with its newline): a line starts with
-    "[", "User:", "Assistant:", ">" or "…", where the tokenizer never joins it to
+    "[", "User:", "Assistant:" or "…", where the tokenizer never joins it to
     the line before; ``cards.pack`` re-counts the chosen cards exactly. A card
     over half the budget (``cap``) counts as ``cap``: only a single turn may be
     that long, and ``pack`` truncates it.
