@@ -238,14 +238,21 @@ def client_key(headers: Mapping[str, str]) -> str | None:
     return key.strip() if key else None
 
 
-def control_text(raw: bytes) -> str:
-    """A control header's value (``X-Paperclip-Session``...) as text: UTF-8, as clients send it, else latin-1.
+# The headers read as UTF-8 (``header_text``); every other keeps its latin-1 reading. Not yet
+# X-Paperclip-User: users' stored rows hold the latin-1 reading and would need renaming first.
+UTF8_HEADERS = frozenset({"x-paperclip-session"})
+
+
+def header_text(name: str, raw: bytes) -> str:
+    """A request header's value as text: for ``UTF8_HEADERS`` UTF-8 (as clients send it) when it is, else latin-1.
 
     HTTP header bytes have no declared charset; clients send a session named
     "café" as its UTF-8 bytes. Read as latin-1 it was stored as "cafÃ©" and
     ``/sessions/café`` found nothing. Bytes that are not UTF-8 keep their
     latin-1 reading, as before.
     """
+    if name not in UTF8_HEADERS:
+        return raw.decode("latin-1")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -105,3 +105,11 @@ def test_a_renamed_key_that_is_already_taken_keeps_its_old_name() -> None:
     assert sqlite_migrations.apply(conn) == ["012_utf8_session_names"]  # type: ignore[arg-type]
     names = sorted(r[0] for r in conn.execute("SELECT session FROM extraction_cursors"))
     assert names == sorted(["café", "café-alone", "cafÃ©"])  # "cafÃ©" could not become a second "café"
+
+
+def test_a_user_header_keeps_the_reading_its_stored_rows_have() -> None:
+    from proxy.tenancy import header_text
+
+    raw = "zoë".encode()
+    assert header_text("x-paperclip-user", raw) == raw.decode("latin-1")  # as users' rows were written
+    assert header_text("x-paperclip-session", raw) == "zoë"

@@ -18,7 +18,7 @@ from ..errors import BadRequest, Degraded, PayloadTooLarge
 from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.pipeline_protocol import Pipeline, Prepared
 from ..pipeline.pipeline_thread import beside
-from ..tenancy import Tenant, client_key, control_text, resolve_session, resolve_user
+from ..tenancy import Tenant, client_key, header_text, resolve_session, resolve_user
 from ..upstream.headers import header_map, join_url, request_headers
 from .accounting import Finished
 from .endpoint import Endpoint, Forward
@@ -164,7 +164,8 @@ class ChatEndpoint(Endpoint):
     def _headers(self, scope: Scope, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
         sent = next((v.strip() for k, v in scope["headers"] if k == b"x-paperclip-session"), None)
         out = [  # a session the client named goes back byte for byte, whatever its charset
-            (b"x-paperclip-session", sent if sent and control_text(sent) == call.session else call.session.encode()),
+            (b"x-paperclip-session",
+             sent if sent and header_text("x-paperclip-session", sent) == call.session else call.session.encode()),
             (b"x-paperclip-trace", call.trace_id.encode()),
             (b"x-paperclip-tokens-in", str(prepared.tokens_in).encode()),
             (b"x-paperclip-tokens-forwarded", str(prepared.tokens_forwarded).encode()),

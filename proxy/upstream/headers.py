@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 import httpx
 
 from ..config import Upstream
-from ..tenancy import CONTROL_PREFIX, COOKIE_PREFIX, Tenant, control_text
+from ..tenancy import CONTROL_PREFIX, COOKIE_PREFIX, Tenant, header_text
 
 # RFC 9110 §7.6.1 hop-by-hop headers, plus the ones the transport recomputes.
 HOP_BY_HOP = frozenset(
@@ -166,9 +166,9 @@ def merge_query(configured: str, client: str) -> str:
 
 
 def header_map(scope_headers: Iterable[tuple[bytes, bytes]]) -> Mapping[str, str]:
-    """The request's headers by lower-case name, to read (Paperclip's controls as ``control_text``)."""
+    """The request's headers by lower-case name, to read (values as ``header_text`` reads them)."""
     out = {}
     for k, v in scope_headers:
         name = k.decode("latin-1").lower()
-        out[name] = control_text(v) if name.startswith(CONTROL_PREFIX) else v.decode("latin-1")
+        out[name] = header_text(name, v)
     return out
