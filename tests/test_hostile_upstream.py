@@ -18,6 +18,8 @@ import httpx
 import openai
 import pytest
 
+from proxy.config import Upstream
+from proxy.upstream.clients import Upstreams
 from proxy.upstream.wire.http11 import MAX_HEAD_BYTES, MAX_HEADER_FIELDS
 from tests.conftest import Proxy, base_config
 from tests.fake_upstream import chunk, completion
@@ -298,3 +300,27 @@ def test_a_deflate_reply_is_recorded(hostile: Callable[..., tuple[Proxy, Hostile
     with proxy.http() as http:
         assert http.post("/v1/chat/completions", json=ask("u-deflate")).status_code == 200
     assert assistant_texts(proxy, "u-deflate") == ["deflated answer"]
+
+
+# ---------------------------------------------------------------- a reply read whole (the compression model's)
+
+
+async def test_a_reply_read_whole_is_decoded_within_the_bound() -> None:
+    payloads = {1: bomb(8 * 1024 * 1024), 2: bomb(1000)}  # 8 MB past a 1 MiB bound, then a small one
+
+    def script(request: RawRequest) -> list[bytes]:
+        body = payloads[request.number]
+        return [head(b"200 OK", JSON, b"content-encoding: gzip", b"content-length: %d" % len(body)), body]
+
+    with HostileUpstream(script) as hostile:
+        upstreams = Upstreams(max_read_bytes=1024 * 1024)
+        client = upstreams.client(Upstream(base_url=hostile.base_url, api_key=None))
+        try:
+            with pytest.raises(httpx.DecodingError):
+                await client.post(hostile.base_url + "/chat/completions", json={})
+            small = await client.post(hostile.base_url + "/chat/completions", json={})
+            assert small.json()["choices"][0]["message"]["content"] == "a" * 1000
+            assert "content-encoding" not in small.headers
+            assert hostile.requests[0].header("accept-encoding") == ["gzip, deflate"]
+        finally:
+            await upstreams.aclose()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..config.schema import MAX_RECORD_BYTES
+from ..content_coding import decode
+from ..errors import UndecodableBody
 from ..hashing import scrub
 from ..memory.recall.query import text_of
 from ..sse import assistant_text
@@ -70,22 +71,16 @@ def reply_answer(call: ChatCall, reply: Reply) -> Answer | None:
 def _decoded(reply: Reply) -> bytes | None:
     """The body of a successful reply, gzip/deflate decoded, else None.
 
-    The upstream is not trusted more than the client: a body that inflates
-    past ``reply.max_bytes`` (a gzip bomb: 1 MB that inflates to 1 GB) is
-    not decoded further and not recorded; only ``max_bytes + 1`` are ever made.
+    The upstream is not trusted more than the client: a body kept or decoded
+    past ``reply.max_bytes`` (a gzip bomb: 1 MB that inflates to 1 GB) is not
+    recorded, and only ``max_bytes + 1`` bytes of it are ever made.
     """
-    if reply.status != 200 or not reply.body or len(reply.body) > reply.max_bytes:
+    if reply.status != 200 or not reply.body:
         return None
-    encoding = (reply.content_encoding or "identity").strip().lower()
-    if encoding == "identity":
-        return reply.body
-    if encoding not in ("gzip", "x-gzip", "deflate"):
-        return None  # br and the like: relayed as they came, not read
     try:
-        body = zlib.decompressobj(32 + zlib.MAX_WBITS).decompress(reply.body, reply.max_bytes + 1)
-    except zlib.error:
+        return decode(reply.body, reply.content_encoding, reply.max_bytes)
+    except UndecodableBody:  # br and the like are relayed as they came, never read; junk is junk
         return None
-    return body if len(body) <= reply.max_bytes else None
 
 
 def reply_text(reply: Reply) -> str | None:

@@ -61,7 +61,7 @@ def create_app(
     metrics = Metrics()
     runtime = build_runtime(
         settings,
-        Upstreams(transport),
+        Upstreams(transport, settings.server.max_record_bytes),
         metrics,
         Background(on_error=lambda stage: metrics.background_errors.labels(stage).inc()),
         accounting,

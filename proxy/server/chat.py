@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import uuid
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -14,7 +13,8 @@ from typing import Any, TypeVar
 import httpx
 from starlette.types import Receive, Scope
 
-from ..errors import BadRequest, Degraded, PayloadTooLarge
+from ..content_coding import decode
+from ..errors import BadRequest, BodyTooLarge, Degraded, PayloadTooLarge, UndecodableBody
 from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.pipeline_protocol import Pipeline, Prepared
 from ..pipeline.pipeline_thread import beside
@@ -249,23 +249,9 @@ def rebuild_body(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
 
 def decode_request_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
     """Decode a gzip/deflate request body, refusing to inflate past ``limit`` (zip bombs)."""
-    if not encoding or encoding.strip().lower() == "identity":
-        return raw
-    kind = encoding.strip().lower()
-    if kind not in ("gzip", "deflate", "x-gzip"):
-        raise BadRequest(f"Unsupported Content-Encoding {encoding!r} (gzip and deflate are).")
-    wbits = 16 + zlib.MAX_WBITS if kind != "deflate" else zlib.MAX_WBITS
-    inflater = zlib.decompressobj(wbits)
     try:
-        out = inflater.decompress(raw, limit + 1)
-    except zlib.error as exc:
-        if kind != "deflate":
-            raise BadRequest(f"The request body is not valid {kind}.") from exc
-        inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some clients send
-        try:
-            out = inflater.decompress(raw, limit + 1)
-        except zlib.error as exc2:
-            raise BadRequest("The request body is not valid deflate.") from exc2
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise PayloadTooLarge(f"The decoded request body exceeds {limit} bytes.")
-    return out
+        return decode(raw, encoding, limit)
+    except BodyTooLarge as exc:
+        raise PayloadTooLarge(f"The decoded request body exceeds {limit} bytes.") from exc
+    except UndecodableBody as exc:
+        raise BadRequest(f"The request body cannot be read: {exc}.") from exc
