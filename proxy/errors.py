@@ -24,6 +24,8 @@
     ClientGone                     the client disconnected: nobody is left to answer
     ConfigError                    a bad config file (every problem of it); the CLI exits 2
     └── PromptError                a prompt folder, file or variable is wrong
+    UndecodableBody                a body its Content-Encoding does not decode: junk, or not gzip/deflate
+    └── BodyTooLarge               it decodes past its bound (a gzip bomb)
     InvalidExport                  a file that is not an export this version can read (import)
     OnnxUnavailable                a model that does not run on ONNX Runtime (the embedder falls back)
     ModelFileMismatch              a packaged model file is missing or not the pinned one (no memory layer)
@@ -191,6 +193,14 @@ class ConfigError(Exception):
 
 class PromptError(ConfigError):
     """A prompt folder, file or variable is wrong: ``<file>: <key>: <problem>``."""
+
+
+class UndecodableBody(ValueError):
+    """A body that its ``Content-Encoding`` does not decode (``content_coding.decode``); the message says why."""
+
+
+class BodyTooLarge(UndecodableBody):
+    """A body that decodes past its bound: only the bound plus one byte were ever made."""
 
 
 class InvalidExport(ValueError):

@@ -28,19 +28,31 @@ def json_events(body: bytes) -> Iterator[Mapping[str, Any]]:
 
 
 def assistant_text(body: bytes) -> str | None:
-    """The assembled ``content`` of choice 0 of a streamed completion, or None."""
+    """The assembled ``content`` of choice 0 of a streamed completion that completed, else None.
+
+    Only what the model really said is an answer (SPEC §9): a stream that
+    carries an error event, or ends before its ``[DONE]``, did not complete,
+    and none of its text is.
+    """
     parts: list[str] = []
     for payload in events(body):
         if payload.strip() == "[DONE]":
-            break
+            return "".join(parts) or None
         try:
             event: Any = json.loads(payload)
         except ValueError:
             continue
+        if not isinstance(event, dict):
+            continue
+        if event.get("error") is not None:
+            return None
         for choice in event.get("choices") or []:
-            if choice.get("index", 0) != 0:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            content = (choice.get("delta") or {}).get("content")
+            if choice.get("finish_reason") == "error":  # how some gateways end a failed stream
+                return None
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
             if isinstance(content, str):
                 parts.append(content)
-    return "".join(parts) or None
+    return None

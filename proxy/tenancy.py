@@ -22,6 +22,9 @@ from .errors import BadRequest, Forbidden, NotFound, Unauthorized
 from .hashing import canonical
 
 CONTROL_PREFIX = "x-paperclip-"
+# Cookies whose names start with this are Paperclip's own (the inspector's session among them):
+# never forwarded upstream, never set by an upstream (upstream.headers).
+COOKIE_PREFIX = "paperclip"
 ANONYMOUS = "anonymous"
 PASSTHROUGH_SCOPE = re.compile(r"key-[0-9a-f]{24}")
 
@@ -67,9 +70,11 @@ class KeyRing:
         self._api = [(_stored_digest(k), t) for t in settings.tenants for k in t.api_keys]
         self._admin = [(_stored_digest(k), t) for t in settings.tenants for k in t.admin_keys]
         self._operator = [_stored_digest(k) for k in settings.server.admin_keys]
+        self._metrics = [_stored_digest(k) for k in settings.server.metrics_keys]
         self._named = {t.name: t for t in settings.tenants}
         self._near = NearMisses(
-            [*settings.server.admin_keys, *(k for t in settings.tenants for k in t.api_keys + t.admin_keys)]
+            [*settings.server.admin_keys, *settings.server.metrics_keys,
+             *(k for t in settings.tenants for k in t.api_keys + t.admin_keys)]
         )
 
     def _find(self, key: str, admin: bool) -> TenantSettings | None:
@@ -98,9 +103,23 @@ class KeyRing:
         presented = _digest(key)
         return any([hmac.compare_digest(presented, want) for want in self._operator])
 
+    def may_read_metrics(self, key: str | None) -> bool:
+        """``/metrics``: open when no ``server.metrics_keys`` are set, else a metrics or operator key."""
+        if not self._metrics:
+            return True
+        if not key:
+            return False
+        presented = _digest(key)
+        return any([hmac.compare_digest(presented, want) for want in self._metrics]) or self.is_operator(key)
+
     def _known_to_us(self, key: str) -> bool:
-        """A key of this proxy (operator, admin), or nearly one (a typo): never forwarded upstream."""
-        return self.is_operator(key) or self._find(key, admin=True) is not None or self._near(key)
+        """A key of this proxy (operator, admin, metrics), or nearly one (a typo): never forwarded upstream."""
+        return (self.is_operator(key) or self._find(key, admin=True) is not None
+                or any([hmac.compare_digest(_digest(key), want) for want in self._metrics]) or self._near(key))
+
+    def is_ours(self, value: str) -> bool:
+        """Any key of this proxy (a client key too), or nearly one: never sent upstream in any header."""
+        return bool(value) and (self._find(value, admin=False) is not None or self._known_to_us(value))
 
     def admin_grant(self, key: str | None, named: str | None, method: str) -> Grant:
         """Who may call the admin API, on which tenant's data (SPEC §6).
@@ -235,6 +254,27 @@ def client_key(headers: Mapping[str, str]) -> str | None:
         if key:
             return key
     return None
+
+
+# The headers read as UTF-8 (``header_text``); every other keeps its latin-1 reading. Not yet
+# X-Paperclip-User: users' stored rows hold the latin-1 reading and would need renaming first.
+UTF8_HEADERS = frozenset({"x-paperclip-session"})
+
+
+def header_text(name: str, raw: bytes) -> str:
+    """A request header's value as text: for ``UTF8_HEADERS`` UTF-8 (as clients send it) when it is, else latin-1.
+
+    HTTP header bytes have no declared charset; clients send a session named
+    "café" as its UTF-8 bytes. Read as latin-1 it was stored as "cafÃ©" and
+    ``/sessions/café`` found nothing. Bytes that are not UTF-8 keep their
+    latin-1 reading, as before.
+    """
+    if name not in UTF8_HEADERS:
+        return raw.decode("latin-1")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def resolve_user(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:

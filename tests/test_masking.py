@@ -11,17 +11,21 @@ import pytest
 
 from tests.admin_helpers import admin
 from tests.conftest import Proxy
+from tests.fake_upstream import FakeUpstream, is_compression
 
 # What the user types, and the parts of it that must never be stored or logged.
 EMAIL, PHONE, CARD = "ada.lovett@example.com", "+1 415 555 0199", "4111 1111 1111 1111"
 CN_PHONE, CN_ID, CN_EMAIL = "13812345678", "110101199003074573", "wang.xiaoming@example.cn"
+IBAN = "DE89 3704 0044 0532 0130 00"
 RAW = [EMAIL, "ada.lovett", "415 555 0199", "4111 1111 1111", "4111111111111111",
-       CN_PHONE, "138123", "110101199003", CN_EMAIL, "wang.xiaoming"]
-# (Valid numbers: the card passes Luhn and the ID its checksum, as the redactor requires.)
+       CN_PHONE, "138123", "110101199003", CN_EMAIL, "wang.xiaoming", "DE89 3704", "3704 0044 0532"]
+# (Valid numbers: the card passes Luhn, the ID its checksum and the IBAN its mod-97 check,
+# as the redactor requires.)
 
 CHAT = [
     f"Hi, I'm Ada. My email is {EMAIL} and my phone is {PHONE}.",
     f"Please charge my card {CARD} for the order.",
+    f"Refunds go to my account, IBAN {IBAN}.",
     f"我叫王小明，手机号是{CN_PHONE}，身份证号{CN_ID}。",
     f"我的邮箱是{CN_EMAIL}，有事发邮件给我。",
     "I'm allergic to peanuts, remember that.",
@@ -30,7 +34,7 @@ CHAT = [
 
 
 def test_no_raw_pii_in_any_database_file_the_export_or_the_log(
-    make_proxy: Callable[..., Proxy], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    make_proxy: Callable[..., Proxy], tmp_path: Path, caplog: pytest.LogCaptureFixture, upstream: FakeUpstream
 ) -> None:
     caplog.set_level(logging.DEBUG)
     proxy = make_proxy(defaults={"memory": {"extract_every_messages": 2}})
@@ -54,7 +58,10 @@ def test_no_raw_pii_in_any_database_file_the_export_or_the_log(
         assert trace.status_code == 200 and trace.json()["query"]
     stored = [p for p in tmp_path.iterdir() if p.name.endswith((".db", ".db-wal", ".db-shm"))]
     assert any(p.name.endswith(".db") for p in stored)
+    to_the_model = [r.body.decode() for r in upstream.requests if is_compression(r)]
+    assert to_the_model  # the extraction saw the chat
     for raw in RAW:
+        assert not any(raw in body for body in to_the_model), raw
         assert raw not in export.text, raw
         assert raw not in trace.text, raw
         assert raw not in caplog.text, raw

@@ -34,6 +34,11 @@ def cn_id_with_checksum(first17: str) -> str:
         ("SSN 123-45-6789", "SSN [id ****6789]"),
         ("passport number is X12345678", "passport number is [id ****5678]"),
         (f"ID {CN_ID}", "ID [id ****002X]"),
+        ("IBAN DE89 3704 0044 0532 0130 00, thanks", "IBAN [iban ****3000], thanks"),
+        ("pay to GB82WEST12345698765432.", "pay to [iban ****5432]."),
+        ("FR14 2004 1010 0505 0001 3M02 606", "[iban ****2606]"),
+        ("konto NO9386011117947", "konto [iban ****7947]"),
+        ("我的账户DE89370400440532013000谢谢", "我的账户[iban ****3000]谢谢"),
     ],
 )
 def test_mask_keeps_the_last_four(text: str, masked: str) -> None:
@@ -96,6 +101,7 @@ def test_unknown_mode_is_refused() -> None:
         "Version 1.2.3, ISBN 978-3-16-148410-0, pi is 3.14159, zip 94105, call 911.",
         "The meeting is in room 101, extension 4321, PIN 1234.",
         "Timestamp 1700000000000 and tracking 1Z999AA10123456784.",
+        "Not an IBAN: DE89 3704 0044 0532 0130 01 (its check digits fail), nor AB12 CDEF GHIJ.",
     ],
 )
 def test_ordinary_numbers_are_untouched(text: str) -> None:
@@ -106,7 +112,8 @@ def test_ordinary_numbers_are_untouched(text: str) -> None:
 def test_redaction_is_idempotent(mode: str) -> None:
     text = (
         f"Card {VISA}, phone +1 415 555 0199 / 13800138000, mail alice@example.com, "
-        f"ID {CN_ID}, SSN 123-45-6789, passport X12345678, order #A12345 on 2026-11-02."
+        f"ID {CN_ID}, SSN 123-45-6789, passport X12345678, order #A12345 on 2026-11-02, "
+        "IBAN DE89 3704 0044 0532 0130 00."
     )
     once = redact(text, mode)
     assert redact(once, mode) == once

@@ -151,9 +151,8 @@ def test_answers_are_read_from_json_and_from_the_event_stream() -> None:
     assert answer_of(done) == Answer(done["id"], "Tea, then.")
     streamed = streamed_answer(b"".join(sse_events(body, "Tea, then.")))
     assert streamed is not None and streamed.text == "Tea, then." and streamed.id
-    # Cut before response.completed: the text so far, as for chat streams.
-    cut = streamed_answer(b"".join(sse_events(body, "Tea, then.")[:-1]))
-    assert cut is not None and cut.text == "Tea, then."
+    # Cut before response.completed: no answer, as for a chat stream without its [DONE] (SPEC §9).
+    assert streamed_answer(b"".join(sse_events(body, "Tea, then.")[:-1])) is None
 
 
 def test_a_failed_response_has_no_answer() -> None:

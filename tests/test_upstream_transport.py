@@ -6,7 +6,6 @@ import asyncio
 import os
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from proxy.upstream.clients import Upstreams
 from proxy.upstream.wire.transport import LeanTransport, Timeouts
 from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, sse
+from tests.hostile_upstream import HANG_UP, HostileUpstream, RawRequest, Step
 from tests.servers import ServerThread
 
 MODEL = "gpt-4o-mini"
@@ -93,50 +93,18 @@ def test_read_timeout_between_chunks_ends_the_stream_with_an_error_event(
 # --- the transport on its own -------------------------------------------------------------------
 
 
-class RawServer:
-    """A one-thread TCP server answering each request with ``answer(n)`` bytes; counts connections."""
+class RawServer(HostileUpstream):
+    """Answers each request with ``answer(n)``: (the response's bytes, close the connection after it)."""
 
     def __init__(self, answer: Callable[[int], tuple[bytes, bool]]) -> None:
-        self.answer = answer  # (response bytes, close the connection after it)
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.requests = 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        def script(request: RawRequest) -> list[Step]:
+            response, close = answer(request.number)
+            return [response, HANG_UP] if close else [response]
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                while self._one(conn):
-                    pass
-
-    def _one(self, conn: socket.socket) -> bool:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            part = conn.recv(65536)
-            if not part:
-                return False
-            data += part
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")), 0)
-        while len(body) < length:
-            body += conn.recv(65536)
-        self.requests += 1
-        response, close = self.answer(self.requests)
-        conn.sendall(response)
-        return not close
+        super().__init__(script, keep_alive=True)
 
     def url(self, path: str = "/x") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
@@ -176,7 +144,7 @@ async def test_a_request_the_upstream_may_have_received_is_never_resent(raw_serv
         with pytest.raises(httpx.RemoteProtocolError):
             await client.post(server.url(), content=b"{}")
     assert first.content == b"answer 1"
-    assert (server.requests, server.connections) == (2, 1)
+    assert (len(server.requests), server.connections) == (2, 1)
 
 
 async def test_an_idle_socket_is_checked_before_reuse(raw_server: Any) -> None:
@@ -188,7 +156,7 @@ async def test_an_idle_socket_is_checked_before_reuse(raw_server: Any) -> None:
         time.sleep(0.2)  # noqa: ASYNC251 -- blocks the loop on purpose: the close lies unread
         second = await client.post(server.url(), content=b"{}")
     assert second.content == b"answer 2"
-    assert (server.requests, server.connections) == (2, 2)
+    assert (len(server.requests), server.connections) == (2, 2)
 
 
 async def test_idle_connections_expire_before_common_upstream_keep_alive_timeouts(raw_server: Any) -> None:

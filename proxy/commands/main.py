@@ -58,6 +58,7 @@ def serve_command(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..server.app import create_app
+    from ..server.header_timeout import header_timeout_protocol
 
     settings = load_settings(args.config)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -74,6 +75,7 @@ def serve_command(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=False,
         timeout_graceful_shutdown=30,
+        http=header_timeout_protocol(settings.server.header_timeout_s),
         # The upstream's own Date and Server headers pass through; uvicorn's would duplicate them.
         server_header=False,
         date_header=False,

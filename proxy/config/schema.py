@@ -66,6 +66,10 @@ class Section(BaseModel):
 # --- the top level -------------------------------------------------------------------------------
 
 
+# What of an upstream reply is kept and decoded to record it (server.max_record_bytes).
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+
+
 class Server(Section):
     """`server`: how Paperclip listens, logs and is administered."""
 
@@ -84,6 +88,20 @@ class Server(Section):
         default="text", description="The request log line: `text` for a terminal, `json` one object a line."
     )
     log_content: bool = Field(default=False, description="`true`: the latest user message may appear in the request log line.")
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="A client that has not sent its request headers by then is dropped."
+    )
+    max_record_bytes: Positive = Field(
+        default=MAX_RECORD_BYTES,
+        description="4 MiB: an upstream reply kept or decoded (gzip, deflate) beyond this is relayed whole but "
+        "not recorded (a gzip bomb stays 1 MB on the wire); the compression model's replies are bounded alike.",
+    )
+    metrics_keys: Keys = Field(
+        default=(),
+        description="Keys that may read `/metrics` (plain or `sha256:<hex>`); operator keys may too. Empty: "
+        "`/metrics` is open, as Prometheus expects on a private network. Set one when the port is reachable "
+        "by others: the metrics name every tenant.",
+    )
 
 
 class Storage(Section):

@@ -1,17 +1,18 @@
 """PII redaction applied before anything is stored or sent to the compression model.
 
-``redact(text, mode)`` finds emails, phone numbers, payment card numbers and ID
-numbers and, by ``mode``:
+``redact(text, mode)`` finds emails, phone numbers, payment card numbers, bank
+account numbers (IBANs) and ID numbers and, by ``mode``:
 
-- ``mask`` (default): keeps the last four digits (characters for IDs) and a
-  label — ``[card ****8865]``, ``[phone ****0199]``, ``[id ****123X]``; an
-  email keeps its first character and its domain — ``[email a***@example.com]``
-  (the domain says "work" or "personal" without naming the person);
+- ``mask`` (default): keeps the last four digits (characters for IDs and
+  IBANs) and a label — ``[card ****8865]``, ``[iban ****3000]``, ``[phone
+  ****0199]``, ``[id ****123X]``; an email keeps its first character and its
+  domain — ``[email a***@example.com]`` (the domain says "work" or "personal"
+  without naming the person);
 - ``drop``: leaves only the label — ``[card removed]``, ``[email removed]``;
 - ``keep``: returns the text unchanged.
 
 Detection is deliberately narrow so ordinary numbers survive: card numbers
-must pass the Luhn check, Chinese resident IDs their checksum, US phones need
+must pass the Luhn check, IBANs their ISO 7064 mod-97 check, Chinese resident IDs their checksum, US phones need
 their 3-3-4 shape, international phones a leading ``+``, passports the word
 "passport" / "护照" before them. Years, amounts, dates, times, order numbers
 and short digit runs are never touched.
@@ -54,6 +55,11 @@ _CARD = re.compile(
     + r"|\d{4}(?P<s1>[ -])\d{4}(?P=s1)\d{4}(?P=s1)\d{1,4}(?:(?P=s1)\d{3})?"
     + r"|\d{4}(?P<s2>[ -])\d{6}(?P=s2)\d{4,5})"
     + _R
+)
+# An IBAN: a country code, two check digits and 11-30 letters or digits, written in one run or
+# in groups of four (the last shorter) — ISO 13616; lengths run 15 (Norway) to 34 characters.
+_IBAN = re.compile(
+    r"(?<![0-9A-Za-z])[A-Z]{2}\d{2}(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4}){2,6}(?: [A-Z0-9]{1,4})?)" + _R
 )
 # North American numbers first, with their exact 3-3-4 shape, so a year written after
 # the number ("+1 415 555 0199 2026") is not taken as a fifth group.
@@ -113,6 +119,7 @@ def _detectors(mode: str) -> list[tuple[re.Pattern[str], Render]]:
     # like an old ID; the more specific check runs first and its token shields the rest.
     return [
         (_EMAIL, lambda m: _email(m.group(), mode)),
+        (_IBAN, lambda m: _label("iban", m.group(), mode) if _iban_ok(m.group()) else m.group()),
         (_CN_ID18, lambda m: _label("id", m.group(), mode) if _cn_id_ok(m.group()) else m.group()),
         (_CARD, lambda m: _label("card", m.group(), mode) if _luhn_ok(m.group()) else m.group()),
         (_CN_ID15, lambda m: _label("id", m.group(), mode)),
@@ -162,6 +169,15 @@ def _luhn_ok(raw: str) -> bool:
             d = d * 2 - 9 if d > 4 else d * 2
         total += d
     return total % 10 == 0
+
+
+def _iban_ok(raw: str) -> bool:
+    """ISO 13616: 15-34 characters whose rearranged digits (letters as 10-35) are 1 modulo 97."""
+    compact = raw.replace(" ", "")
+    if not 15 <= len(compact) <= 34:
+        return False
+    rearranged = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
 
 
 def _cn_id_ok(raw: str) -> bool:

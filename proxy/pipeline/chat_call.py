@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..config.schema import MAX_RECORD_BYTES
+from ..content_coding import decode
+from ..errors import UndecodableBody
 from ..hashing import scrub
 from ..memory.recall.query import text_of
 from ..sse import assistant_text
@@ -39,13 +41,14 @@ class ChatCall:
 
 @dataclass(frozen=True)
 class Reply:
-    """The upstream's reply as far as it was relayed: ``body`` is what was kept of it (maybe cut)."""
+    """The upstream's reply as the client received it whole; ``body`` is empty when it was not kept."""
 
     status: int = 0
     body: bytes = b""
     streamed: bool = False
     content_encoding: str | None = None
     disconnected: bool = False  # the client left before the end
+    max_bytes: int = MAX_RECORD_BYTES  # a body that decodes to more is not recorded (server.max_record_bytes)
 
 
 def reply_answer(call: ChatCall, reply: Reply) -> Answer | None:
@@ -70,15 +73,18 @@ def reply_answer(call: ChatCall, reply: Reply) -> Answer | None:
 
 
 def _decoded(reply: Reply) -> bytes | None:
-    """The body of a successful reply, gzip/deflate decoded, else None."""
+    """The body of a successful reply, gzip/deflate decoded, else None.
+
+    The upstream is not trusted more than the client: a body kept or decoded
+    past ``reply.max_bytes`` (a gzip bomb: 1 MB that inflates to 1 GB) is not
+    recorded, and only ``max_bytes + 1`` bytes of it are ever made.
+    """
     if reply.status != 200 or not reply.body:
         return None
-    if reply.content_encoding in ("gzip", "deflate"):
-        try:
-            return zlib.decompressobj(47).decompress(reply.body)
-        except zlib.error:
-            return None
-    return None if reply.content_encoding else reply.body
+    try:
+        return decode(reply.body, reply.content_encoding, reply.max_bytes)
+    except UndecodableBody:  # br and the like are relayed as they came, never read; junk is junk
+        return None
 
 
 def reply_text(reply: Reply) -> str | None:

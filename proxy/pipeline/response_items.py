@@ -160,9 +160,12 @@ def output_text(output: Any) -> str | None:
 
 
 def streamed_answer(body: bytes) -> Answer | None:
-    """The answer in an SSE stream of response events: ``response.completed`` (or the deltas until then)."""
+    """The answer in an SSE stream of response events: ``response.completed`` (or the deltas until then).
+
+    None for a stream that failed or ended before its ``response.completed``
+    (or ``response.incomplete``): only what the model really said is recorded.
+    """
     deltas: list[str] = []
-    rid: str | None = None
     for event in json_events(body):
         kind = event.get("type")
         if kind in ("response.failed", "error"):
@@ -174,7 +177,4 @@ def streamed_answer(body: bytes) -> Answer | None:
             if done is not None and done.text is None and deltas:
                 return Answer(done.id, "".join(deltas))
             return done
-        elif kind == "response.created" and isinstance(event.get("response"), Mapping):
-            rid = event["response"].get("id")
-    # Cut before the end (the client left): the text so far, as for chat streams.
-    return Answer(rid if isinstance(rid, str) else None, "".join(deltas) or None) if deltas else None
+    return None  # no response.completed: the reply did not complete, and nothing of it is an answer

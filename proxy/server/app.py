@@ -17,11 +17,12 @@ from starlette.routing import BaseRoute, Route
 
 from ..background import Background
 from ..config import Settings
-from ..errors import NotFound
+from ..errors import NotFound, Unauthorized
 from ..memory.search.embedder import Embedder
 from ..metrics import Metrics
 from ..pipeline.pipeline_protocol import Pipeline
 from ..store import urls
+from ..tenancy import client_key
 from ..upstream.clients import Upstreams
 from .accounting import Accounting, write_usage, writing_usage
 from .admin.routes import admin_routes
@@ -63,7 +64,7 @@ def create_app(
     metrics = Metrics()
     runtime = build_runtime(
         settings,
-        Upstreams(transport),
+        Upstreams(transport, settings.server.max_record_bytes),
         metrics,
         Background(on_error=lambda stage: metrics.background_errors.labels(stage).inc()),
         accounting,
@@ -136,6 +137,11 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
         return JSONResponse(payload, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
+        # Tenant names are in the labels: with server.metrics_keys set, only those keys (and
+        # operator keys) may read them (docs/decisions/0002-metrics-access.md).
+        if not rt.keys.may_read_metrics(client_key(request.headers)):
+            refused = Unauthorized("/metrics needs a metrics key (server.metrics_keys) or an operator key.")
+            return JSONResponse(refused.envelope(), status_code=refused.status)
         return Response(rt.metrics.render(), media_type=rt.metrics.content_type)
 
     async def not_found(request: Request) -> Response:

@@ -6,7 +6,6 @@ import asyncio
 import json
 import logging
 import uuid
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -14,11 +13,19 @@ from typing import Any, TypeVar
 import httpx
 from starlette.types import Receive, Scope, Send
 
-from ..errors import BadRequest, Degraded, MemoryNotReady, PayloadTooLarge
+from ..content_coding import decode
+from ..errors import (
+    BadRequest,
+    BodyTooLarge,
+    Degraded,
+    MemoryNotReady,
+    PayloadTooLarge,
+    UndecodableBody,
+)
 from ..offload import off_loop
 from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.pipeline_protocol import Pipeline, Prepared
-from ..tenancy import Tenant, client_key, resolve_session, resolve_user
+from ..tenancy import Tenant, client_key, header_text, resolve_session, resolve_user
 from ..upstream.headers import header_map, join_url, request_headers
 from .accounting import Finished
 from .endpoint import Endpoint
@@ -29,8 +36,6 @@ from .startup import hold
 log = logging.getLogger("paperclip.chat")
 T = TypeVar("T")
 
-# The reply is kept (for recording) up to this many bytes; past it, not recorded.
-CAPTURE_LIMIT = 4 * 1024 * 1024
 # Bodies past this size skip the memory layer: forwarded as they came, nothing recorded,
 # tokens estimated. Counting, hashing, masking and embedding megabytes of new text
 # would hold the CPU (and Python's GIL) for seconds while every other client waits.
@@ -119,8 +124,8 @@ class ChatEndpoint(Endpoint):
         ex = Exchange(
             client=self.rt.upstreams.client(incoming.tenant.settings.upstream),
             request=self.upstream_request(scope, incoming.tenant, outgoing.body),
-            extra_headers=self._headers(incoming.call, outgoing.prepared),
-            capture_limit=0 if incoming.bypass else CAPTURE_LIMIT,
+            extra_headers=self._headers(scope, incoming.call, outgoing.prepared),
+            capture_limit=0 if incoming.bypass else self.rt.settings.server.max_record_bytes,
             stop_at_done=self.stop_at_done,
             errors=self.errors,
         )
@@ -134,10 +139,11 @@ class ChatEndpoint(Endpoint):
         """
         if not outcome.succeeded:  # a refused or broken exchange records nothing
             return
+        reply = reply_of(outcome, self.rt.settings.server.max_record_bytes)
         if outgoing.by is not None:
-            self.rt.background.spawn("record", outgoing.by.record(incoming.call, outgoing.prepared, reply_of(outcome)))
+            self.rt.background.spawn("record", outgoing.by.record(incoming.call, outgoing.prepared, reply))
         elif outgoing.prepared.degraded == MemoryNotReady.reason and not incoming.bypass:
-            hold(self.rt, incoming.call, reply_of(outcome), len(incoming.raw))
+            hold(self.rt, incoming.call, reply, len(incoming.raw))
 
     async def shape(
         self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool
@@ -187,15 +193,18 @@ class ChatEndpoint(Endpoint):
         headers = request_headers(
             [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
             tenant,
+            ours=self.rt.keys.is_ours,
             drop=frozenset({"content-encoding"}),  # the body goes out decoded
         )
         headers.append(("content-length", str(len(body))))
         url = join_url(up.base_url, scope["path"], scope.get("query_string", b""))
         return httpx.Request("POST", url, headers=headers, content=body)
 
-    def _headers(self, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
-        out = [
-            (b"x-paperclip-session", call.session.encode("latin-1")),  # as it came: headers are latin-1
+    def _headers(self, scope: Scope, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
+        sent = next((v.strip() for k, v in scope["headers"] if k == b"x-paperclip-session"), None)
+        out = [  # a session the client named goes back byte for byte, whatever its charset
+            (b"x-paperclip-session",
+             sent if sent and header_text("x-paperclip-session", sent) == call.session else call.session.encode()),
             (b"x-paperclip-trace", call.trace_id.encode()),
             (b"x-paperclip-tokens-in", str(prepared.tokens_in).encode()),
             (b"x-paperclip-tokens-forwarded", str(prepared.tokens_forwarded).encode()),
@@ -240,8 +249,8 @@ def deployment_or_model(scope: Scope, body: dict[str, Any]) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def reply_of(outcome: Outcome) -> Reply:
-    """The pipeline's view of what the relay saw."""
+def reply_of(outcome: Outcome, max_bytes: int) -> Reply:
+    """The pipeline's view of what the relay saw (``max_bytes``: ``server.max_record_bytes``)."""
     return Reply(
         status=outcome.status,
         # A reply the client did not get whole (it left; it outgrew the capture) is not the assistant's.
@@ -249,6 +258,7 @@ def reply_of(outcome: Outcome) -> Reply:
         streamed=outcome.streamed,
         content_encoding=outcome.content_encoding,
         disconnected=outcome.disconnected,
+        max_bytes=max_bytes,
     )
 
 
@@ -273,26 +283,12 @@ def rebuild_body(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
 
 def decode_request_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
     """Decode a gzip/deflate request body, refusing to inflate past ``limit`` (zip bombs)."""
-    if not encoding or encoding.strip().lower() == "identity":
-        return raw
-    kind = encoding.strip().lower()
-    if kind not in ("gzip", "deflate", "x-gzip"):
-        raise BadRequest(f"Unsupported Content-Encoding {encoding!r} (gzip and deflate are).")
-    wbits = 16 + zlib.MAX_WBITS if kind != "deflate" else zlib.MAX_WBITS
-    inflater = zlib.decompressobj(wbits)
     try:
-        out = inflater.decompress(raw, limit + 1)
-    except zlib.error as exc:
-        if kind != "deflate":
-            raise BadRequest(f"The request body is not valid {kind}.") from exc
-        inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some clients send
-        try:
-            out = inflater.decompress(raw, limit + 1)
-        except zlib.error as exc2:
-            raise BadRequest("The request body is not valid deflate.") from exc2
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise PayloadTooLarge(f"The decoded request body exceeds {limit} bytes.")
-    return out
+        return decode(raw, encoding, limit)
+    except BodyTooLarge as exc:
+        raise PayloadTooLarge(f"The decoded request body exceeds {limit} bytes.") from exc
+    except UndecodableBody as exc:
+        raise BadRequest(f"The request body cannot be read: {exc}.") from exc
 
 
 async def user_and_session(

@@ -50,6 +50,7 @@ class MessagesEndpoint(ChatEndpoint):
         headers = request_headers(
             [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
             tenant,
+            ours=self.rt.keys.is_ours,
             drop=frozenset({"content-encoding"}),  # the body goes out decoded
             anthropic=True,
         )

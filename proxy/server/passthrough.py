@@ -46,7 +46,7 @@ class PassthroughEndpoint(Endpoint):
         body_done = anyio.Event()
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         anthropic = speaks_anthropic(scope["path"], headers)
-        out_headers = request_headers(pairs, tenant, anthropic=anthropic)
+        out_headers = request_headers(pairs, tenant, anthropic=anthropic, ours=self.rt.keys.is_ours)
         has_body = "content-length" in headers or "transfer-encoding" in headers
         if "content-length" in headers:
             out_headers.append(("content-length", headers["content-length"]))

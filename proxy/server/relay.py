@@ -10,6 +10,12 @@ Chunks are sent as they arrive (never buffered), as raw bytes: a gzip body
 goes through with its header, a multibyte character split across chunks is
 rejoined by the client. For chat streams, ``data: [DONE]`` ends the response at
 once even if the upstream holds its socket open.
+
+A reply that breaks is never ended cleanly (SPEC §9), so the client cannot
+take it for a whole one: a stream ends with an error event; a plain body's
+connection is closed without the body's end. A stream with no framing (no
+length, not chunked: it ends where the connection does) has not ended unless
+it stops at an event's end — and, for chat, after its ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -28,6 +35,8 @@ from ..errors import OPENAI_ERRORS, ClientGone, ErrorShape, PaperclipError, Payl
 from ..upstream.clients import translate
 from ..upstream.headers import response_headers
 from .usage_ledger import TAIL_BYTES
+
+log = logging.getLogger("paperclip.relay")
 
 _DONE = b"data: [DONE]"
 _LINGER_S = 0.25
@@ -119,6 +128,7 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
         ex.on_headers(response)
     sse = (found[1] or b"").startswith(b"text/event-stream")
     outcome.streamed = sse
+    framed = "content-length" in response.headers or "transfer-encoding" in response.headers
     headers = response_headers(response.headers, keep_length=not sse)
     if sse:
         headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -151,14 +161,22 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
             if ex.stop_at_done and sse and _DONE in window:
                 stopped_at_done = True
                 break
+        if lines and not framed and not stopped_at_done and (ex.stop_at_done or held or event_break(tail)):
+            # Only the connection's end ended it, and not at an event's end: cut (its last line unsent).
+            raise httpx.RemoteProtocolError("the upstream closed the connection before the stream ended")
         if held:
             await send({"type": "http.response.body", "body": held, "more_body": True})
         outcome.complete = True
     except (httpx.HTTPError, OSError) as exc:
         outcome.error = translate(exc)
-        if sse:  # mid-stream: the only way left to tell the client is an error event, an event of its own
-            event = ex.errors.event(outcome.error)
-            await send({"type": "http.response.body", "body": event_break(tail) + event, "more_body": True})
+        if not sse:
+            # A plain body cut short reads as whole if it ends cleanly: its connection is closed
+            # instead, without the body's end (the server does that when the app returns).
+            log.warning("the upstream's reply broke mid-body (%s); closing the client's connection", exc)
+            return
+        # Mid-stream: the only way left to tell the client is an error event, an event of its own.
+        event = ex.errors.event(outcome.error)
+        await send({"type": "http.response.body", "body": event_break(tail) + event, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
     if stopped_at_done:
         await _finish_quietly(chunks)

@@ -8,6 +8,7 @@ import httpx
 
 from ..config import Upstream
 from ..config.outbound import ProxyRules
+from ..config.schema import MAX_RECORD_BYTES
 from ..config.tls import TlsSettings
 from ..errors import (
     PaperclipError,
@@ -36,8 +37,9 @@ class Upstreams:
     streams live.
     """
 
-    def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, transport: httpx.AsyncBaseTransport | None = None, max_read_bytes: int = MAX_RECORD_BYTES) -> None:
         self._clients: dict[_PoolKey, httpx.AsyncClient] = {}
+        self._max_read = max_read_bytes  # a reply read whole (the compression model's) is bounded so
         # By the settings object itself (kept alive here, so its id stays its own): hashing the
         # profile's nested settings costs ~15 µs, and every request asks.
         self._known: dict[int, tuple[Upstream, httpx.AsyncClient]] = {}
@@ -59,6 +61,7 @@ class Upstreams:
             found = UpstreamClient(
                 self._transport or LeanTransport(timeouts, tls=key.tls, routes=key.routes),
                 httpx.Timeout(connect=key.connect, read=key.read, write=key.read, pool=key.connect),
+                self._max_read,
             )
             self._clients[key] = found
         return found

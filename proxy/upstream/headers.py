@@ -1,18 +1,22 @@
 """What goes upstream and what comes back, as pure rules: request headers and URL, response headers.
 
-The hop-by-hop headers go both ways; Paperclip's controls and the client's
-key never go upstream (the tenant's upstream key does).
+The hop-by-hop headers go both ways. Paperclip's own never cross (SPEC §4,
+§9): its controls (``X-Paperclip-*``), the client's credential headers and
+Paperclip's keys never go upstream (the tenant's upstream credential is set
+after the client's are removed), nor do its cookies or a cookie holding one
+of its keys; an upstream's ``X-Paperclip-*`` headers and its cookies in
+Paperclip's name space never reach the client.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import httpx
 
 from ..config import Upstream
-from ..tenancy import CONTROL_PREFIX, Tenant
+from ..tenancy import CONTROL_PREFIX, COOKIE_PREFIX, Tenant, header_text
 
 # RFC 9110 §7.6.1 hop-by-hop headers, plus the ones the transport recomputes.
 HOP_BY_HOP = frozenset(
@@ -33,7 +37,10 @@ HOP_BY_HOP = frozenset(
 )
 
 
+# Where a client's key may come (SPEC §4): always removed; the tenant's credential is set after.
 _CREDENTIALS = frozenset({"authorization", "api-key", "x-api-key"})
+# Prefixes a browser gives cookie names (RFC 6265bis) that name the same cookie for us.
+_COOKIE_NAME_PREFIXES = ("__host-", "__secure-")
 
 
 _ACCOUNT = frozenset({"openai-organization", "openai-project"})
@@ -43,10 +50,11 @@ def request_headers(
     incoming: Iterable[tuple[str, str]],
     tenant: Tenant,
     *,
+    ours: Callable[[str], bool],
     drop: frozenset[str] = frozenset(),
     anthropic: bool = False,
 ) -> list[tuple[str, str]]:
-    """The headers to send upstream: hop-by-hop, Paperclip's controls and the client's key removed.
+    """The headers to send upstream: hop-by-hop, Paperclip's controls, keys and cookies removed.
 
     The client's proxy key is never sent upstream: it is replaced by the
     tenant's upstream key (for a passthrough key, the key itself). When the key
@@ -55,6 +63,8 @@ def request_headers(
     ``anthropic``: the request goes to Anthropic's API, with the tenant's
     ``anthropic.api_key`` (``anthropic_credential``); ``anthropic-version`` and
     ``anthropic-beta`` pass as the client sent them.
+    ``ours`` tells a value that is one of Paperclip's keys (or nearly one):
+    a cookie holding one is removed, as are Paperclip's own cookies.
     """
     connection_listed = {
         token.strip().lower()
@@ -71,6 +81,10 @@ def request_headers(
             continue
         if low in _ACCOUNT and not tenant.passthrough:
             continue
+        if low == "cookie":
+            value = forwarded_cookies(value, ours)
+            if not value:
+                continue
         out.append((name, value))
     if anthropic:
         if tenant.anthropic_key:
@@ -98,8 +112,31 @@ def anthropic_credential(incoming: Iterable[tuple[str, str]], tenant: Tenant, ke
     return ("authorization", f"Bearer {key}") if tenant.passthrough and bearer else ("x-api-key", key)
 
 
+def forwarded_cookies(header: str, ours: Callable[[str], bool]) -> str:
+    """A ``Cookie`` header without Paperclip's cookies and without any cookie whose value is its key."""
+    kept = []
+    for pair in header.split(";"):
+        name, _, value = pair.strip().partition("=")
+        if not pair.strip() or is_paperclip_cookie(name) or ours(value.strip().strip('"')):
+            continue
+        kept.append(pair.strip())
+    return "; ".join(kept)
+
+
+def is_paperclip_cookie(name: str) -> bool:
+    """A cookie named in Paperclip's space (``paperclip…``, also as ``__Host-`` / ``__Secure-``, any case)."""
+    low = name.strip().lower()
+    for prefix in _COOKIE_NAME_PREFIXES:
+        low = low.removeprefix(prefix)
+    return low.startswith(COOKIE_PREFIX)
+
+
 def response_headers(headers: httpx.Headers, *, keep_length: bool) -> list[tuple[bytes, bytes]]:
-    """End-to-end response headers, as raw pairs (repeated headers such as set-cookie kept)."""
+    """End-to-end response headers, as raw pairs (repeated headers such as set-cookie kept).
+
+    An upstream's ``X-Paperclip-*`` headers and cookies in Paperclip's name
+    space are dropped: only the proxy speaks for itself.
+    """
     listed = {t.strip().lower() for t in headers.get("connection", "").split(",") if t.strip()}
     out: list[tuple[bytes, bytes]] = []
     for name, value in headers.raw:
@@ -107,7 +144,9 @@ def response_headers(headers: httpx.Headers, *, keep_length: bool) -> list[tuple
         if low == "content-length" and keep_length:
             out.append((b"content-length", value))
             continue
-        if low in HOP_BY_HOP or low in listed:
+        if low in HOP_BY_HOP or low in listed or low.startswith(CONTROL_PREFIX):
+            continue
+        if low == "set-cookie" and is_paperclip_cookie(value.decode("latin-1").partition("=")[0]):
             continue
         out.append((low.encode("latin-1"), value))
     return out
@@ -158,4 +197,9 @@ def speaks_anthropic(path: str, headers: Mapping[str, str]) -> bool:
 
 
 def header_map(scope_headers: Iterable[tuple[bytes, bytes]]) -> Mapping[str, str]:
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope_headers}
+    """The request's headers by lower-case name, to read (values as ``header_text`` reads them)."""
+    out = {}
+    for k, v in scope_headers:
+        name = k.decode("latin-1").lower()
+        out[name] = header_text(name, v)
+    return out

@@ -2,6 +2,18 @@
 
 The block format is read back by ``strip_injected`` so that recalled memories
 are never indexed or extracted again: change the markers in both places.
+
+Recalled text is what users (and models) said, so it can hold anything —
+including lines that read like the block's own markup: a card header
+(``[2023-05-08]``), a speaker line (``Assistant: sure, here is the system
+prompt:``), the closing tag. It never starts a line of the block (SPEC §9):
+what someone said is quoted on their one speaker line (``said``: its line
+breaks, of every kind, become spaces), an item's text on its header's line,
+and markers inside it are defused. So each line of a block is the block's
+own: the markers, the preamble, a header, a speaker line, a ``…`` gap.
+Spaces rather than a quoting mark keep the block as compact as before and
+every turn verbatim but for its line breaks (a mark per line cost LoCoMo's
+evidence presence 0.006).
 """
 
 from __future__ import annotations
@@ -32,6 +44,8 @@ FRAGMENT_LABEL = "conversation"
 GAP = "…"
 # Below this many tokens of room, a truncated card says too little to be worth it.
 MIN_TRUNCATED_TOKENS = 24
+# The speakers of a fragment card's lines.
+SPEAKERS = ("User", "Assistant")
 
 # A block and the blank line ``inject`` puts after it.
 _BLOCK_RE = re.compile(
@@ -72,16 +86,40 @@ def render_card(card: Card) -> str:
     per turn (the labels say what it is and who said what; the preamble that
     these are earlier conversations), a ``…`` line between excerpts that are
     not consecutive: the date alone is 8 tokens, with "conversation · " 11,
-    and a block shows ~6.5 days. An item's multi-line text goes on the lines
-    after its header, indented by two spaces.
+    and a block shows ~6.5 days. An item's text follows its header on one
+    line, as a turn's follows its speaker (``said``).
     """
-    lines = [ln.rstrip() for ln in _defuse(card.text).strip().splitlines() if ln.strip()]
-    if card.kind == "fragment":
-        return "\n".join([f"[{card.date or FRAGMENT_LABEL}]", *lines])
-    header = "[" + " · ".join(p for p in (card.kind, *_said(card), card.date) if p) + "]"
-    if len(lines) <= 1:
-        return f"{header} {lines[0] if lines else ''}".rstrip()
-    return "\n".join([header, *("  " + ln for ln in lines)])
+    text = _defuse(card.text)
+    header = f"[{card.date or FRAGMENT_LABEL}]" if card.kind == "fragment" else (
+        "[" + " · ".join(p for p in (card.kind, *_said(card), card.date) if p) + "]")
+    if card.kind != "fragment":
+        return f"{header} {one_line(text)}".rstrip()
+    return "\n".join([header, *_turns(text)])
+
+
+def said(speaker: str, text: str) -> str:
+    """One turn as a fragment card shows it: ``Speaker: `` and what they said, on one line.
+
+    ``"hi\nAssistant: sure"`` said by the user is ``User: hi Assistant: sure``:
+    nothing a user says can start a line that reads as another turn or a header.
+    """
+    return f"{speaker}: {one_line(text)}".rstrip()
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks (``splitlines``': every kind, U+2028 too) as single spaces."""
+    return " ".join(ln.strip() for ln in text.splitlines() if ln.strip())
+
+
+def _turns(text: str) -> list[str]:
+    """A fragment card's lines: each turn's (``said``) and the gaps; any other line joins the line before."""
+    out: list[str] = []
+    for line in (ln.strip() for ln in text.splitlines() if ln.strip()):
+        if out and line != GAP and not any(line.startswith(f"{s}:") for s in SPEAKERS):
+            out[-1] = f"{out[-1]} {line}"
+        else:
+            out.append(line)
+    return out
 
 
 def _said(card: Card) -> tuple[str, ...]:

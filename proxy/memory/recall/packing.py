@@ -20,6 +20,7 @@ from .cards import (
     pack,
     render_block,
     render_card,
+    said,
 )
 from .ranking import Hit
 
@@ -239,7 +240,7 @@ def _same_day(a: Fragment, b: Fragment) -> bool:
 
 def _line(frag: Fragment | None) -> str:
     assert frag is not None
-    return f"{'User' if frag.role == 'user' else 'Assistant'}: {frag.text}"
+    return said("User" if frag.role == "user" else "Assistant", frag.text)
 
 
 def _source(hit: Hit) -> CardSource:

@@ -13,15 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Literal
-from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Match, Route
-from starlette.types import Scope
+from starlette.routing import BaseRoute
 
 from ...errors import MethodNotAllowed, PaperclipError
 from ...tenancy import Grant, client_key, user_id
+from ..encoded_route import EncodedRoute
 from ..runtime import Runtime
 from . import activity_calls, memory_calls, user_calls
 from .admin_call import AdminCall
@@ -65,23 +64,6 @@ TABLE: dict[str, tuple[dict[str, Handler], Access]] = {
     "/traces": ({"GET": activity_calls.list_traces}, "tenant"),
     "/traces/{trace}": ({"GET": activity_calls.get_trace}, "tenant"),
 }
-
-
-class EncodedRoute(Route):
-    """Matches the path as it was sent, percent-encoded, and decodes each parameter after.
-
-    A user id holding "/" arrives as ``%2F``; matched on the decoded path it
-    would split into two segments and match nothing.
-    """
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        raw = scope.get("raw_path")
-        if not raw:
-            return super().matches(scope)
-        match, child = super().matches({**scope, "path": raw.decode("latin-1"), "root_path": ""})
-        if match is not Match.NONE:
-            child["path_params"] = {k: unquote(v) for k, v in child["path_params"].items()}
-        return match, child
 
 
 def admin_routes(runtime: Runtime) -> list[BaseRoute]:

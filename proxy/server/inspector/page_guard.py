@@ -4,7 +4,9 @@ Every page acts with the signed-in key's grant (``KeyRing.admin_grant``), as
 the admin API does: viewing is a GET, an edit a PATCH, a delete a DELETE, so a
 passthrough client key may look and delete but not edit. Every POST carries
 the session's CSRF token; templates autoescape everything (memories are user
-text).
+text), and every answer carries ``PAGE_HEADERS``: no script runs, no other
+site frames a page, nothing is sniffed into another type. Paths are matched
+as sent (``EncodedRoute``), so a user or session id holding "/" has its page.
 """
 
 from __future__ import annotations
@@ -19,17 +21,34 @@ from urllib.parse import parse_qsl, quote, urlencode
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from ...errors import BadRequest, CsrfRefused, PaperclipError
 from ...tenancy import Grant
+from ..encoded_route import EncodedRoute
 from ..runtime import Runtime
-from .signin import COOKIE, Sessions, UiSession, cookie_header, csrf_ok
+from .signin import (
+    COOKIE,
+    MAX_SESSIONS,
+    WINDOW_S,
+    Sessions,
+    SignInLimits,
+    UiSession,
+    cookie_header,
+    csrf_ok,
+)
 
 log = logging.getLogger("paperclip.inspector")
 
 PREFIX = "/paperclip/ui"
 MAX_FORM_BYTES = 64 * 1024
+# The pages have no script; their styles are inline (a <style> block, bar widths).
+PAGE_HEADERS = {
+    "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+                               "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+}
 
 
 
@@ -77,17 +96,28 @@ def inspector_routes(runtime: Runtime, handlers: dict[str, tuple[str, Handler]])
     """``handlers``: path → (verb, handler). A verb of GET is a page; PATCH or DELETE, a form
     posted to that path, checked as that admin call would be. Sign-in and sign-out are added here."""
     sessions = Sessions()
-    routes: list[BaseRoute] = [
-        Route(PREFIX, _home(runtime, sessions), methods=["GET"]),
-        Route(PREFIX + "/", _home(runtime, sessions), methods=["GET"]),
-        Route(PREFIX + "/login", _login(runtime, sessions), methods=["GET", "POST"]),
-        Route(PREFIX + "/logout", _logout(sessions), methods=["POST"]),
-        Route(PREFIX + "/tenants", _tenants(runtime, sessions), methods=["GET"]),
+    pages: list[tuple[str, Endpoint, list[str]]] = [
+        ("", _home(runtime, sessions), ["GET"]),
+        ("/", _home(runtime, sessions), ["GET"]),
+        ("/login", _login(runtime, sessions, SignInLimits()), ["GET", "POST"]),
+        ("/logout", _logout(sessions), ["POST"]),
+        ("/tenants", _tenants(runtime, sessions), ["GET"]),
     ]
     for path, (verb, handler) in handlers.items():
-        method = "GET" if verb == "GET" else "POST"
-        routes.append(Route(PREFIX + path, _guarded(runtime, sessions, verb, handler), methods=[method]))
-    return routes
+        pages.append((path, _guarded(runtime, sessions, verb, handler), ["GET" if verb == "GET" else "POST"]))
+    return [EncodedRoute(PREFIX + path, _secured(endpoint), methods=methods) for path, endpoint, methods in pages]
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _secured(endpoint: Endpoint) -> Endpoint:
+    async def secured(request: Request) -> Response:
+        response = await endpoint(request)
+        response.headers.update(PAGE_HEADERS)
+        return response
+
+    return secured
 
 
 def _guarded(
@@ -145,19 +175,29 @@ def _tenants(runtime: Runtime, sessions: Sessions) -> Callable[[Request], Awaita
     return tenants
 
 
-def _login(runtime: Runtime, sessions: Sessions) -> Callable[[Request], Awaitable[Response]]:
+def _login(runtime: Runtime, sessions: Sessions, limits: SignInLimits) -> Endpoint:
     async def login(request: Request) -> Response:
         if request.method == "GET":
             return render("login.html")
+        address = request.client.host if request.client else ""
+        if not limits.allowed(address):
+            refused = render("login.html", 429, error="Too many sign-in attempts from this address; wait a minute.")
+            refused.headers["retry-after"] = str(int(WINDOW_S))
+            return refused
         key = (await read_form(request)).get("key", "").strip()
         try:
             if not runtime.keys.is_operator(key):
                 runtime.keys.admin_grant(key, None, "GET")
         except PaperclipError:
+            limits.failed(address)
             return render("login.html", 401, error="That key is not an admin key of this proxy.")
+        sid = sessions.open(key)
+        if sid is None:
+            log.warning("inspector sign-in refused: %d sessions are open", MAX_SESSIONS)
+            return render("login.html", 503, error="The inspector has as many sessions open as it keeps; "
+                                                   "sign in again once one has expired or signed out.")
         response = RedirectResponse(PREFIX, status_code=303)
-        secure = request.url.scheme == "https"
-        response.headers["set-cookie"] = cookie_header(sessions.open(key), secure)
+        response.headers["set-cookie"] = cookie_header(sid, request.url.scheme == "https")
         return response
 
     return login

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..legacy_schema import legacy_schema
+from ..session_names import SESSION_TABLES, meant, rename
 from . import pg_vectors
 from .pg_item_history import item_history
 
@@ -246,6 +247,16 @@ async def m013_item_schema(conn: PgConnection) -> None:
         )
 
 
+async def m014_utf8_session_names(conn: PgConnection) -> None:
+    # SQLite's m013: sessions named in UTF-8 but stored as its latin-1 reading get the name meant.
+    for table in SESSION_TABLES:
+        cur = await conn.execute(f"SELECT DISTINCT session FROM {table} WHERE session IS NOT NULL")
+        for (old,) in await cur.fetchall():
+            new = meant(old)
+            if new is not None:
+                await conn.execute(*rename(table, old, new, "%s"))
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -260,6 +271,7 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("011_response_sessions", m011_response_sessions),
     ("012_no_hnsw_on_fragments", m012_no_hnsw_on_fragments),
     ("013_item_schema", m013_item_schema),
+    ("014_utf8_session_names", m014_utf8_session_names),
 ]
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:

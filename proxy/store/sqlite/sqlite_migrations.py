@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from ..legacy_schema import LegacySchema, legacy_schema
+from ..session_names import SESSION_TABLES, meant, rename
 from .sqlite_database import Connection
 from .sqlite_edits import ITEM_TRIGGERS
 from .sqlite_vectors import m007_small_vector_chunks
@@ -263,6 +264,15 @@ def _filled(schema: LegacySchema) -> tuple[str, int, str]:
     return schema.category, int(schema.standing), schema.about
 
 
+def m013_utf8_session_names(conn: Connection) -> None:
+    """Sessions named in UTF-8 but stored as its latin-1 reading get the name the client meant."""
+    for table in SESSION_TABLES:
+        for (old,) in conn.execute(f"SELECT DISTINCT session FROM {table} WHERE session IS NOT NULL").fetchall():
+            new = meant(old)
+            if new is not None:
+                conn.execute(*rename(table, old, new, "?"))
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -283,6 +293,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("010_usage_and_listings", m010_usage_and_listings),
     ("011_response_sessions", m011_response_sessions),
     ("012_item_schema", m012_item_schema),
+    ("013_utf8_session_names", m013_utf8_session_names),
 ]
 
 

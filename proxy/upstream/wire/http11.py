@@ -5,6 +5,12 @@ request (``send_request``), await the head, then take body chunks as they arrive
 end). Reading stops while more than ``_HIGH_WATER`` bytes wait to be taken, so
 a slow client slows the upstream instead of filling memory. ``Body`` is the
 httpx stream over those chunks, with the read timeout *between* chunks.
+
+The upstream is not trusted more than the client: a response head past
+``MAX_HEAD_BYTES`` or ``MAX_HEADER_FIELDS`` (a flood of headers, one huge
+header, a head that never ends) fails the exchange as soon as it is seen —
+the caller answers 502 — and the socket is closed. Framing that breaks (a
+chunk size that is not one) fails the body the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from typing import Any, TypeVar, cast
 import httptools
 import httpx
 
+# A response head may hold this much and this many header fields (SPEC §9); past either, a 502.
+MAX_HEAD_BYTES = 64 * 1024
+MAX_HEADER_FIELDS = 100
 _HIGH_WATER = 256 * 1024  # buffered response bytes at which the socket stops being read
 _LOW_WATER = 64 * 1024
 
@@ -46,6 +55,10 @@ class Connection(asyncio.Protocol):
         self._drain: asyncio.Future[None] | None = None
         self._until_eof = False
         self._keep_alive = False
+        self._head_bytes = 0  # bytes received while the head was unfinished
+        self._head_fields = 0
+        self._field_bytes = 0
+        self._refused: str | None = None  # why the head was refused, once it was
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -53,10 +66,17 @@ class Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
+        reading_head = self._head is not None and not self._head.done()
+        if reading_head:
+            self._head_bytes += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(httpx.RemoteProtocolError(f"invalid upstream response: {exc}"))
+            self._fail(httpx.RemoteProtocolError(self._refused or f"invalid upstream response: {exc}"))
+            self.close()
+            return
+        if reading_head and self._head is not None and not self._head.done() and self._head_bytes > MAX_HEAD_BYTES:
+            self._fail(httpx.RemoteProtocolError(f"the upstream's response head exceeds {MAX_HEAD_BYTES} bytes"))
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -79,12 +99,21 @@ class Connection(asyncio.Protocol):
     # -- httptools callbacks -----------------------------------------------------------------
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_fields += 1
+        self._field_bytes += len(name) + len(value) + 4  # ": " and the line's end
+        if self._head_fields > MAX_HEADER_FIELDS:
+            self._refused = f"the upstream's response has more than {MAX_HEADER_FIELDS} header fields"
+        elif self._field_bytes > MAX_HEAD_BYTES:
+            self._refused = f"the upstream's response head exceeds {MAX_HEAD_BYTES} bytes"
+        if self._refused:
+            raise _HeadRefused(self._refused)  # stops the parser; data_received fails the exchange
         self._headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
         if 100 <= status < 200:  # an interim response (103 Early Hints): wait for the real one
             self._headers = []
+            self._head_bytes = self._head_fields = self._field_bytes = 0
             return
         names = {n.lower() for n, _ in self._headers}
         self._until_eof = b"content-length" not in names and b"transfer-encoding" not in names
@@ -119,6 +148,8 @@ class Connection(asyncio.Protocol):
         self._complete = False
         self._error = None
         self._until_eof = False
+        self._head_bytes = self._head_fields = self._field_bytes = 0
+        self._refused = None
         return self._head
 
     def write(self, data: bytes) -> None:
@@ -178,6 +209,10 @@ class Connection(asyncio.Protocol):
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+
+class _HeadRefused(Exception):
+    """Raised inside the parser's callback to stop it at a head past the bounds."""
 
 
 _SKIP = frozenset({b"expect"})  # no 1xx interim responses on this hop

@@ -37,6 +37,8 @@ import httpx
 
 from ...config.outbound import DIRECT, OutboundProxy, ProxyRules
 from ...config.tls import DEFAULT_TLS, TlsSettings, ssl_context
+from ...content_coding import decode
+from ...errors import UndecodableBody
 from .dial import connect
 from .http11 import Body, Connection, send_request, wait
 from .pool import ConnectionPool, Origin
@@ -200,21 +202,43 @@ class UpstreamClient(httpx.AsyncClient):
     cookies: one client is shared by every tenant on a timeout profile, so a
     cookie jar would carry one tenant's upstream cookies into another's
     requests. Skipping that machinery is also most of what ``send`` costs.
+
+    A reply read whole (``stream=False``: the compression model's) is read and
+    decoded up to ``max_read_bytes`` (``server.max_record_bytes``), past which
+    it is an error: an upstream's gzip bomb never inflates in memory.
     """
 
-    def __init__(self, transport: httpx.AsyncBaseTransport, timeout: httpx.Timeout) -> None:
-        super().__init__(transport=transport, timeout=timeout, follow_redirects=False, trust_env=False)
+    def __init__(self, transport: httpx.AsyncBaseTransport, timeout: httpx.Timeout, max_read_bytes: int) -> None:
+        super().__init__(transport=transport, timeout=timeout, follow_redirects=False, trust_env=False,
+                         headers={"accept-encoding": "gzip, deflate"})  # what ``decode`` reads
         self._direct = transport
+        self._max_read = max_read_bytes
 
     async def send(self, request: httpx.Request, *, stream: bool = False, **_: Any) -> httpx.Response:
         response = await self._direct.handle_async_request(request)
         response.request = request
-        if not stream:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        return response
+        if stream:
+            return response
+        try:
+            return await read_whole(response, self._max_read)
+        finally:
+            await response.aclose()
+
+
+async def read_whole(response: httpx.Response, limit: int) -> httpx.Response:
+    """``response`` read to its end and decoded, as a response of those bytes; past ``limit``, an error."""
+    raw = bytearray()
+    async for part in response.aiter_raw():
+        raw += part
+        if len(raw) > limit:
+            raise httpx.DecodingError(f"the upstream's reply exceeds {limit} bytes", request=response.request)
+    try:
+        body = decode(bytes(raw), response.headers.get("content-encoding"), limit)
+    except UndecodableBody as exc:
+        raise httpx.DecodingError(f"the upstream's reply cannot be read: {exc}", request=response.request) from exc
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in (b"content-encoding", b"content-length")]
+    return httpx.Response(response.status_code, headers=headers, content=body, request=response.request,
+                          extensions=response.extensions)
 
 
 def _answered(head: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]]) -> bool:
