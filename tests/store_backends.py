@@ -15,6 +15,7 @@ from proxy.store import open_store
 from proxy.store.postgres.pg_cursors import PgExtractionCursorStore
 from proxy.store.postgres.pg_database import PgDatabase
 from proxy.store.postgres.pg_edits import PgItemEdits
+from proxy.store.postgres.pg_forgetting import PgForgetStore
 from proxy.store.postgres.pg_fragments import PgFragmentStore
 from proxy.store.postgres.pg_items import PgItemStore
 from proxy.store.postgres.pg_listings import PgListingStore
@@ -40,6 +41,7 @@ class Stores:
     listings: Any
     usage: Any
     responses: Any
+    forgetting: Any
 
 
 @pytest.fixture(params=["sqlite", "sqlite-inline", "postgres"])
@@ -50,13 +52,13 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         if request.param == "sqlite-inline":
             store.db.serve_inline(threading.get_ident())
         yield Stores(store.sessions, store.fragments, store.items, store.traces, store.users, store.cursors,
-                     store.edits, store.listings, store.usage, store.responses)
+                     store.edits, store.listings, store.usage, store.responses, store.forgetting)
         store.close()
     else:
         db = await PgDatabase.open(request.getfixturevalue("pg_url"), DIM)
         yield Stores(PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db),
                      PgUserStore(db), PgExtractionCursorStore(db), PgItemEdits(db), PgListingStore(db),
-                     PgUsageStore(db), PgResponseSessionStore(db))
+                     PgUsageStore(db), PgResponseSessionStore(db), PgForgetStore(db))
         await db.close()
 
 

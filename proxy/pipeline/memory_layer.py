@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ..context.watermark import WatermarkWindow
 from ..memory.extraction.extractor import Extractor
@@ -25,6 +26,8 @@ from ..tokens import TokenCounter
 from .memory_pipeline import MemoryPipeline
 from .pipeline_protocol import CompleteFor, Pipeline
 from .pipeline_thread import PipelineThread, ThreadedPipeline, home_calls
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,10 @@ class MemoryLayer:
     def searched_items(self) -> ItemIndex:
         """The item index the server's loop may search (the admin API)."""
         return self.admin_items if self.threads and self.admin_items is not None else self.items
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` where the in-memory search state lives: the pipeline's thread, if it has one."""
+        return await self.threads[0].run(work) if self.threads else await work
 
     def forget_scope(self, tenant: str, user: str) -> None:
         """Drop the user's in-memory search state (after their rows are deleted)."""

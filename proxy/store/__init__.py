@@ -15,6 +15,7 @@ from . import urls
 from .interface import (
     Edits,
     ExtractionCursors,
+    Forgetting,
     Fragments,
     Items,
     Listings,
@@ -30,6 +31,7 @@ from .sqlite import sqlite_vectors as vector_tables
 from .sqlite.sqlite_cursors import ExtractionCursorStore
 from .sqlite.sqlite_database import Connection, Database
 from .sqlite.sqlite_edits import ItemEdits
+from .sqlite.sqlite_forgetting import ForgetStore
 from .sqlite.sqlite_fragments import FragmentStore
 from .sqlite.sqlite_items import ItemStore
 from .sqlite.sqlite_listings import ListingStore
@@ -53,6 +55,7 @@ class Store:
     listings: Listings
     usage: Usage
     responses: ResponseSessions
+    forgetting: Forgetting
 
     def close(self) -> None:
         """Close a SQLite store from synchronous code; ``aclose`` closes either kind."""
@@ -84,6 +87,7 @@ def open_store(path: str, dim: int | None) -> Store:
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
         ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db), ResponseSessionStore(db),
+        ForgetStore(db),
     )
 
 
@@ -91,6 +95,7 @@ async def open_postgres(url: str, dim: int | None) -> Store:
     """Connect a pool to PostgreSQL, migrating first (once across replicas starting together)."""
     from .postgres.pg_cursors import PgExtractionCursorStore
     from .postgres.pg_edits import PgItemEdits
+    from .postgres.pg_forgetting import PgForgetStore
     from .postgres.pg_fragments import PgFragmentStore
     from .postgres.pg_items import PgItemStore
     from .postgres.pg_listings import PgListingStore
@@ -104,7 +109,7 @@ async def open_postgres(url: str, dim: int | None) -> Store:
     return Store(
         db, PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db), PgUserStore(db),
         PgExtractionCursorStore(db), PgItemEdits(db), PgListingStore(db), PgUsageStore(db),
-        PgResponseSessionStore(db),
+        PgResponseSessionStore(db), PgForgetStore(db),
     )
 
 

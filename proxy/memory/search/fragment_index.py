@@ -125,9 +125,13 @@ class FragmentIndex:
         pii: str,
         created: float | None = None,
     ) -> int:
-        """Index the messages at ``positions`` (position, role, text) not yet known. Returns how many."""
+        """Index the messages at ``positions`` (position, role, text) not yet known. Returns how many.
+
+        Known: stored for the user, or purged from this session (a resent
+        conversation does not bring back what was forgotten).
+        """
         hashes = [fragment_hash(role, text) for _, role, text in positions]
-        known = await self.store.known(tenant, user, hashes)
+        known = await self.store.known(tenant, user, hashes, session)
         fresh: list[NewFragment] = []
         seen: set[str] = set()
         for (position, role, text), h in zip(positions, hashes, strict=True):

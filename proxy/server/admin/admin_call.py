@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.requests import Request
 
 from ...memory.curation.memory_admin import MemoryAdmin
+from ...memory.curation.turn_search import FoundTurn, turn_search
 from ...tenancy import Grant, Tenant
 from ..runtime import Runtime
 
@@ -42,8 +44,14 @@ class AdminCall:
 def memory_admin(runtime: Runtime) -> MemoryAdmin:
     """The admin view of the serving memory layer; 503 while it loads, or once it is off."""
     memory = runtime.memory.serving_layer()
+    search = turn_search(memory.fragments)
+
+    async def turns(*ask: Any) -> list[FoundTurn]:
+        return await memory.run(search(*ask))  # where the chat path searches the same index
+
     return MemoryAdmin(
-        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.searched_items
+        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.searched_items,
+        turns,
     )
 
 

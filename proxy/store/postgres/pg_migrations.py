@@ -228,6 +228,19 @@ async def m012_no_hnsw_on_fragments(conn: PgConnection) -> None:
     await conn.execute("DROP INDEX IF EXISTS fragments_embedding")
 
 
+async def m013_forgotten_turns(conn: PgConnection) -> None:
+    # The digests of purged turns, by session (sqlite_migrations.m012_forgotten_turns).
+    await _script(conn, """
+        CREATE TABLE forgotten_turns (
+            tenant TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            session TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (tenant, "user", session, hash)
+        )
+    """)
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -241,6 +254,7 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("010_hashed_generation_keys", m010_hashed_generation_keys),
     ("011_response_sessions", m011_response_sessions),
     ("012_no_hnsw_on_fragments", m012_no_hnsw_on_fragments),
+    ("013_forgotten_turns", m013_forgotten_turns),
 ]
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:

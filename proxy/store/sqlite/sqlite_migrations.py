@@ -242,6 +242,22 @@ def m011_response_sessions(conn: Connection) -> None:
     )
 
 
+def m012_forgotten_turns(conn: Connection) -> None:
+    # The digests of purged turns, by session: a conversation resent after a purge is not
+    # stored again (store/forgetting.py). No text: a digest only matches the same words.
+    _script(conn,
+        """
+        CREATE TABLE forgotten_turns (
+            tenant TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (tenant, user, session, hash)
+        )
+        """
+    )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -261,6 +277,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("009_item_history", m009_item_history),
     ("010_usage_and_listings", m010_usage_and_listings),
     ("011_response_sessions", m011_response_sessions),
+    ("012_forgotten_turns", m012_forgotten_turns),
 ]
 
 
