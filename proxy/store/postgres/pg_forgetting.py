@@ -139,7 +139,8 @@ async def _items_after(
     conn: PgConnection, tenant: str, user: str, gone: set[str], session: str | None = None, *, delete_drawn: bool
 ) -> list[int]:
     """``sqlite_forgetting._items_after``: the user's items after the turns ``gone``; returns the ids deleted."""
-    rows = await _rows(conn, f"SELECT id, session, fragment_hashes FROM items WHERE {_WHO}", (tenant, user))
+    rows = await _rows(conn, f"SELECT id, session, fragment_hashes FROM items WHERE {_WHO} ORDER BY id",
+                       (tenant, user))
     items = [(int(r["id"]), r["session"], json.loads(r["fragment_hashes"])) for r in rows]
     deleted, kept = drawn_only_from(items, gone, session)
     if not delete_drawn:

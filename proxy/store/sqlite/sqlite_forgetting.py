@@ -140,7 +140,7 @@ def _items_after(
     a turn it still names (or none).
     """
     rows = c.execute(
-        "SELECT id, session, fragment_hashes FROM items WHERE tenant = ? AND user = ?", (tenant, user)
+        "SELECT id, session, fragment_hashes FROM items WHERE tenant = ? AND user = ? ORDER BY id", (tenant, user)
     ).fetchall()
     items = [(int(r[0]), r[1], json.loads(r[2])) for r in rows]
     deleted, kept = drawn_only_from(items, gone, session)
