@@ -60,6 +60,11 @@ class StoredFragment:
     created: float
     status: str
 
+    @staticmethod
+    def active(f: Fragment) -> StoredFragment:
+        """A fragment the in-memory index holds (only active ones are)."""
+        return StoredFragment(f.id, f.session, f.role, f.text, f.position, f.tokens, f.created, "active")
+
     def public(self) -> dict[str, Any]:
         return {"object": "paperclip.fragment", **self.__dict__}
 

@@ -59,6 +59,5 @@ async def forget_session(call: AdminCall) -> Response:
 
 
 def _found(found: FoundTurn) -> dict[str, Any]:
-    f = found.fragment
-    row = StoredFragment(f.id, f.session, f.role, f.text, f.position, f.tokens, f.created, "active")
-    return {**row.public(), "score": found.score, "vector": found.vector, "bm25": found.bm25}
+    row = StoredFragment.active(found.fragment).public()
+    return {**row, "score": found.score, "vector": found.vector, "bm25": found.bm25}
