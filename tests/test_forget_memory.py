@@ -7,11 +7,15 @@ the reply repeats the fact, as replies do.
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from tests.admin_helpers import admin
 from tests.conftest import PROXY_KEY, Proxy, both_stores
-from tests.fake_upstream import FakeUpstream
+from tests.fake_upstream import FakeUpstream, completion, fake_summary
 
 backend = both_stores
 
@@ -91,3 +95,25 @@ def test_a_purged_memory_leaves_no_turn_behind(proxy: Proxy, upstream: FakeUpstr
     assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "finn")
     with admin(proxy) as http:
         assert WORD not in http.get("/paperclip/v1/users/finn/export").text.lower()
+
+
+def test_a_deleted_model_memory_that_named_no_turn_takes_the_turn_most_like_it(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    """A model's item without ``turns``: its source is found as a supersede finds it, by similarity."""
+    fact = {"type": "constraint", "content": "The user is allergic to shellfish.", "key": "user.allergy.shellfish",
+            "importance": 0.9, "confidence": 0.9, "source": "user-stated", "expires_at": None, "turns": []}
+
+    async def model(request: Request, body: dict[str, Any]) -> Response:
+        prompt = str(body["messages"][-1]["content"])
+        if "long-term memories" in prompt:
+            return JSONResponse(completion(json.dumps([fact])))
+        return JSONResponse(completion(fake_summary(body["messages"])))
+
+    upstream.compression = model
+    chat(proxy, "gus")
+    assert WORD in sent_in_a_fresh_chat(proxy, upstream, "gus")
+    memory = the_memory(proxy, "gus")
+    with admin(proxy) as http:
+        assert http.delete(f"/paperclip/v1/users/gus/memories/{memory['id']}").json()["turns"] == 2
+    assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "gus")

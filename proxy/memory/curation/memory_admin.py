@@ -21,7 +21,7 @@ from ...errors import BadRequest
 from ...store import Store
 from ...store.records import Forgot, ItemRow
 from ..extraction.item_parser import TYPES, MemoryItem, MemoryType, derive_key
-from ..extraction.remember import remember
+from ..extraction.remember import remember, said_in
 from ..lifecycle import expiry_epoch, expiry_moment
 from ..redaction import redact
 from ..search.bm25 import BM25Index, tokenize
@@ -157,8 +157,22 @@ class MemoryAdmin:
         return await self.forget_memory(tenant, user, item_id, purge=purge) is not None
 
     async def forget_memory(self, tenant: str, user: str, item_id: int, *, purge: bool = False) -> Forgot | None:
-        """Delete a memory; the turns it came from are never injected again, and ``purge`` deletes them."""
-        return await self._forgetting(lambda: self.store.forgetting.memory(tenant, user, item_id, purge=purge))
+        """Delete a memory; the turns it came from are never injected again, and ``purge`` deletes them.
+
+        A memory that names no turn (a model's that gave none) was said in
+        the user's turns of its session most like it (``said_in``).
+        """
+        turns = await self._said_in(tenant, user, item_id)
+        return await self._forgetting(
+            lambda: self.store.forgetting.memory(tenant, user, item_id, purge=purge, turns=turns)
+        )
+
+    async def _said_in(self, tenant: str, user: str, item_id: int) -> list[str]:
+        row = (await self.store.items.get(tenant, user, [item_id])).get(item_id)
+        if row is None or row.fragment_hashes or row.session is None:
+            return []
+        vectors = {r.id: v for r, v in await self.store.items.active_with_vectors(tenant, user)}
+        return await said_in(self.store.fragments, tenant, user, row, vectors[item_id]) if item_id in vectors else []
 
     async def forget_turn(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
         """Delete one raw turn, and the memories drawn only from it; None: no such turn."""

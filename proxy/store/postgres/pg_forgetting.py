@@ -26,26 +26,29 @@ class PgForgetStore:
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
 
-    async def memory(self, tenant: str, user: str, item_id: int, *, purge: bool = False) -> Forgot | None:
-        """Delete the item, and hide (``purge``: delete) the turns it came from; None: no such item."""
+    async def memory(
+        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = ()
+    ) -> Forgot | None:
+        """Delete the item, and hide (``purge``: delete) the turns it came from — those it names and
+        ``turns``; None: no such item."""
         async with self.db.transaction() as conn:
             found = await _rows(conn, f"SELECT fragment_hashes, content FROM items WHERE {_WHO} AND id = %s",
                                 (tenant, user, item_id))
             if not found:
                 return None
             await conn.execute("DELETE FROM items WHERE id = %s", (item_id,))
-            turns = await _source_turns(conn, tenant, user, json.loads(found[0]["fragment_hashes"]))
+            said = await _source_turns(conn, tenant, user, [*json.loads(found[0]["fragment_hashes"]), *turns])
             traces = 0
             if purge:
-                traces = await _purge(conn, tenant, user, turns, also=[found[0]["content"]])
-                await _items_after(conn, tenant, user, {t["hash"] for t in turns}, delete_drawn=False)
+                traces = await _purge(conn, tenant, user, said, also=[found[0]["content"]])
+                await _items_after(conn, tenant, user, {t["hash"] for t in said}, delete_drawn=False)
             else:
                 await conn.execute(
                     f"UPDATE fragments SET status = '{FORGOTTEN}' WHERE status = 'active' AND id = ANY(%s)",
-                    (_ids(turns),),
+                    (_ids(said),),
                 )
             await bump_generation(conn, tenant, user)
-        return Forgot((item_id,), len(turns), purge, traces)
+        return Forgot((item_id,), len(said), purge, traces)
 
     async def fragment(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
         """Delete one fragment and the memories drawn only from it; None: no such fragment."""

@@ -25,9 +25,12 @@ class ForgetStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def memory(self, tenant: str, user: str, item_id: int, *, purge: bool = False) -> Forgot | None:
-        """Delete the item, and hide (``purge``: delete) the turns it came from; None: no such item."""
-        return await self.db.write(lambda c: _memory(c, tenant, user, item_id, purge))
+    async def memory(
+        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = ()
+    ) -> Forgot | None:
+        """Delete the item, and hide (``purge``: delete) the turns it came from — those it names and
+        ``turns`` (hashes found for an item that names none); None: no such item."""
+        return await self.db.write(lambda c: _memory(c, tenant, user, item_id, purge, turns))
 
     async def fragment(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
         """Delete one fragment and the memories drawn only from it; None: no such fragment."""
@@ -39,7 +42,9 @@ class ForgetStore:
         return await self.db.write(lambda c: _session(c, tenant, session))
 
 
-def _memory(c: Connection, tenant: str, user: str, item_id: int, purge: bool) -> Forgot | None:
+def _memory(
+    c: Connection, tenant: str, user: str, item_id: int, purge: bool, more: Sequence[str]
+) -> Forgot | None:
     row = c.execute(
         "SELECT fragment_hashes, content FROM items WHERE tenant = ? AND user = ? AND id = ?",
         (tenant, user, item_id),
@@ -47,7 +52,7 @@ def _memory(c: Connection, tenant: str, user: str, item_id: int, purge: bool) ->
     if row is None:
         return None
     _delete_items(c, [item_id])
-    turns = _source_turns(c, tenant, user, json.loads(row[0]))
+    turns = _source_turns(c, tenant, user, [*json.loads(row[0]), *more])
     traces = 0
     if purge:
         traces = _purge(c, tenant, user, turns, also=[row[1]])
