@@ -17,11 +17,13 @@ WORKDIR /app
 # since the local version 2.13.0+cpu satisfies pyproject's torch==2.13.0 (PEP 440).
 ARG TORCH_VERSION=2.13.0
 RUN pip install "torch==${TORCH_VERSION}" --index-url https://download.pytorch.org/whl/cpu
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md proxy.yaml ./
 COPY proxy ./proxy
 COPY prompts ./prompts
-# proxy/_prompts is a link to ../prompts: replace it by the files before building the wheel.
-RUN rm -f proxy/_prompts && cp -r prompts proxy/_prompts && pip install . && pip install '.[postgres]' && rm -rf /app/proxy /app/prompts
+# proxy/_prompts and proxy/config/proxy.yaml are links to ../prompts and ../../proxy.yaml:
+# replace them by the files before building the wheel.
+RUN rm -f proxy/_prompts proxy/config/proxy.yaml && cp -r prompts proxy/_prompts && cp proxy.yaml proxy/config/proxy.yaml \
+    && pip install . && pip install '.[postgres]' && rm -rf /app/proxy /app/prompts /app/proxy.yaml
 # The image must carry no CUDA: fail the build if a dependency brought any back.
 RUN python -c "import torch; assert torch.version.cuda is None, torch.version.cuda" \
     && ! pip list 2>/dev/null | grep -i '^nvidia-' \

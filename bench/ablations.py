@@ -70,7 +70,7 @@ def p50(values: list[float]) -> float:
 
 def embedder_costs(turns: list[str], questions: list[str], n: int) -> dict[str, Any]:
     # The proxy's own cache of the ONNX export (proxy.yaml's default), so no load exports again.
-    cache = config.from_dict({}, env=dict(os.environ)).embedding_cache_dir or Path(tempfile.mkdtemp())
+    cache = config.from_dict({}, env=dict(os.environ)).embedding.cache_dir or Path(tempfile.mkdtemp())
     models = {name: load_embedder(name, cache_dir=cache) for name in EMBEDDERS}
     times: dict[str, list[float]] = {name: [] for name in EMBEDDERS}
     for i, q in enumerate(questions[:n]):

@@ -6,6 +6,12 @@ request, ``speaker_a`` as user and ``speaker_b`` as assistant, a request per
 user turn. The real proxy serves on loopback in front of a fake upstream whose
 compression model answers after a fixed latency (background mode).
 
+``--agent`` replays one more conversation, through ``POST /v1/messages``
+(Anthropic's Messages API, the real ``anthropic`` SDK's request shape): 200
+turns of an agent loop built from the synthetic chat, each user turn asking,
+the model calling a tool, the tool's result (the chat's next assistant turn)
+and the model's answer; it is held to the same bound.
+
 Reported per conversation: forwarded / client tokens at turns 100, 200, 400
 and at the end; the worst request against the bound (window + summary budget
 + memory budget + system + latest user, + 10%); prefix stability (consecutive
@@ -16,7 +22,7 @@ handler's start to the upstream request), read per request; after-response
 work is drained between requests, so the compression model's time is never
 part of it.
 
-    python bench/compression.py [--memory off|on|both] [--data PATH] [--out PATH]
+    python bench/compression.py [--memory off|on|both] [--data PATH] [--out PATH] [--agent]
 
 LoCoMo is CC BY-NC 4.0: it is read from its path, never copied into the repo.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import re
@@ -219,6 +226,7 @@ class Harness:
             "embedding": {"model": "bundled" if memory else "hash"},
             "defaults": {
                 "upstream": {"base_url": self.upstream.url + "/v1", "api_key": "sk-bench"},
+                "anthropic": {"base_url": self.upstream.url, "api_key": "sk-bench"},
                 "context": {
                     "recent_window_tokens": budgets.window,
                     "summary_budget_tokens": budgets.summary,
@@ -243,9 +251,9 @@ class Harness:
                 raise RuntimeError("the proxy did not become ready")
             time.sleep(0.05)
 
-    def added_s(self) -> float:
+    def added_s(self, route: str = "chat") -> float:
         registry = self.app.state.runtime.metrics.registry
-        value = registry.get_sample_value("paperclip_added_latency_seconds_sum", {"route": "chat"})
+        value = registry.get_sample_value("paperclip_added_latency_seconds_sum", {"route": route})
         return float(value or 0.0)
 
     def drain(self) -> None:
@@ -357,6 +365,58 @@ def replay(h: Harness, name: str, messages: Messages, counter: TokenCounter) -> 
     return result
 
 
+AGENT_TOOL = {"name": "lookup", "description": "Look the booking up",
+              "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+def agent_turns(chat: Messages, turns: int) -> list[tuple[str, str]]:
+    """(question, tool result) pairs from a chat: each user turn and the assistant turn after it."""
+    pairs = [(a["content"], b["content"]) for a, b in itertools.pairwise(chat)
+             if a["role"] == "user" and b["role"] == "assistant"]
+    return pairs[: turns // 4]
+
+
+def replay_agent(h: Harness, name: str, pairs: list[tuple[str, str]], counter: TokenCounter) -> ConvResult:
+    """An agent loop through ``/v1/messages``: question, tool call, tool result, answer (four turns
+    a pair, two requests); each request held to the chat's bound."""
+    result = ConvResult(name)
+    before = ModelCalls(h.calls.summaries, h.calls.merges)
+    system = "You are a helpful support assistant."
+    b = h.budgets
+    messages: Messages = []
+    previous: Messages = []
+    for question, found in pairs:
+        for turn in ({"role": "user", "content": question}, None):
+            if turn is None:  # the tool's result answers the call the model just made
+                call = messages[-1]["content"][0]
+                turn = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": found}]}
+            messages.append(turn)
+            added = h.added_s("messages")
+            body = {"model": MODEL, "max_tokens": 512, "system": system, "tools": [AGENT_TOOL], "messages": messages}
+            response = h.http.post("/v1/messages", json=body, headers={"x-paperclip-user": name})
+            response.raise_for_status()
+            added_ms = (h.added_s("messages") - added) * 1000
+            h.drain()
+            messages.append({"role": "assistant", "content": response.json()["content"]})
+            sent = json.loads(h.fake.messages_requests()[-1].body)
+            latest = counter.message({"role": "user", "content": json.dumps(turn["content"])})
+            limit = (b.window + b.summary + b.memory + counter.text(system) + latest) * 1.1
+            result.requests.append(Sample(
+                messages=len(messages) - 1,
+                tokens_in=int(response.headers["x-paperclip-tokens-in"]),
+                forwarded=int(response.headers["x-paperclip-tokens-forwarded"]),
+                bound=limit,
+                added_ms=added_ms,
+                prefix=json.dumps(sent["system"], ensure_ascii=False, separators=(",", ":")),
+                extends=sent["messages"][: len(previous)] == previous,
+            ))
+            previous = sent["messages"]
+            h.fake.requests.clear()
+    result.summaries = h.calls.summaries - before.summaries
+    result.merges = h.calls.merges - before.merges
+    return result
+
+
 # --- report ---------------------------------------------------------------------------------
 
 
@@ -452,7 +512,8 @@ def table(title: str, results: list[ConvResult]) -> tuple[str, dict[str, Any]]:
 
 
 def run(
-    mode: str, args: argparse.Namespace, conversations: list[tuple[str, Messages]]
+    mode: str, args: argparse.Namespace, conversations: list[tuple[str, Messages]],
+    agent: Sequence[tuple[str, list[tuple[str, str]]]] = (),
 ) -> tuple[str, dict[str, Any]]:
     budgets = Budgets(args.window, args.summary, 800 if mode == "on" else 0)
     counter = TokenCounter(MODEL)
@@ -465,6 +526,10 @@ def run(
                 results.append(replay(h, name, messages, counter))
                 took = time.monotonic() - started
                 print(f"  memory {mode}: {name} replayed in {took:.0f} s", file=sys.stderr)
+            for name, pairs in agent:
+                started = time.monotonic()
+                results.append(replay_agent(h, name, pairs, counter))
+                print(f"  memory {mode}: {name} replayed in {time.monotonic() - started:.0f} s", file=sys.stderr)
         finally:
             h.close()
     model = (
@@ -502,13 +567,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--limit", type=int, default=None, help="replay only the first N conversations"
     )
+    parser.add_argument("--agent", action="store_true",
+                        help="also a 200-turn tool-using conversation through /v1/messages")
+    parser.add_argument("--agent-only", action="store_true", help="only that one (no LoCoMo, no synthetic chat)")
     args = parser.parse_args(argv)
 
     counter = TokenCounter(MODEL)
-    conversations = locomo(args.data)[: args.limit]
-    conversations.append(
-        (f"synthetic-{args.synthetic_tokens // 1000}k", synthetic(args.synthetic_tokens, counter))
-    )
+    synthetic_chat = synthetic(args.synthetic_tokens, counter)
+    conversations = [] if args.agent_only else locomo(args.data)[: args.limit]
+    if not args.agent_only:
+        conversations.append((f"synthetic-{args.synthetic_tokens // 1000}k", synthetic_chat))
+    agent = [("agent-messages-200", agent_turns(synthetic_chat[1:], 200))] if args.agent or args.agent_only else []
     modes = ["off", "on"] if args.memory == "both" else [args.memory]
     report: dict[str, Any] = {
         "compression_model_latency_ms": args.latency_ms,
@@ -517,7 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     texts = []
     for mode in modes:
-        text, summary = run(mode, args, conversations)
+        text, summary = run(mode, args, conversations, agent)
         texts.append(text)
         report["modes"][mode] = summary
     print("\n\n".join(texts))

@@ -29,12 +29,13 @@ switched off) runs beside the first, which then writes its JSON log line at
 Measured, for every target in the same run:
 
 - non-stream latency at concurrency 1: ``--requests`` requests per target
-  and endpoint (``/chat/completions`` and ``/responses``, the Responses API),
+  and endpoint (``/chat/completions``, ``/responses``, the Responses API, and
+  ``/messages``, Anthropic's Messages API),
   in rounds of one request per target and endpoint, the targets' and the
   endpoints' orders rotating (see ``rounds``), after a warm-up; p50 and p99 of the
-  full request time (body read); ``/responses``' added time over chat's, from
-  each request's time minus the direct one's in the same round (see
-  ``added_ratios``);
+  full request time (body read); ``/responses``' and ``/messages``' added
+  time over chat's, from each request's time minus the direct one's in the
+  same round (see ``added_ratios``);
 - streaming time to first byte at concurrency 1: the same, up to the first
   body chunk of a ``stream: true`` chat request (the rest is read too);
 - requests/s at concurrency ``--concurrency`` (32): ``--seconds`` per target,
@@ -97,7 +98,12 @@ LITELLM_KEY = "sk-litellm-bench-" + secrets.token_hex(24)
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello in one short sentence."}]}
 STREAM_BODY = {**BODY, "stream": True}
 RESPONSES_BODY = {"model": MODEL, "input": [{"role": "user", "content": "Say hello in one short sentence."}]}
-ENDPOINTS = {"chat": ("/chat/completions", BODY), "responses": ("/responses", RESPONSES_BODY)}
+MESSAGES_BODY = {"model": "claude-bench", "max_tokens": 64,
+                 "messages": [{"role": "user", "content": "Say hello in one short sentence."}]}
+ENDPOINTS = {"chat": ("/chat/completions", BODY), "responses": ("/responses", RESPONSES_BODY),
+             "messages": ("/messages", MESSAGES_BODY)}
+# The endpoints whose added time is compared with chat's (added_ratios).
+COMPARED = ("responses", "messages")
 GOALS = {
     "added_p50_ms": 1.5,
     "added_p99_ms": 5.0,
@@ -105,6 +111,7 @@ GOALS = {
     "throughput_ratio": 0.60,
     "idle_rss_mb": 150.0,
     "responses_vs_chat_added": 1.10,  # the Responses API's added time within 10% of chat's (added_ratios)
+    "messages_vs_chat_added": 1.10,  # Anthropic's Messages API's, the same
 }
 
 
@@ -116,6 +123,7 @@ class Target:
     pid: int | None = None
     latency: list[float] = field(default_factory=list)
     responses_latency: list[float] = field(default_factory=list)
+    messages_latency: list[float] = field(default_factory=list)
     ttfb: list[float] = field(default_factory=list)
     done: int = 0
     failed: int = 0
@@ -180,6 +188,7 @@ def proxy_config(
         "embedding": {"model": embedding},
         "defaults": {
             "upstream": {"base_url": upstream_url, "api_key": UPSTREAM_KEY, **upstream},
+            "anthropic": {"base_url": upstream_url.removesuffix("/v1"), "api_key": UPSTREAM_KEY},
             "context": {"enabled": memory},
             "memory": {"enabled": memory},
         },
@@ -260,7 +269,12 @@ async def sequential(client: httpx.AsyncClient, targets: list[Target], n: int, s
                 continue
             elapsed = await one_request(client, t, kind)
             if i >= warmup:
-                (t.latency if kind == "chat" else t.responses_latency).append(elapsed)
+                samples(t, kind).append(elapsed)
+
+
+def samples(t: Target, kind: str) -> list[float]:
+    """The c=1 non-stream latencies of one endpoint of a target."""
+    return {"chat": t.latency, "responses": t.responses_latency, "messages": t.messages_latency}[kind]
 
 
 def rounds(targets: list[T], kinds: list[str], n: int) -> list[list[tuple[T, str]]]:
@@ -354,6 +368,8 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             "latency_mean_ms": statistics.fmean(t.latency) * 1e3,
             "responses_p50_ms": pct(t.responses_latency, 0.50) * 1e3,
             "responses_p99_ms": pct(t.responses_latency, 0.99) * 1e3,
+            "messages_p50_ms": pct(t.messages_latency, 0.50) * 1e3,
+            "messages_p99_ms": pct(t.messages_latency, 0.99) * 1e3,
             "ttfb_p50_ms": pct(t.ttfb, 0.50) * 1e3,
             "ttfb_p99_ms": pct(t.ttfb, 0.99) * 1e3,
             "rps": t.done / t.busy_s if t.busy_s else 0.0,
@@ -368,11 +384,12 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             row["added_p99_ms"] = row["latency_p99_ms"] - d["latency_p99_ms"]
             row["added_ttfb_p50_ms"] = row["ttfb_p50_ms"] - d["ttfb_p50_ms"]
             row["added_ttfb_p99_ms"] = row["ttfb_p99_ms"] - d["ttfb_p99_ms"]
-            row["added_responses_p50_ms"] = row["responses_p50_ms"] - d["responses_p50_ms"]
-            row["added_responses_p99_ms"] = row["responses_p99_ms"] - d["responses_p99_ms"]
             row["throughput_ratio"] = row["rps"] / d["rps"] if d["rps"] else 0.0
-            row["responses_vs_chat_parts"] = parts = added_ratios(t, direct, args.parts)
-            row["responses_vs_chat_added"] = statistics.median(parts)
+            for kind in COMPARED:
+                row[f"added_{kind}_p50_ms"] = row[f"{kind}_p50_ms"] - d[f"{kind}_p50_ms"]
+                row[f"added_{kind}_p99_ms"] = row[f"{kind}_p99_ms"] - d[f"{kind}_p99_ms"]
+                row[f"{kind}_vs_chat_parts"] = parts = added_ratios(t, direct, args.parts, kind)
+                row[f"{kind}_vs_chat_added"] = statistics.median(parts)
         if t.name == "via-proxy":  # what the tunnel adds to Paperclip itself
             p = out["targets"]["paperclip"]
             row["tunnel_added_p50_ms"] = row["latency_p50_ms"] - p["latency_p50_ms"]
@@ -382,8 +399,9 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
     return out
 
 
-def added_ratios(t: Target, direct: Target, parts: int) -> list[float]:
-    """``/responses``' added time over chat's, in each of ``parts`` consecutive slices of the run.
+def added_ratios(t: Target, direct: Target, parts: int, kind: str = "responses") -> list[float]:
+    """``kind``'s (``/responses``', ``/messages``') added time over chat's, in each of ``parts``
+    consecutive slices of the run.
 
     Like for like: what a request adds is its time minus the direct request
     to the same endpoint in the same round (``rounds`` gives each target one
@@ -397,10 +415,10 @@ def added_ratios(t: Target, direct: Target, parts: int) -> list[float]:
     for j in range(parts):
         cut = slice(j * n, (j + 1) * n)
         chat = statistics.median(p - d for p, d in zip(t.latency[cut], direct.latency[cut], strict=True))
-        responses = statistics.median(
-            p - d for p, d in zip(t.responses_latency[cut], direct.responses_latency[cut], strict=True)
+        other = statistics.median(
+            p - d for p, d in zip(samples(t, kind)[cut], samples(direct, kind)[cut], strict=True)
         )
-        ratios.append(responses / chat if chat > 0 else float("inf"))
+        ratios.append(other / chat if chat > 0 else float("inf"))
     return ratios
 
 
@@ -412,8 +430,8 @@ def goals(rows: dict[str, Any]) -> dict[str, Any]:
         f"added TTFB p50 <= {GOALS['added_ttfb_p50_ms']} ms": p["added_ttfb_p50_ms"] <= GOALS["added_ttfb_p50_ms"],
         f"throughput c=32 >= {GOALS['throughput_ratio']:.0%} of direct": p["throughput_ratio"] >= GOALS["throughput_ratio"],
         f"idle RSS <= {GOALS['idle_rss_mb']:.0f} MB": p["idle_rss_mb"] is not None and p["idle_rss_mb"] <= GOALS["idle_rss_mb"],
-        f"added on /responses <= {GOALS['responses_vs_chat_added']:.2f} x chat's (paired, median of slices)":
-            p["responses_vs_chat_added"] <= GOALS["responses_vs_chat_added"],
+        **{f"added on /{kind} <= {GOALS[kind + '_vs_chat_added']:.2f} x chat's (paired, median of slices)":
+           p[f"{kind}_vs_chat_added"] <= GOALS[f"{kind}_vs_chat_added"] for kind in COMPARED},
     }
     if "quiet" in rows:
         cost = p["latency_p50_ms"] - rows["quiet"]["latency_p50_ms"]
@@ -441,12 +459,13 @@ def table(result: dict[str, Any]) -> str:
 
     line("non-stream latency p50 (ms)", "latency_p50_ms", "added_p50_ms")
     line("non-stream latency p99 (ms)", "latency_p99_ms", "added_p99_ms")
-    line("/responses latency p50 (ms)", "responses_p50_ms", "added_responses_p50_ms")
-    line("/responses latency p99 (ms)", "responses_p99_ms", "added_responses_p99_ms")
-    for n in names[1:]:
-        parts = ", ".join(f"{r:.2f}" for r in rows[n]["responses_vs_chat_parts"])
-        lines.append(f"{'/responses added vs chat (' + n + ')':32}{rows[n]['responses_vs_chat_added']:>12.2f}x"
-                     f"  median of {len(rows[n]['responses_vs_chat_parts'])} slices: {parts}")
+    for kind in COMPARED:
+        line(f"/{kind} latency p50 (ms)", f"{kind}_p50_ms", f"added_{kind}_p50_ms")
+        line(f"/{kind} latency p99 (ms)", f"{kind}_p99_ms", f"added_{kind}_p99_ms")
+        for n in names[1:]:
+            parts = ", ".join(f"{r:.2f}" for r in rows[n][f"{kind}_vs_chat_parts"])
+            lines.append(f"{'/' + kind + ' added vs chat (' + n + ')':32}{rows[n][f'{kind}_vs_chat_added']:>12.2f}x"
+                         f"  median of {len(rows[n][f'{kind}_vs_chat_parts'])} slices: {parts}")
     line("stream TTFB p50 (ms)", "ttfb_p50_ms", "added_ttfb_p50_ms")
     line("stream TTFB p99 (ms)", "ttfb_p99_ms", "added_ttfb_p99_ms")
     line(f"requests/s at c={s['concurrency']}", "rps", None, "{:.0f}")

@@ -6,8 +6,9 @@ A bare ASGI app (no framework) under uvicorn with uvloop and httptools, so the
 upstream costs as little as possible and the same for every client measured
 against it. ``POST .../chat/completions`` answers a fixed completion, or with
 ``"stream": true`` a fixed stream of six SSE events, each written as its own
-chunk; ``POST .../responses`` a fixed Responses API response; ``GET
-.../models`` lists one model; anything else is a 404.
+chunk; ``POST .../responses`` a fixed Responses API response; ``POST
+/v1/messages`` a fixed Anthropic Message; ``GET .../models`` lists one model;
+anything else is a 404.
 """
 
 from __future__ import annotations
@@ -80,6 +81,18 @@ RESPONSE = json.dumps(
     }
 ).encode()
 
+MESSAGE = json.dumps(
+    {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-bench",
+        "content": [{"type": "text", "text": "Hello! How can I help you today?"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 9, "output_tokens": 9},
+    }
+).encode()
 MODELS = json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "created": 1, "owned_by": "bench"}]}).encode()
 
 _JSON = [(b"content-type", b"application/json"), (b"x-request-id", b"req_bench")]
@@ -112,6 +125,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await _answer(send, 200, COMPLETION)
     elif path.endswith("/responses"):
         await _answer(send, 200, RESPONSE)
+    elif path.endswith("/v1/messages"):
+        await _answer(send, 200, MESSAGE)
     elif path.endswith("/models"):
         await _answer(send, 200, MODELS)
     else:

@@ -1,4 +1,4 @@
-"""Paperclip's exception tree, and the one place that renders OpenAI's error envelope.
+"""Paperclip's exception tree, and the one place that renders its errors: OpenAI's envelope, Anthropic's.
 
     PaperclipError                 an error Paperclip itself answers with
     ├── ClientError                the client's request is wrong (4xx)
@@ -20,18 +20,24 @@
         ├── MemoryUnavailable      reason ``memory_unavailable``: it is off (its database is gone)
         └── MemoryBusy             reason ``memory_busy``: recording is too far behind
     ClientGone                     the client disconnected: nobody is left to answer
-    ConfigError                    a bad config file; the CLI exits 2
+    ConfigError                    a bad config file (every problem of it); the CLI exits 2
     └── PromptError                a prompt folder, file or variable is wrong
     InvalidExport                  a file that is not an export this version can read (import)
     OnnxUnavailable                a model that does not run on ONNX Runtime (the embedder falls back)
 
 httpx exceptions are translated into this tree in ``upstream.clients.translate`` only.
+An error goes out in the shape of the API the client speaks (``ErrorShape``):
+OpenAI's ``{"error": {...}}`` everywhere but on Anthropic's Messages API,
+whose clients read ``{"type": "error", "error": {"type", "message"}}``.
 An upstream *response* with a 4xx/5xx status is never an exception here: it is
 passed through to the client as it came.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -142,14 +148,36 @@ class ClientGone(Exception):
     """The client disconnected while we were still reading its request."""
 
 
-class ConfigError(Exception):
-    """A configuration problem: which file, which key, what is wrong."""
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing wrong in a configuration: the file, the dotted key, what is wrong with it."""
 
-    def __init__(self, source: str, key: str, problem: str) -> None:
-        super().__init__(f"{source}: {key}: {problem}")
+    source: str
+    key: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.key}: {self.problem}"
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be served: every problem found in it, each naming file and key.
+
+    ``source``, ``key`` and ``problem`` are the first problem's; ``problems``
+    holds them all, in the order of the file.
+    """
+
+    def __init__(self, source: str, key: str, problem: str, *more: ConfigProblem) -> None:
+        self.problems = (ConfigProblem(source, key, problem), *more)
+        super().__init__("\n".join(map(str, self.problems)))
         self.source = source
         self.key = key
         self.problem = problem
+
+    @classmethod
+    def of(cls, problems: Sequence[ConfigProblem]) -> ConfigError:
+        first, *more = problems
+        return cls(first.source, first.key, first.problem, *more)
 
 
 class PromptError(ConfigError):
@@ -170,3 +198,35 @@ class OnnxUnavailable(Exception):
 
 def envelope(message: str, type: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+# Anthropic's error types by status; any other status is an ``api_error``.
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+}
+
+
+def anthropic_envelope(exc: PaperclipError) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": ANTHROPIC_TYPES.get(exc.status, "api_error"), "message": exc.message}}
+
+
+@dataclass(frozen=True)
+class ErrorShape:
+    """How one API says an error: its JSON body, and the same body as an SSE event in a stream."""
+
+    body: Callable[[PaperclipError], dict[str, Any]]
+    event_name: str | None = None  # Anthropic's streams name each event; OpenAI's send data only
+
+    def event(self, exc: PaperclipError) -> bytes:
+        head = f"event: {self.event_name}\n".encode() if self.event_name else b""
+        return head + b"data: " + json.dumps(self.body(exc)).encode() + b"\n\n"
+
+
+OPENAI_ERRORS = ErrorShape(PaperclipError.envelope)
+ANTHROPIC_ERRORS = ErrorShape(anthropic_envelope, "error")

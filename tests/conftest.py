@@ -9,9 +9,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
+from anthropic._base_client import SyncHttpxClientWrapper as AnthropicHttpClient
 from openai._base_client import AsyncHttpxClientWrapper, SyncHttpxClientWrapper
 
 from proxy import config
@@ -27,6 +29,7 @@ pytest_plugins = ("tests.pg", "tests.store_backends")
 PROXY_KEY = "pk-test-acme"
 ADMIN_KEY = "ak-test-acme"
 UPSTREAM_KEY = "sk-upstream-acme"
+ANTHROPIC_KEY = "sk-ant-upstream-acme"
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +61,8 @@ def base_config(upstream_url: str, db_path: Path, **overrides: Any) -> dict[str,
         "embedding": {"model": "hash"},
         "defaults": {
             "upstream": {"base_url": upstream_url, "api_key": UPSTREAM_KEY, "read_timeout_s": 30},
+            # The same fake server answers Anthropic's /v1/messages (tests/fake_anthropic.py).
+            "anthropic": {"base_url": upstream_url.removesuffix("/v1"), "api_key": ANTHROPIC_KEY},
             "compression": {"model": "fake-compressor", "timeout_s": 5},
         },
         "tenants": {"acme": {"api_keys": [PROXY_KEY], "admin_keys": [ADMIN_KEY]}},
@@ -112,6 +117,12 @@ class Proxy:
 
     def aclient(self, key: str = PROXY_KEY, **kw: Any) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **loopback_sdk(kw, True))
+
+    def anthropic(self, key: str = PROXY_KEY, **kw: Any) -> anthropic.Anthropic:
+        """The real ``anthropic`` SDK pointed at the proxy (it sends the key in ``x-api-key``)."""
+        if "http_client" not in kw:
+            kw = {**kw, "http_client": AnthropicHttpClient(verify=False)}
+        return anthropic.Anthropic(base_url=self.url, api_key=key, max_retries=0, **kw)
 
     def http(self, key: str | None = PROXY_KEY) -> httpx.Client:
         headers = {"authorization": f"Bearer {key}"} if key else {}

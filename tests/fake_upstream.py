@@ -118,6 +118,10 @@ class FakeUpstream:
             self.routes.clear()
             self.compression_calls = 0
 
+    def messages_requests(self) -> list[Seen]:
+        """Anthropic's Messages API calls, not the compression model's nor ``count_tokens``."""
+        return [r for r in self.requests if r.path == "/v1/messages" and not is_compression(r)]
+
     def responses_requests(self) -> list[Seen]:
         return [r for r in self.requests if r.path.endswith("/responses")]
 
@@ -147,6 +151,17 @@ class FakeUpstream:
                 return await handler(request, parsed)
             if request.url.path.startswith("/openai/") and not azure_authorized(request):
                 return error_json(401, "Access denied due to invalid subscription key.", "invalid_request_error", "401")
+            if request.url.path.startswith("/v1/messages"):
+                from tests.fake_anthropic import (  # it builds on this module
+                    default_messages,
+                    summary,
+                )
+
+                if is_compression(seen):  # compression.api: messages
+                    with self.lock:
+                        self.compression_calls += 1
+                    return summary(parsed)
+                return await default_messages(request, parsed)
             if request.url.path.endswith("/responses"):
                 from tests.fake_responses import default_responses  # it builds on this module
 

@@ -58,12 +58,19 @@ def test_the_summary_names_config_upstreams_and_passthrough() -> None:
     assert any("https://llm.internal/v1 are not checked" in w for w in warnings)
 
 
-def test_no_key_warning_only_without_passthrough() -> None:
+def test_the_warnings_say_what_happens_to_requests() -> None:
     shipped = config.from_dict({"passthrough_keys": True}, env={})
-    assert [lvl for lvl, _ in banner.lines(shipped)] == [logging.INFO]
+    assert [lvl for lvl, _ in banner.lines(shipped)] == [logging.INFO]  # clients bring their own keys
     closed = config.from_dict({"passthrough_keys": False}, env={})
-    assert any("defaults has no upstream key" in text for _, text in banner.lines(closed))
-    assert "built-in defaults" in banner.lines(config.load(None, env={}))[0][1]
+    assert banner.lines(closed)[1] == (logging.WARNING, banner.REFUSES_EVERYONE)
+    assert "refused with 401" in banner.REFUSES_EVERYONE
+    keyless = config.from_dict({"passthrough_keys": True, "tenants": {"acme": {"api_keys": ["k"]}}}, env={})
+    assert [text for lvl, text in banner.lines(keyless) if lvl == logging.WARNING] == [
+        "tenant acme has no upstream key (upstream.api_key is unset): its requests reach the upstream without one"
+    ]
+    assert "config none (the built-in defaults)" in banner.lines(config.load(None, env={}))[0][1]
+    embedded = banner.lines(config.load(config.EMBEDDED_FILE, env={}))[0][1]
+    assert f"config {config.EMBEDDED_FILE} (the built-in proxy.yaml" in embedded and "passthrough_keys on" in embedded
 
 
 def test_serve_logs_the_summary_at_start(tmp_path: Path, upstream_url: str) -> None:
@@ -96,4 +103,4 @@ def test_serve_logs_the_summary_at_start(tmp_path: Path, upstream_url: str) -> N
             proc.wait(timeout=15)
     text = log.read_text()
     assert f"config {path}; upstream {upstream_url};" in text
-    assert "WARNING paperclip: defaults has no upstream key" in text
+    assert f"WARNING paperclip: {banner.REFUSES_EVERYONE}" in text

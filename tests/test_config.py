@@ -35,9 +35,9 @@ BAD_CONFIGS: list[tuple[Any, str, str]] = [
     ({"defaults": {"memory": {"vector_weight": 1.5}}}, "defaults.memory.vector_weight", "between 0 and 1"),
     ({"defaults": {"upstream": {"read_timeout_s": "soon"}}}, "defaults.upstream.read_timeout_s", "must be a number"),
     ({"defaults": {"contxt": {}}}, "defaults.contxt", "unknown key"),
-    ({"server": {"port": "80"}}, "server.port", "must be int"),
+    ({"server": {"port": "80"}}, "server.port", "must be an integer"),
     ({"server": {"max_body_bytes": 0}}, "server.max_body_bytes", "positive"),
-    ({"passthrough_keys": "yes"}, "passthrough_keys", "must be bool"),
+    ({"passthrough_keys": "yes"}, "passthrough_keys", "must be true or false"),
     ({"storage": {"url": "mysql://x"}}, "storage.url", "must be sqlite:///PATH or postgresql://"),
     ({"storage": {"url": "postgresql://db:fivefour/x"}}, "storage.url", "not a valid PostgreSQL URL"),
     ({"tenants": {"acme": {"api_keys": ["sha256:abc"]}}}, "tenants.acme.api_keys", "64 hex digits"),
@@ -53,11 +53,11 @@ BAD_CONFIGS: list[tuple[Any, str, str]] = [
     ({"defaults": {"upstream": {"auth": "basic"}}}, "defaults.upstream.auth", "must be one of bearer, api-key"),
     ({"defaults": {"upstream": {"proxy": "socks5://127.0.0.1:1080"}}}, "defaults.upstream.proxy", "only http://"),
     ({"defaults": {"upstream": {"ca_file": "/nowhere/ca.pem"}}}, "defaults.upstream.ca_file", "no such file"),
-    ({"defaults": {"upstream": {"verify": "no"}}}, "defaults.upstream.verify", "must be bool"),
+    ({"defaults": {"upstream": {"verify": "no"}}}, "defaults.upstream.verify", "must be true or false"),
     ({"server": {"log_format": "xml"}}, "server.log_format", "must be one of text, json"),
-    ({"server": {"log_content": 1}}, "server.log_content", "must be bool"),
+    ({"server": {"log_content": 1}}, "server.log_content", "must be true or false"),
     ({"server": {"admin_keys": [1]}}, "server.admin_keys", "list of strings"),
-    ({"tenants": {"acme": {"api_key": ["k"]}}}, "tenants.acme.api_key", "admin_keys, api_keys, compression"),
+    ({"tenants": {"acme": {"api_key": ["k"]}}}, "tenants.acme.api_key", "admin_keys, anthropic, api_keys, compression"),
 ]
 
 
@@ -77,7 +77,7 @@ def test_config_error_names_file_key_and_problem(tmp_path: Path, raw: Any, key: 
 )
 def test_storage_url_takes_sqlite_or_postgresql(tmp_path: Path, url: str) -> None:
     settings = config.load(write(tmp_path / "proxy.yaml", {"storage": {"url": url}}), env={})
-    assert settings.storage_url == url
+    assert settings.storage.url == url
 
 
 def test_the_upstream_and_server_keys_of_spec_section_7(tmp_path: Path) -> None:
@@ -270,7 +270,7 @@ def test_tenants_dir_files_are_tenants(
     assert by_name["globex"].memory.top_k == 9
     assert by_name["globex"].upstream.base_url == upstream_url  # inherited from defaults
     assert by_name["initech"].context.recent_window_tokens == 6000
-    assert by_name["initech"].memory.top_k == config.DEFAULTS["memory"]["top_k"] == 8
+    assert by_name["initech"].memory.top_k == config.Memory().top_k == 8
 
     raw["tenants_dir"] = str(folder)
     proxy = make_proxy(raw)  # from_dict without env: ${GLOBEX_KEY} is unset, so globex has no key
@@ -337,6 +337,13 @@ def test_healthz_readyz_metrics(proxy: Proxy, upstream: FakeUpstream) -> None:
 
 def test_ops_endpoints_need_no_key_and_are_not_forwarded(proxy: Proxy, upstream: FakeUpstream) -> None:
     with proxy.http(key=None) as http:
-        for path in ("/healthz", "/readyz", "/metrics"):
+        for path in ("/healthz", "/health", "/readyz", "/metrics"):
             assert http.get(path).status_code == 200
     assert upstream.requests == []
+
+
+def test_health_answers_like_healthz(proxy: Proxy) -> None:
+    with proxy.http(key=None) as http:
+        health, healthz = http.get("/health"), http.get("/healthz")
+        assert (health.status_code, health.json()) == (healthz.status_code, healthz.json()) == (200, {"status": "ok"})
+        assert http.post("/health").status_code == http.post("/healthz").status_code

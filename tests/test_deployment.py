@@ -14,7 +14,7 @@ DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 def test_the_replicas_config_is_valid_and_on_postgresql() -> None:
     url = "postgresql://paperclip:pw@db:5432/paperclip"
     settings = config.load(DEPLOY / "proxy.yaml", env={"PAPERCLIP_DATABASE_URL": url, "OPENAI_API_KEY": "sk"})
-    assert settings.storage_url == url
+    assert settings.storage.url == url
     assert settings.server.host == "0.0.0.0"
 
 

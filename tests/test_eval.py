@@ -12,6 +12,7 @@ from proxy.commands.main import main
 from proxy.eval import locomo
 from proxy.eval.locomo import Turn, parse_evidence
 from proxy.eval.replay import requests_of, unindexed
+from proxy.eval.report import forwarded_against_sent
 from proxy.eval.scoring import ndcg_at, presence, recall_at
 
 SAMPLE: dict[str, Any] = {
@@ -149,6 +150,19 @@ def test_report_writes_a_page_with_its_plots(dataset: Path, tmp_path: Path) -> N
         assert (folder / figure).read_bytes().startswith(b"\x89PNG")
     assert "<td>fusion</td>" in page and "<td>bm25</td>" in page and "<td>vector</td>" in page
     assert "greyhound" not in page  # scores only, never the data set's text
+    assert "over the whole run, Paperclip forwarded" in page and "% of the client's tokens" not in page
+
+
+def test_the_token_sentence_reads_right_whichever_way_it_went() -> None:
+    assert forwarded_against_sent(1000, 161) == (
+        "Paperclip forwarded 83.9% fewer tokens than the client sent (161 forwarded for 1,000 sent)"
+    )
+    assert forwarded_against_sent(1000, 1839) == (
+        "Paperclip forwarded 83.9% more tokens than the client sent (1,839 forwarded for 1,000 sent): "
+        "the memory it added outweighed what compression removed"
+    )
+    assert forwarded_against_sent(500, 500) == "Paperclip forwarded as many tokens as the client sent (500 forwarded for 500 sent)"
+    assert forwarded_against_sent(0, 0) == "the client sent no tokens"
 
 
 def test_convs_picks_a_data_split_and_names_an_unknown_id(
@@ -171,3 +185,13 @@ def test_convs_picks_a_data_split_and_names_an_unknown_id(
     assert {a["conversation"] for a in result["answers"]} == {"conv-y"}
     assert main([*args, "--convs", "conv-y,conv-z"]) == 2
     assert "no conversation conv-z" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", ["sessions", "one-chat"])
+def test_the_same_conversations_as_messages_requests_score_as_chats(dataset: Path, tmp_path: Path, mode: str) -> None:
+    chat = run_eval(dataset, tmp_path, "--mode", mode)
+    messages = run_eval(dataset, tmp_path, "--mode", mode, "--api", "messages")
+    assert messages["meta"]["api"] == "messages" and chat["meta"]["api"] == "chat"
+    scores = [{(a["variant"], a["index"]): (a["presence"], a["cards"]) for a in r["answers"]} for r in (chat, messages)]
+    assert scores[0] == scores[1]
+    assert any(p > 0 for p, _ in scores[1].values())

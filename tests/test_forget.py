@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from proxy.store import urls
 from tests.admin_helpers import FACT, MARK, admin, ask, teach
 from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream
@@ -13,7 +14,7 @@ OTHER_FACT = "My parrot Quillimo is allergic to sunflower seeds, please remember
 
 
 def database_bytes(proxy: Proxy) -> bytes:
-    path = Path(proxy.runtime.settings.sqlite_path)
+    path = Path(urls.sqlite_path(proxy.runtime.settings.storage.url))
     files = [path, path.with_name(path.name + "-wal")]
     return b"".join(f.read_bytes() for f in files if f.exists()).lower()
 

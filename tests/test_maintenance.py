@@ -10,7 +10,7 @@ import numpy as np
 
 from proxy import config
 from proxy.server.maintenance import DAY_S, run_if_due, run_maintenance, stale_rules
-from proxy.store import Store, open_postgres, open_store
+from proxy.store import Store, open_postgres, open_store, urls
 from proxy.store.records import ItemRow, ItemWrite, NewItem
 
 DIM = 8
@@ -51,7 +51,7 @@ def test_each_tenant_is_archived_by_its_own_stale_days(tmp_path: Path) -> None:
     st = settings(tmp_path)
 
     async def scenario() -> list[dict[str, set[str]]]:
-        store = open_store(st.sqlite_path, DIM)
+        store = open_store(urls.sqlite_path(st.storage.url), DIM)
         try:
             for tenant in TENANTS:
                 for content, importance in (("likes tea", 0.1), ("is a pilot", 0.9)):
@@ -71,6 +71,32 @@ def test_each_tenant_is_archived_by_its_own_stale_days(tmp_path: Path) -> None:
     assert day31 == {"acme": {"active", "archived"}, "globex": {"active"}, TENANTS[2]: {"active"}}
     # Important items are never archived as stale.
     assert day181 == {t: {"active", "archived"} for t in TENANTS}
+
+
+def test_traces_are_kept_for_traces_retention_days(tmp_path: Path) -> None:
+    def kept_after(retention: dict[str, float]) -> set[str]:
+        st = config.from_dict({"storage": {"url": f"sqlite:///{tmp_path / 'r.db'}"}, "traces": retention}, env={})
+
+        async def scenario() -> set[str]:
+            store = open_store(urls.sqlite_path(st.storage.url), DIM)
+            try:
+                for trace, age_days in (("hours", 0.5), ("days", 2.0), ("weeks", 8.0)):
+                    await store.traces.save("acme", "u", "s", trace, {"trace": trace})
+                    await store.db.write(lambda c, t=trace, a=age_days: c.execute(
+                        "UPDATE traces SET created = created - ? WHERE id = ?", (a * DAY_S, t)
+                    ))
+                await run_maintenance(st, store)
+                return {t for t in ("hours", "days", "weeks") if await store.traces.get("acme", t) is not None}
+            finally:
+                store.close()
+                (tmp_path / "r.db").unlink()
+
+        return asyncio.run(scenario())
+
+    assert config.Traces().retention_days == 7
+    assert kept_after({}) == {"hours", "days"}
+    assert kept_after({"retention_days": 1}) == {"hours"}
+    assert kept_after({"retention_days": 30}) == {"hours", "days", "weeks"}
 
 
 def test_the_rules_cover_every_tenant_once(tmp_path: Path) -> None:

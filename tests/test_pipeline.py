@@ -22,7 +22,7 @@ from proxy.metrics import Metrics
 from proxy.pipeline.chat_call import ChatCall, Reply, reply_text
 from proxy.pipeline.memory_layer import MemoryLayer, assemble
 from proxy.prompts import Prompts
-from proxy.store import open_store
+from proxy.store import open_store, urls
 from proxy.tenancy import Tenant
 from tests.fake_upstream import chunk, completion, sse
 
@@ -39,8 +39,8 @@ def no_model(st: TenantSettings, key: str | None) -> Complete:
 def open_layer(tmp_path: Path) -> tuple[MemoryLayer, Tenant]:
     settings = config.from_dict({"storage": {"url": f"sqlite:///{tmp_path / 'p.db'}"}}, env={})
     embedder = HashEmbedder()
-    store = open_store(settings.sqlite_path, embedder.dim)
-    layer = assemble(store, embedder, Prompts.load(), Metrics(), no_model)
+    store = open_store(urls.sqlite_path(settings.storage.url), embedder.dim)
+    layer = assemble(store, embedder, Prompts.load(), Metrics(), no_model, trace_candidates=settings.traces.candidates)
     return layer, Tenant("acme", settings.defaults, None, passthrough=False)
 
 
@@ -52,8 +52,8 @@ def ask(tenant: Tenant, question: str) -> ChatCall:
 def test_prepare_only_reads_and_record_touches_what_was_recalled(tmp_path: Path) -> None:
     layer, tenant = open_layer(tmp_path)
     # Without the profile: it would show the allergy as a standing fact, not as this question's hit.
-    memory = dataclasses.replace(tenant.settings.memory, profile=False)
-    tenant = dataclasses.replace(tenant, settings=dataclasses.replace(tenant.settings, memory=memory))
+    memory = tenant.settings.memory.model_copy(update={"profile": False})
+    tenant = dataclasses.replace(tenant, settings=tenant.settings.model_copy(update={"memory": memory}))
 
     async def scenario() -> tuple[int, int, int]:
         fact = MemoryItem("fact", ALLERGY, "cat.allergy.peanuts", source="user-stated")

@@ -150,7 +150,7 @@ def test_the_memo_costs_a_comparison_while_nothing_changes() -> None:
     tomorrow = replace(TASK, expires_at="2026-11-30")  # through today
     memo.of((5, 3.0), [tomorrow], MEMORY, COUNTER, NOW)
     assert memo.of((5, 3.0), [tomorrow], MEMORY, COUNTER, NOW + dt.timedelta(days=1)).cards == ()
-    assert memo.of((5, 3.0), [tomorrow], replace(MEMORY, profile=False), COUNTER, NOW).cards == ()
+    assert memo.of((5, 3.0), [tomorrow], MEMORY.model_copy(update={"profile": False}), COUNTER, NOW).cards == ()
 
 
 def test_the_profile_keys_default_on_and_a_tenant_can_turn_it_off() -> None:

@@ -74,7 +74,7 @@ async def test_recall_puts_the_rerankers_choice_first_within_top_n(tmp_path: Pat
         assert [h.id for h in reranked.hits[1:]] == [h.id for h in plain.hits[:-1]]  # ties keep their order
         assert fake.seen == [("Tell me about my bike", len(TURNS))]  # the query, the top N at most
         assert fake.threads and fake.threads[0] != threading.main_thread().name  # off the event loop
-        fewer = dataclasses.replace(ask, settings=dataclasses.replace(memory, rerank_top_n=2))
+        fewer = dataclasses.replace(ask, settings=memory.model_copy(update={"rerank_top_n": 2}))
         capped = await recall_for(index, fewer, TokenCounter(None), Floor(0, 0), reranker=fake)
         assert fake.seen[-1][1] == 2 and [h.id for h in capped.hits] == [h.id for h in plain.hits]
     finally:

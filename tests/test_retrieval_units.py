@@ -380,9 +380,9 @@ async def test_recency_and_importance_settings_act_on_recall(tmp_path: Path) -> 
             return {h.fragment.session: h.scored.boost for h in got.hits if h.fragment}
 
         assert await boosts_by_session(memory) == {"old": 1.0, "new": 1.0}  # off by default
-        decayed = await boosts_by_session(dataclasses.replace(memory, recency_half_life_days=100.0))
+        decayed = await boosts_by_session(memory.model_copy(update={"recency_half_life_days": 100.0}))
         assert decayed["new"] == 1.0 and decayed["old"] == pytest.approx(0.5 + 0.5 * 0.5**4)
-        weighted = await boosts_by_session(dataclasses.replace(memory, importance_weight=0.4))
+        weighted = await boosts_by_session(memory.model_copy(update={"importance_weight": 0.4}))
         assert weighted == {"old": pytest.approx(0.8), "new": pytest.approx(0.8)}  # a fragment counts as 0.5
     finally:
         store.close()

@@ -43,20 +43,22 @@ def test_scoring_reads_only_the_memory_block() -> None:
     assert cards_outside_profile(block, [profile]) == 1
 
 
-@pytest.mark.parametrize("api", ["chat", "responses"])
+TINY_SUITE = {
+    "unrelated": {"en": ["Why is the sky blue?"]},
+    "scenarios": [
+        {"id": "cat", "lang": "en",
+         "chats": [["My cat Miso is allergic to peanuts.", "Thanks a lot.", "Bye now."]],
+         "question": "Is my cat Miso allergic to peanuts?", "expect": [["peanut"]], "forbid": ["hamster"]},
+        {"id": "nothing", "lang": "en", "chats": [["Hello.", "Thanks.", "Bye."]],
+         "question": "What is my favourite colour?", "expect": [["purple"]]},
+    ],
+}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_the_runner_replays_a_chat_and_asks_in_a_fresh_one(tmp_path: Path, api: str) -> None:
-    data = {
-        "unrelated": {"en": ["Why is the sky blue?"]},
-        "scenarios": [
-            {"id": "cat", "lang": "en",
-             "chats": [["My cat Miso is allergic to peanuts.", "Thanks a lot.", "Bye now."]],
-             "question": "Is my cat Miso allergic to peanuts?", "expect": [["peanut"]], "forbid": ["hamster"]},
-            {"id": "nothing", "lang": "en", "chats": [["Hello.", "Thanks.", "Bye."]],
-             "question": "What is my favourite colour?", "expect": [["purple"]]},
-        ],
-    }
     path, out = tmp_path / "s.json", tmp_path / "out.json"
-    path.write_text(json.dumps(data))
+    path.write_text(json.dumps(TINY_SUITE))
     argv = ["eval", "scenarios", str(path), "--embedder", "hash", "--no-progress", "--out", str(out), "--api", api]
     assert main(argv) == 0
     result = json.loads(out.read_text())
@@ -64,3 +66,17 @@ def test_the_runner_replays_a_chat_and_asks_in_a_fresh_one(tmp_path: Path, api: 
     assert rows["cat"]["recalled"] == 1 and rows["cat"]["cards"] >= 1 and not rows["cat"]["superseded_injected"]
     assert rows["nothing"]["recalled"] == 0 and rows["nothing"]["missing"] == ["purple"]
     assert result["summary"]["all"]["recall"] == 0.5
+
+
+def test_report_writes_a_page_with_its_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, folder = tmp_path / "s.json", tmp_path / "report"
+    path.write_text(json.dumps(TINY_SUITE))
+    assert main(["eval", "scenarios", str(path), "--embedder", "hash", "--no-progress", "--report", str(folder)]) == 0
+    page = (folder / "index.html").read_text()
+    assert f"report: {folder / 'index.html'}" in capsys.readouterr().out
+    for figure in ("recall.png", "cards.png"):
+        assert f'src="{figure}"' in page
+        assert (folder / figure).read_bytes().startswith(b"\x89PNG")
+    assert "<td>cat</td>" in page and "<td>1/1</td>" in page  # a row per scenario
+    assert "<td>nothing</td>" in page and "purple" in page  # with what it missed
+    assert "<td>all</td><td>2</td><td>0.5</td>" in page  # the summary

@@ -261,7 +261,7 @@ async def test_shared_client_keeps_no_cookies_and_honours_call_timeouts(upstream
     upstream.routes["/v1/cookie"] = sets_cookie
     upstream.routes["/v1/slow"] = slow
     upstreams = Upstreams()
-    profile = Upstream(upstream_url, None, None, None, connect_timeout_s=5, read_timeout_s=30)
+    profile = Upstream(base_url=upstream_url, api_key=None, connect_timeout_s=5, read_timeout_s=30)
     client = upstreams.client(profile)
     try:
         await client.post(upstream_url + "/cookie", json={})

@@ -43,6 +43,14 @@ def test_billed_reads_the_responses_api_names(prompt: int, completion: int, cach
     assert billed(tail) == Billed(prompt, completion, cached)
 
 
+@given(counts, counts, counts, st.binary(max_size=200))
+def test_billed_reads_the_messages_api_names(prompt: int, completion: int, cached: int, noise: bytes) -> None:
+    usage = {"input_tokens": prompt, "output_tokens": completion, "cache_creation_input_tokens": 0,
+             "cache_read_input_tokens": cached}
+    message = {"type": "message", "content": [{"type": "text", "text": "hi"}], "usage": usage}
+    assert billed(noise + json.dumps(message).encode()) == Billed(prompt, completion, cached)
+
+
 @pytest.mark.parametrize("tail", [
     b"", b'{"usage": null}', b'data: {"usage": {"prompt_tokens": "ten"}}', b'"usage": {"prompt_tokens": 3',
     b'{"choices": []}', b'"usage": {"prompt_tokens": -1, "completion_tokens": 2}',

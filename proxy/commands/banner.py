@@ -7,29 +7,44 @@ its address, a ``base_url`` without its query (gateways put keys there).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from .. import __version__
-from ..config import Settings, TenantSettings, Upstream
+from ..config import CONFIG_ENV, EMBEDDED_FILE, NO_FILE, Settings, TenantSettings, Upstream
 
 
 def lines(settings: Settings) -> list[tuple[int, str]]:
     """(logging level, message) pairs, the summary first."""
     everyone = [settings.defaults, *settings.tenants]
     upstreams = sorted({_describe(t.upstream) for t in everyone})
-    source = "built-in defaults" if settings.source == "<defaults>" else settings.source
     out = [
         (
             logging.INFO,
-            f"paperclip {__version__}: config {source}; upstream {', '.join(upstreams)}; "
+            f"paperclip {__version__}: config {_source(settings.source)}; upstream {', '.join(upstreams)}; "
             f"{len(settings.tenants)} tenant(s); passthrough_keys {'on' if settings.passthrough_keys else 'off'}",
         )
     ]
-    if not settings.passthrough_keys:
-        out += [(logging.WARNING, _no_key(t)) for t in settings.tenants or [settings.defaults] if not t.upstream.api_key]
+    if not settings.tenants and not settings.passthrough_keys:
+        out.append((logging.WARNING, REFUSES_EVERYONE))
+    out += [(logging.WARNING, _no_key(t)) for t in settings.tenants if not t.upstream.api_key]
     unchecked = sorted({_base(t.upstream) for t in everyone if not t.upstream.verify})
     out += [(logging.WARNING, f"TLS certificates of {url} are not checked (upstream.verify: false)") for url in unchecked]
     return out
+
+
+REFUSES_EVERYONE = (
+    "no tenant is configured and passthrough_keys is off: every request will be refused with 401 "
+    "(add a tenant with api_keys, or set passthrough_keys: true to forward clients' own keys)"
+)
+
+
+def _source(source: str) -> str:
+    if source == NO_FILE:
+        return "none (the built-in defaults)"
+    if Path(source) == EMBEDDED_FILE:
+        return f"{source} (the built-in proxy.yaml: no --config, no ${CONFIG_ENV}, no ./proxy.yaml)"
+    return source
 
 
 def _describe(up: Upstream) -> str:
@@ -47,8 +62,7 @@ def _origin(url: str) -> tuple[str, str, int]:
 
 
 def _no_key(tenant: TenantSettings) -> str:
-    who = "defaults" if tenant.name == "defaults" else f"tenant {tenant.name}"
     return (
-        f"{who} has no upstream key (upstream.api_key is unset) and passthrough_keys is off: "
+        f"tenant {tenant.name} has no upstream key (upstream.api_key is unset): "
         "its requests reach the upstream without one"
     )

@@ -30,8 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="prepare each question without recording it (a memory that never sees a question)")
     parser.add_argument("--report", default=None, metavar="DIR", help="write an HTML report with plots here")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("--api", choices=("chat", "responses"), default="chat",
-                        help="scenarios: send the turns as chat completions or through the Responses API")
+    parser.add_argument("--api", choices=("chat", "responses", "messages"), default="chat",
+                        help="send the turns as chat completions, through the Responses API (scenarios) "
+                             "or as Anthropic Messages requests (locomo)")
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -63,6 +64,10 @@ def scenarios_command(args: argparse.Namespace) -> int:
         Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.md:
         Path(args.md).write_text(text + "\n", encoding="utf-8")
+    if args.report:
+        from ..eval.scenarios_page import write_report
+
+        print(f"report: {write_report(args.report, results)}")
     return 0
 
 
@@ -84,8 +89,11 @@ def locomo_command(args: argparse.Namespace) -> int:
         memory["top_k"] = args.top_k
     if args.budget is not None:
         memory["budget_tokens"] = args.budget
+    if args.api == "responses":
+        print("paperclip eval locomo: --api is chat or messages", file=sys.stderr)
+        return 2
     options = Options(mode=args.mode, embedder=args.embedder, memory=memory,
-                      record_questions=args.record_questions)
+                      record_questions=args.record_questions, api=args.api)
     bar = tqdm(total=total_steps(conversations, options), file=sys.stderr, disable=args.no_progress,
                unit="req", desc=f"eval {args.mode}")
     started = time.perf_counter()
@@ -100,6 +108,7 @@ def locomo_command(args: argparse.Namespace) -> int:
         "mode": args.mode,
         "embedder": args.embedder,
         "record_questions": args.record_questions,
+        "api": args.api,
         "conversations": len(conversations),
         "top_k": defaults.top_k,
         "budget_tokens": defaults.budget_tokens,

@@ -1,21 +1,18 @@
-"""``paperclip`` — serve the proxy, manage memories, move the data to PostgreSQL, run the eval."""
+"""``paperclip`` — serve the proxy, manage memories, move the data to PostgreSQL, run the eval, check the config."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
-import sys
 from collections.abc import Sequence
 
-from .. import __version__, config
-from ..errors import ConfigError
+from .. import __version__
 from ..server import requestlog
-from . import banner, migrate
+from . import banner, config_commands, migrate
 from . import evaluate as eval_cli
 from . import memories as memories_cli
+from .config_commands import CONFIG_HELP, load_settings
 
-CONFIG_ENV = "PAPERCLIP_CONFIG"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
@@ -24,7 +21,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"paperclip {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the proxy")
-    serve.add_argument("--config", default=None, help=f"config file (default: ${CONFIG_ENV} or ./proxy.yaml)")
+    serve.add_argument("--config", default=None, help=CONFIG_HELP)
     serve.add_argument("--host", default=None, help="address to listen on (default: server.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port to listen on (default: server.port, 8787)")
     serve.add_argument(
@@ -32,6 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     memories_cli.add_parser(sub)
     migrate.add_parser(sub)
+    config_commands.add_parser(sub)
     eval_cli.add_arguments(sub.add_parser("eval", help="replay a data set: recall, tokens, compression"))
     args = parser.parse_args(argv)
     if args.command == "serve":
@@ -40,26 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return memories_cli.run(args, load_settings(args.config))
     if args.command == "migrate":
         return migrate.run(args)
+    if args.command == "config":
+        return config_commands.run(args)
     if args.command == "eval":
         return eval_cli.eval_command(args)
     parser.error(f"unknown command {args.command}")
     return 2
-
-
-def config_path(explicit: str | None) -> str | None:
-    if explicit:
-        return explicit
-    if os.environ.get(CONFIG_ENV):
-        return os.environ[CONFIG_ENV]
-    return "proxy.yaml" if os.path.exists("proxy.yaml") else None
-
-
-def load_settings(explicit: str | None) -> config.Settings:
-    try:
-        return config.load(config_path(explicit))
-    except ConfigError as exc:
-        print(f"paperclip: config error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
 
 
 def serve_command(args: argparse.Namespace) -> int:

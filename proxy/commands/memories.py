@@ -82,8 +82,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if found is None:
         names = ", ".join(t.name for t in settings.tenants) or "none"
         return fail(f"unknown tenant {args.tenant!r} (configured: {names})")
-    if urls.is_sqlite(settings.storage_url):
-        path = settings.sqlite_path
+    if urls.is_sqlite(settings.storage.url):
+        path = urls.sqlite_path(settings.storage.url)
         if args.action != "import" and path != ":memory:" and not os.path.exists(path):
             return fail(f"no database at {path} (storage.url)")
     if args.action == "forget" and not args.yes and not confirm(f"user {args.user!r}", args.tenant):
@@ -140,17 +140,17 @@ async def _run(
         try:
             embedder = await asyncio.to_thread(
                 load_embedder,
-                settings.embedding_model,
-                backend=settings.embedding_backend,
-                cache_dir=settings.embedding_cache_dir,
+                settings.embedding.model,
+                backend=settings.embedding.backend,
+                cache_dir=settings.embedding.cache_dir,
             )
         except Exception as exc:
-            return fail(f"cannot load the embedding model {settings.embedding_model!r}: {exc}")
-        store = await connect(settings.storage_url, embedder.dim)
+            return fail(f"cannot load the embedding model {settings.embedding.model!r}: {exc}")
+        store = await connect(settings.storage.url, embedder.dim)
         embed = _embedding_with(embedder)
         turns = turn_search(FragmentIndex(store.fragments, embedder, TokenCounter(None)))
     else:
-        store = await connect(settings.storage_url, None)
+        store = await connect(settings.storage.url, None)
         embed, turns = _no_embedding, None
     try:
         await ACTIONS[args.action](MemoryAdmin(store, embed, turns=turns), args, tenant, raw)

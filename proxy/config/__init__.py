@@ -3,40 +3,52 @@
 This package is the only code that reads the environment (``${VAR}`` in the
 file, and the outbound proxy variables). Everything it returns is frozen;
 handlers receive it through the app factory. A bad file raises
-:class:`ConfigError` naming the file, the key and what is wrong; the CLI turns
-that into exit status 2 before anything starts.
+:class:`ConfigError` with every problem in it, each naming the file, the key
+and what is wrong; the CLI turns that into exit status 2 before anything
+starts.
 
-``schema`` holds every key with its default and the settings objects,
-``loading`` reads and merges the files, ``fields`` checks single values,
-``upstream_settings`` the upstream section (URL, proxy, TLS), ``environment``
-the proxy variables; ``outbound`` (which proxy reaches an origin) and ``tls``
-(the SSL context of a TLS setting) are the value types the transport reads.
+``schema`` declares every key with its default, bounds and meaning (the
+sections' pydantic models), ``values`` the value types it uses,
+``loading`` reads and merges the files, ``problems`` says pydantic's errors
+in the config's words, ``interpolation`` expands ``${VAR}``,
+``upstream_files`` checks an upstream's files, ``environment`` reads the
+proxy variables, ``reference`` renders the schema as Markdown; ``outbound``
+(which proxy reaches an origin) and ``tls`` (the SSL context of a TLS
+setting) are the value types the transport reads.
 """
 
-from .loading import build, from_dict, load
+from .loading import CONFIG_ENV, EMBEDDED_FILE, NO_FILE, build, find_file, from_dict, load
 from .schema import (
-    DEFAULTS,
-    TOP_DEFAULTS,
     Compression,
     Context,
+    Defaults,
+    Embedding,
     Memory,
     Server,
     Settings,
+    Storage,
     TenantSettings,
+    Traces,
     Upstream,
 )
 
 __all__ = [
-    "DEFAULTS",
-    "TOP_DEFAULTS",
+    "CONFIG_ENV",
+    "EMBEDDED_FILE",
+    "NO_FILE",
     "Compression",
     "Context",
+    "Defaults",
+    "Embedding",
     "Memory",
     "Server",
     "Settings",
+    "Storage",
     "TenantSettings",
+    "Traces",
     "Upstream",
     "build",
+    "find_file",
     "from_dict",
     "load",
 ]

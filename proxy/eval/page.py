@@ -22,13 +22,16 @@ from jinja2 import Environment
 
 from .locomo import CATEGORIES
 from .replay import Stats
-from .report import COLUMNS, cell, headline
+from .report import COLUMNS, cell, forwarded_against_sent, headline
+
+# The reports' look, shared by this page and the scenarios' (``scenarios_page``).
+STYLE = """<style>body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:1rem auto;padding:0 1rem}
+table{border-collapse:collapse}th,td{border:1px solid #ddd;padding:.25rem .45rem;text-align:right}
+th:first-child,td:first-child{text-align:left}img{max-width:100%;border:1px solid #eee;margin:.5rem 0}</style>"""
 
 _PAGE = Environment(autoescape=True).from_string("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Paperclip eval report</title>
-<style>body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:1rem auto;padding:0 1rem}
-table{border-collapse:collapse}th,td{border:1px solid #ddd;padding:.25rem .45rem;text-align:right}
-th:first-child,td:first-child{text-align:left}img{max-width:100%;border:1px solid #eee;margin:.5rem 0}</style>
+{{ style|safe }}
 </head><body>
 <h1>Paperclip eval report</h1>
 <p>{{ headline }}</p>
@@ -36,8 +39,7 @@ th:first-child,td:first-child{text-align:left}img{max-width:100%;border:1px soli
 {% for name, cells in rows %}<tr><td>{{ name }}</td>{% for v in cells %}<td>{{ v }}</td>{% endfor %}</tr>{% endfor %}
 </table>
 <h2>Tokens: what the client sent and what was forwarded</h2>
-<p>Each replayed request of the first conversation{% if saved is not none %}; over the whole run,
-{{ '%.1f' | format(saved * 100) }}% of the client's tokens were not forwarded{% endif %}.</p>
+<p>Each replayed request of the first conversation; over the whole run, {{ tokens }}.</p>
 <img src="tokens.png" alt="forwarded vs client tokens per request">
 <h2>Evidence presence by category, fusion and its ablations</h2>
 <img src="presence.png" alt="evidence presence by category and retriever">
@@ -60,9 +62,10 @@ def write_report(
     client = sum(c for series in stats.timeline.values() for c, _ in series)
     forwarded = sum(f for series in stats.timeline.values() for _, f in series)
     page = _PAGE.render(
+        style=STYLE,
         headline=headline(meta, stats), columns=COLUMNS,
         rows=[(name, [cell(c, row.get(c)) for c in COLUMNS]) for name, row in summary.items()],
-        saved=(client - forwarded) / client if client else None,
+        tokens=forwarded_against_sent(client, forwarded),
         injected=len(stats.injected_scores), other=len(stats.other_scores),
     )
     path = out / "index.html"
@@ -78,7 +81,7 @@ def _tokens(stats: Stats, path: Path) -> None:
     ax.plot(steps, [f for _, f in series], label="forwarded upstream")
     ax.set(xlabel=f"request of conversation {conv}", ylabel="prompt tokens")
     ax.legend()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def _presence(summary: Mapping[str, Mapping[str, Any]], path: Path) -> None:
@@ -91,7 +94,7 @@ def _presence(summary: Mapping[str, Mapping[str, Any]], path: Path) -> None:
     ax.set_xticks([i + width * (len(summary) - 1) / 2 for i in range(len(categories))], categories)
     ax.set(ylabel="evidence presence", ylim=(0, 1))
     ax.legend()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def _scores(stats: Stats, path: Path) -> None:
@@ -100,10 +103,11 @@ def _scores(stats: Stats, path: Path) -> None:
             histtype="stepfilled", alpha=0.6)
     ax.set(xlabel="final score", ylabel="candidates")
     ax.legend()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
-def _save(fig: Any, path: Path) -> None:
+def save_figure(fig: Any, path: Path) -> None:
+    """Write a figure as a PNG and free it."""
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

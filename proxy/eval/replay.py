@@ -162,7 +162,7 @@ async def ask(
         for v in options.variants:
             call = h.call(h.variant(v), conv.id, messages, at + index)
             prepared = await h.pipeline.prepare(call)
-            sent = prepared.messages if prepared.messages is not None else call.messages
+            sent = h.forwarded(call, prepared)
             out.append(measure(conv.id, index, q, v.name, prepared, sent, turns, lookup))
             if stats is not None and v is options.variants[0]:
                 _scores(prepared.plan.recall if prepared.plan else None, stats)

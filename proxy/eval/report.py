@@ -79,6 +79,22 @@ def headline(meta: Mapping[str, Any], stats: Stats) -> str:
     )
 
 
+def forwarded_against_sent(client: int, forwarded: int) -> str:
+    """The tokens forwarded against those the client sent, worded for fewer and for more."""
+    if not client:
+        return "the client sent no tokens"
+    change = (forwarded - client) / client
+    counts = f"{forwarded:,} forwarded for {client:,} sent"
+    if change < 0:
+        return f"Paperclip forwarded {-change:.1%} fewer tokens than the client sent ({counts})"
+    if change > 0:
+        return (
+            f"Paperclip forwarded {change:.1%} more tokens than the client sent ({counts}): "
+            "the memory it added outweighed what compression removed"
+        )
+    return f"Paperclip forwarded as many tokens as the client sent ({counts})"
+
+
 def markdown(meta: Mapping[str, Any], stats: Stats, summary: Mapping[str, Mapping[str, Any]]) -> str:
     notes = (
         "Evidence presence per category; R@k and NDCG over the ranked candidates "

@@ -35,6 +35,7 @@ from ..memory.recall.cards import BLOCK_END, BLOCK_START
 from ..server.app import create_app
 from ..server.runtime import Offline, Runtime
 from .fake import completion, fake_summary
+from .harness import anthropic_message, messages_body
 
 DATA = Path(__file__).with_name("scenarios.json")
 COMPRESSOR = "fake-compressor"
@@ -43,8 +44,8 @@ REPLY = "Sure, happy to help with that."
 KEY = "sk-scenarios"
 ADMIN_KEY = "ak-scenarios"
 _CARD = re.compile(r"^\[[^\]\n]+\]", re.M)
-Api = Literal["chat", "responses"]
-PATHS: dict[str, str] = {"chat": "/chat/completions", "responses": "/responses"}
+Api = Literal["chat", "responses", "messages"]
+PATHS: dict[str, str] = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,12 @@ class ScriptedUpstream:
         if body.get("model") == COMPRESSOR:
             return httpx.Response(200, json=completion(fake_summary(body["messages"]), COMPRESSOR))
         responses = request.url.path.endswith("/responses")
-        self.chats.append(_input_messages(body) if responses else body["messages"])
+        anthropic = request.url.path.endswith("/v1/messages")
+        self.chats.append(_input_messages(body) if responses else _system_and_messages(body) if anthropic
+                          else body["messages"])
         # The proxy relays the upstream's body as a stream: give it one to read.
-        reply = json.dumps((_response if responses else completion)(REPLY, body.get("model", MODEL))).encode()
+        shape = _response if responses else anthropic_message if anthropic else completion
+        reply = json.dumps(shape(REPLY, body.get("model", MODEL))).encode()
         return httpx.Response(200, headers={"content-type": "application/json"}, stream=_Body(reply))
 
 
@@ -123,6 +127,12 @@ def _input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     found = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
     instructions = body.get("instructions")
     return [{"role": "system", "content": instructions}, *found] if instructions else found
+
+
+def _system_and_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """An Anthropic Messages body's system and messages, read like chat messages for scoring."""
+    system = body.get("system")
+    return [*([{"role": "system", "content": system}] if system else []), *body["messages"]]
 
 
 def _response(text: str, model: str) -> dict[str, Any]:
@@ -207,7 +217,8 @@ class Client:
     async def send(self, user: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One request; returns what the app forwarded upstream, after the turn is recorded."""
         # Through the Responses API the same turns are input items: a client that sends its history.
-        body = {"model": MODEL, "messages" if self.api == "chat" else "input": messages}
+        body = (messages_body(messages) if self.api == "messages"
+                else {"model": MODEL, "messages" if self.api == "chat" else "input": messages})
         response = await self.http.post(PATHS[self.api], json=body, headers={"X-Paperclip-User": user})
         response.raise_for_status()
         await self.app.state.runtime.background.drain()

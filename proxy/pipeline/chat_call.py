@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -13,9 +13,10 @@ from ..hashing import scrub
 from ..memory.recall.query import text_of
 from ..sse import assistant_text
 from ..tenancy import Tenant
+from .anthropic_messages import message_text, streamed_text
 from .response_items import Answer, answer_of, streamed_answer
 
-Api = Literal["chat", "responses"]
+Api = Literal["chat", "responses", "messages"]
 
 
 @dataclass
@@ -29,7 +30,7 @@ class ChatCall:
     model: str | None
     headers: Mapping[str, str]
     received_at: float = field(default_factory=time.time)
-    api: Api = "chat"  # which shape the body has: chat completions or the Responses API
+    api: Api = "chat"  # which shape the body has: chat completions, the Responses API or Anthropic's Messages
     # What holds the conversation upstream ("previous_response_id", "conversation"), None
     # when the client sends it whole: only a whole history is compressed.
     provider_state: str | None = None
@@ -50,10 +51,13 @@ class Reply:
 def reply_answer(call: ChatCall, reply: Reply) -> Answer | None:
     """What the reply answered; None when a Responses API call failed (nothing of it is recorded).
 
-    A failed chat completion still has its user's turns recorded: its answer is empty, not None.
+    A failed chat completion or Message still has its user's turns recorded: its answer is
+    empty, not None.
     """
     if call.api == "chat":
         return Answer(None, reply_text(reply))
+    if call.api == "messages":
+        return Answer(None, messages_reply_text(reply))
     body = _decoded(reply)
     if body is None:
         return None
@@ -79,14 +83,22 @@ def _decoded(reply: Reply) -> bytes | None:
 
 def reply_text(reply: Reply) -> str | None:
     """The assistant's text in a successful chat reply (JSON or SSE, gzip/deflate decoded), else None."""
+    return _reply_text(reply, assistant_text, lambda whole: text_of(whole["choices"][0]["message"]))
+
+
+def messages_reply_text(reply: Reply) -> str | None:
+    """The assistant's text in a complete Messages API reply (JSON, or SSE up to ``message_stop``), else None."""
+    return _reply_text(reply, streamed_text, message_text)
+
+
+def _reply_text(
+    reply: Reply, streamed: Callable[[bytes], str | None], whole: Callable[[Any], str | None]
+) -> str | None:
     body = _decoded(reply)
     if body is None:
         return None
-    if reply.streamed:
-        text = assistant_text(body)
-        return scrub(text) if text else text
     try:
-        message = json.loads(body)["choices"][0]["message"]
+        text = streamed(body) if reply.streamed else whole(json.loads(body))
     except (ValueError, KeyError, IndexError, TypeError):
         return None
-    return scrub(text_of(message)) or None  # an upstream may send lone surrogates too
+    return (scrub(text) or None) if text else None  # an upstream may send lone surrogates too

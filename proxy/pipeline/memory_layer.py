@@ -104,6 +104,8 @@ def assemble(
     metrics: Metrics,
     complete_for: CompleteFor,
     rerankers: Mapping[str, Reranker] | None = None,
+    *,
+    trace_candidates: int,
 ) -> MemoryLayer:
     """Wire the memory layer over an opened store and a loaded embedder (no I/O here)."""
     fragments = FragmentIndex(store.fragments, embedder, TokenCounter(None))
@@ -118,5 +120,6 @@ def assemble(
         extractor=Extractor(store.items, store.cursors, prompts, fragments.embed, metrics, store.fragments),
         responses=store.responses,
         rerankers=rerankers,
+        trace_candidates=trace_candidates,
     )
     return MemoryLayer(store, embedder, fragments, items, pipeline, admin_items=ItemIndex(store.items))

@@ -20,7 +20,8 @@ from ..memory.extraction.extractor import Extractor
 from ..memory.recall.cards import inject
 from ..memory.recall.query import indexable
 from ..memory.recall.query_rewrite import rewritten_query
-from ..memory.recall.recall import RecallRequest, candidate, recall_for
+from ..memory.recall.ranking import Hit
+from ..memory.recall.recall import Recall, RecallRequest, candidate, recall_for
 from ..memory.recall.rerank import Reranker
 from ..memory.redaction import redact, redact_message
 from ..memory.search.fragment_index import FragmentIndex
@@ -49,6 +50,7 @@ class MemoryPipeline:
         extractor: Extractor | None = None,
         responses: ResponseSessions | None = None,
         rerankers: Mapping[str, Reranker] | None = None,
+        trace_candidates: int,
     ) -> None:
         self.context = context
         self.index = index
@@ -60,6 +62,7 @@ class MemoryPipeline:
         self.extractor = extractor
         self.responses = responses
         self.rerankers = rerankers or {}  # by memory.rerank, loaded at start
+        self.trace_candidates = trace_candidates  # traces.candidates
         self.counter = Counters()
         # Inline compressions that outlived their deadline, by trace: record() awaits
         # them, so they are tracked after-response work, never left running unowned.
@@ -192,7 +195,7 @@ class MemoryPipeline:
     def complete(self, call: ChatCall) -> Complete:
         """The compression model's call for this tenant, what it is sent redacted by ``memory.pii``."""
         st = call.tenant.settings
-        send = self.complete_for(st, call.tenant.upstream_key)
+        send = self.complete_for(st, call.tenant.compression_key)
         if st.memory.pii == "keep":
             return send
 
@@ -218,13 +221,18 @@ class MemoryPipeline:
             ],
             # The query is the user's own text: masked like everything else that is stored.
             "query": redact(recall.query, call.tenant.settings.memory.pii) if recall else None,
-            "candidates": [candidate(h) for h in recall.hits] if recall else [],
+            "candidates": [candidate(h) for h in self._traced(recall)] if recall else [],
             "injected": [c.id for c in recall.cards] if recall else [],
             "memory_block": recall.block if recall else None,
         }
         if call.provider_state is not None:
             data["compression"] = f"off: the provider holds the conversation ({call.provider_state})"
         await self.traces.save(call.tenant.id, call.user, call.session, call.trace_id, data)
+
+    def _traced(self, recall: Recall) -> list[Hit]:
+        """The hits a trace keeps: the first ``traces.candidates`` ranked, and every one injected."""
+        injected = {i for card in recall.cards for i in card.hit_ids}
+        return [h for rank, h in enumerate(recall.hits) if rank < self.trace_candidates or h.id in injected]
 
 
 def _turns(call: ChatCall, view: View, answer: str | None) -> list[tuple[int, str, str]]:

@@ -29,27 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory.recall.query import latest_user_index, text_of
-from ..sse import events
+from ..sse import json_events
+from .shaped_body import ShapedBody
 
 # Response states whose output is an answer worth recording ("incomplete": cut at max_output_tokens).
 ANSWERED = frozenset({"completed", "incomplete"})
 
 
-@dataclass(frozen=True)
-class ItemConversation:
-    """A Responses body read as the pipeline's messages, and what each message came from."""
-
-    messages: list[dict[str, Any]]  # the instructions message (if any), then one per input item
-    origins: list[Any]  # the input item (or the string input) behind each message after the instructions
-    instructions: dict[str, Any] | None
-
-    @property
-    def items(self) -> list[dict[str, Any]]:
-        """The messages that stand for input items (without the instructions message)."""
-        return self.messages[1:] if self.instructions is not None else self.messages
-
-
-def as_messages(body: Mapping[str, Any]) -> ItemConversation | None:
+def as_messages(body: Mapping[str, Any]) -> ShapedBody | None:
     """The body's ``instructions`` and ``input`` as messages, or None for an input the upstream must judge."""
     raw = body.get("input")
     if isinstance(raw, str):
@@ -62,7 +49,7 @@ def as_messages(body: Mapping[str, Any]) -> ItemConversation | None:
         return None
     instructions = body.get("instructions")
     lead = {"role": "system", "content": instructions} if isinstance(instructions, str) else None
-    return ItemConversation([lead, *items] if lead else items, origins, lead)
+    return ShapedBody.of(lead, items, origins)  # origins: the input items, or the string input
 
 
 def message_of(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -93,7 +80,7 @@ def _summary_text(summary: Any) -> str:
 
 
 def rebuild(
-    body: Mapping[str, Any], conv: ItemConversation, out: Sequence[dict[str, Any]], *, head_in_instructions: bool
+    body: Mapping[str, Any], conv: ShapedBody, out: Sequence[dict[str, Any]], *, head_in_instructions: bool
 ) -> dict[str, Any]:
     """The client's body with ``input`` (and maybe ``instructions``) for the pipeline's ``out`` messages.
 
@@ -104,7 +91,7 @@ def rebuild(
     added: list[str] = []
     items: list[Any] = []
     for m in out:
-        if m is conv.instructions:
+        if m is conv.lead:
             continue
         if id(m) in origin:
             o = origin[id(m)]
@@ -176,13 +163,7 @@ def streamed_answer(body: bytes) -> Answer | None:
     """The answer in an SSE stream of response events: ``response.completed`` (or the deltas until then)."""
     deltas: list[str] = []
     rid: str | None = None
-    for payload in events(body):
-        try:
-            event: Any = json.loads(payload)
-        except ValueError:
-            continue
-        if not isinstance(event, Mapping):
-            continue
+    for event in json_events(body):
         kind = event.get("type")
         if kind in ("response.failed", "error"):
             return None

@@ -21,6 +21,7 @@ from ..errors import NotFound
 from ..memory.search.embedder import Embedder
 from ..metrics import Metrics
 from ..pipeline.pipeline_protocol import Pipeline
+from ..store import urls
 from ..upstream.clients import Upstreams
 from .accounting import Accounting, write_usage, writing_usage
 from .admin.routes import admin_routes
@@ -28,6 +29,8 @@ from .chat import ChatEndpoint
 from .envelope_guard import Guard, http_error
 from .inspector.site import inspector_site
 from .maintenance import maintain
+from .memory_tools import MemoryTools
+from .messages import MessagesEndpoint
 from .passthrough import PassthroughEndpoint
 from .readiness import FileIdentity, check_database
 from .responses import ResponsesEndpoint
@@ -66,6 +69,8 @@ def create_app(
         accounting,
     )
 
+    tools = MemoryTools(runtime)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         tasks: list[asyncio.Future[None]] = [
@@ -80,7 +85,8 @@ def create_app(
             tasks.append(asyncio.ensure_future(serve_memory(runtime, embedder, freeze_heap=freeze_heap)))
             tasks.append(asyncio.ensure_future(maintain(settings, runtime.store, metrics)))
         try:
-            yield
+            async with tools.running():  # the MCP server's requests run in its task group
+                yield
         finally:
             for task in tasks:
                 task.cancel()
@@ -92,7 +98,7 @@ def create_app(
                 await runtime.memory.layer.aclose()
 
     app = Starlette(
-        routes=routes(runtime),
+        routes=routes(runtime, tools),
         lifespan=lifespan,
         middleware=[Middleware(Guard)],
         exception_handlers={HTTPException: http_error},
@@ -106,10 +112,11 @@ def memory_needed(settings: Settings) -> bool:
     return any(t.context.enabled or t.memory.enabled for t in everyone)
 
 
-def routes(rt: Runtime) -> list[BaseRoute]:
+def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
     chat = ChatEndpoint(rt)
     passthrough = PassthroughEndpoint(rt)
     responses = ResponsesEndpoint(rt)
+    messages = MessagesEndpoint(rt)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -118,7 +125,7 @@ def routes(rt: Runtime) -> list[BaseRoute]:
         # Only a SQLite file can vanish under the process; a PostgreSQL pool reconnects.
         state = rt.memory.state
         if isinstance(state, Ready) and isinstance(state.database_file, FileIdentity):
-            await check_database(rt, rt.settings.sqlite_path, state.database_file)
+            await check_database(rt, urls.sqlite_path(rt.settings.storage.url), state.database_file)
         checks = rt.memory.checks()
         ok = all(checks.values())
         payload: dict[str, object] = {"ready": ok, "checks": checks}
@@ -135,12 +142,16 @@ def routes(rt: Runtime) -> list[BaseRoute]:
 
     return [
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/health", healthz, methods=["GET"]),  # the name LiteLLM and most proxies answer on
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/responses", responses, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),  # Anthropic's Messages API
+        Route("/messages", messages, methods=["POST"]),
+        Route("/mcp", tools, methods=["GET", "POST", "DELETE"]),  # the memory tools over MCP
         Route("/openai/deployments/{deployment}/chat/completions", chat, methods=["POST"]),  # Azure OpenAI
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
         Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths

@@ -76,10 +76,11 @@ class ChatEndpoint(Endpoint):
         _describe(done, call, prepared, self.rt.settings.server.log_content)
         ex = Exchange(
             client=self.rt.upstreams.client(tenant.settings.upstream),
-            request=self._request(scope, tenant, read.body),
+            request=self.upstream_request(scope, tenant, read.body),
             extra_headers=self._headers(call, prepared),
             capture_limit=0 if bypass else CAPTURE_LIMIT,
             stop_at_done=self.stop_at_done,
+            errors=self.errors,
         )
         ex.body_done.set()
         if bypass:
@@ -114,8 +115,7 @@ class ChatEndpoint(Endpoint):
         found = body.get("messages")
         readable = isinstance(found, list) and all(isinstance(m, dict) for m in found)
         messages: list[dict[str, Any]] = found if readable and isinstance(found, list) else []
-        user = resolve_user(headers, body)
-        session = await off_loop(size, resolve_session, headers, tenant.id, user, messages)
+        user, session = await user_and_session(headers, tenant, body, messages, size)
         call = new_call(tenant, user, session, body, messages, headers, deployment_or_model(scope, body))
         return Shaped(call, readable, lambda out: rebuild_body(body, out))
 
@@ -150,7 +150,8 @@ class ChatEndpoint(Endpoint):
         m.memories_injected.inc(prepared.memories)
         return prepared
 
-    def _request(self, scope: Scope, tenant: Tenant, body: bytes) -> httpx.Request:
+    def upstream_request(self, scope: Scope, tenant: Tenant, body: bytes) -> httpx.Request:
+        """The request to the tenant's upstream: the client's path and query under its ``base_url``."""
         up = tenant.settings.upstream
         headers = request_headers(
             [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
@@ -172,6 +173,14 @@ class ChatEndpoint(Endpoint):
         if prepared.degraded:
             out.append((b"x-paperclip-degraded", prepared.degraded.encode("ascii", "replace")))
         return out
+
+
+async def user_and_session(
+    headers: Mapping[str, str], tenant: Tenant, body: Mapping[str, Any], messages: list[dict[str, Any]], size: int
+) -> tuple[str, str]:
+    """Who is asking and in which conversation (SPEC §4), whatever the shape of the body."""
+    user = resolve_user(headers, body)
+    return user, await off_loop(size, resolve_session, headers, tenant.id, user, messages)
 
 
 def new_call(

@@ -1,4 +1,5 @@
-"""What the chat and pass-through endpoints share: one upstream exchange, timed, counted, errors rendered once."""
+"""What the chat and pass-through endpoints share: one upstream exchange, timed, counted, errors rendered once
+(in the shape of the path's API)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 from starlette.types import Receive, Scope, Send
 
-from ..errors import ClientGone, PaperclipError
+from ..errors import OPENAI_ERRORS, ClientGone, ErrorShape, PaperclipError
 from .accounting import Finished
 from .relay import Exchange, Outcome, run, send_error
 from .runtime import Runtime
@@ -27,6 +28,7 @@ class Endpoint(abc.ABC):
     """An ASGI endpoint relaying one upstream exchange; ``route`` labels its metrics."""
 
     route: str
+    errors: ErrorShape = OPENAI_ERRORS  # how this path's clients read Paperclip's own errors
 
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
@@ -49,10 +51,14 @@ class Endpoint(abc.ABC):
             done.status = "client_gone"
         except PaperclipError as exc:
             done.status = str(exc.status)
-            await send_error(send, exc)
+            await send_error(send, exc, shape=self.error_shape(scope))
         finally:
             self.rt.metrics.requests.labels(self.route, done.status).inc()
             self.rt.accounting.finish(done)  # the log line, usage and labelled metrics; never raises
+
+    def error_shape(self, scope: Scope) -> ErrorShape:
+        """The shape of Paperclip's own errors on this request: the API its client speaks."""
+        return self.errors
 
     @abc.abstractmethod
     async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:

@@ -1,4 +1,4 @@
-"""The outermost layer: every answer the proxy makes itself is in OpenAI's envelope.
+"""The outermost layer: every answer the proxy makes itself is in OpenAI's envelope (Anthropic's on its paths).
 
 Two kinds of answer escape the handlers: Starlette's own (a path no route
 matches, such as one holding ``%0A``; a method no route takes), rendered by
@@ -20,7 +20,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import ClientError, NotFound, PaperclipError, envelope
+from ..errors import (
+    ANTHROPIC_ERRORS,
+    OPENAI_ERRORS,
+    ClientError,
+    ErrorShape,
+    NotFound,
+    PaperclipError,
+    envelope,
+)
+from ..upstream.headers import header_map, speaks_anthropic
 from .relay import send_error
 
 log = logging.getLogger("paperclip")
@@ -58,7 +67,12 @@ class Guard:
                 return
             if state["started"]:
                 raise
-            await send_error(send, PaperclipError("Paperclip failed to handle this request; see its log."))
+            failed = PaperclipError("Paperclip failed to handle this request; see its log.")
+            await send_error(send, failed, shape=shape_for(scope))
+
+
+def shape_for(scope: Scope) -> ErrorShape:
+    return ANTHROPIC_ERRORS if speaks_anthropic(scope["path"], header_map(scope["headers"])) else OPENAI_ERRORS
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -67,4 +81,8 @@ async def http_error(request: Request, exc: Exception) -> Response:
     kind = ClientError.type if exc.status_code < 500 else PaperclipError.type
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
     message = "Unknown path." if exc.status_code == 404 else str(exc.detail)
+    if shape_for(request.scope) is ANTHROPIC_ERRORS:
+        failed = PaperclipError(message)
+        failed.status = exc.status_code
+        return JSONResponse(ANTHROPIC_ERRORS.body(failed), status_code=exc.status_code, headers=exc.headers)
     return JSONResponse(envelope(message, kind, None, code), status_code=exc.status_code, headers=exc.headers)

@@ -1,4 +1,4 @@
-"""Lifecycle work (SPEC §5), hourly: expired items deleted, stale items archived, old traces pruned.
+"""Lifecycle work (SPEC §5), hourly: expired items deleted, stale items archived, traces past ``traces.retention_days`` pruned.
 
 Hourly is plenty: expiry is also checked at retrieval time, so an expired item
 never ranks even before the cleanup. "Stale" is each tenant's own
@@ -29,7 +29,6 @@ from ..store import Store
 log = logging.getLogger("paperclip.maintenance")
 
 MAINTENANCE_EVERY_S = 3600.0
-TRACE_RETENTION_S = 7 * 86400.0
 STALE_IMPORTANCE = 0.3
 DAY_S = 86400.0
 MAINTENANCE_LEASE = "maintenance"
@@ -60,7 +59,7 @@ async def run_maintenance(settings: Settings, store: Store, now: float | None = 
         archived += await store.items.archive_stale(
             rule.cutoff, STALE_IMPORTANCE, only=rule.only, skip=rule.skip
         )
-    pruned = await store.traces.prune(TRACE_RETENTION_S)
+    pruned = await store.traces.prune(settings.traces.retention_days * DAY_S)
     return {"expired": expired, "archived": archived, "traces_pruned": pruned}
 
 

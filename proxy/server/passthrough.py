@@ -12,16 +12,28 @@ import anyio
 import httpx
 from starlette.types import Receive, Scope
 
-from ..errors import ClientGone
+from ..errors import ANTHROPIC_ERRORS, ClientGone, ErrorShape
 from ..tenancy import client_key
-from ..upstream.headers import header_map, join_url, request_headers
+from ..upstream.headers import (
+    anthropic_url,
+    header_map,
+    join_url,
+    request_headers,
+    speaks_anthropic,
+)
 from .accounting import Finished
 from .endpoint import Endpoint, Forward
 from .relay import Exchange
 
 
 class PassthroughEndpoint(Endpoint):
+    """A request for Anthropic's API (``/v1/messages/count_tokens``, or any path sent with
+    ``anthropic-version``) goes to the tenant's ``anthropic.base_url`` with its Anthropic key."""
+
     route = "passthrough"
+
+    def error_shape(self, scope: Scope) -> ErrorShape:
+        return ANTHROPIC_ERRORS if speaks_anthropic(scope["path"], header_map(scope["headers"])) else self.errors
 
     async def forward(self, scope: Scope, receive: Receive, done: Finished) -> Forward:
         headers = header_map(scope["headers"])
@@ -29,7 +41,8 @@ class PassthroughEndpoint(Endpoint):
         tenant = done.tenant = self.rt.keys.tenant_for(client_key(headers))
         body_done = anyio.Event()
         pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-        out_headers = request_headers(pairs, tenant)
+        anthropic = speaks_anthropic(scope["path"], headers)
+        out_headers = request_headers(pairs, tenant, anthropic=anthropic)
         has_body = "content-length" in headers or "transfer-encoding" in headers
         if "content-length" in headers:
             out_headers.append(("content-length", headers["content-length"]))
@@ -41,13 +54,18 @@ class PassthroughEndpoint(Endpoint):
             body_done.set()
             content = b""
         up = tenant.settings.upstream
-        request = httpx.Request(
-            scope["method"],
-            join_url(up.base_url, scope["path"], scope.get("query_string", b"")),
-            headers=out_headers,
-            content=content,
+        query = scope.get("query_string", b"")
+        url = (
+            anthropic_url(tenant.settings.anthropic.base_url, scope["path"], query)
+            if anthropic
+            else join_url(up.base_url, scope["path"], query)
         )
-        return Forward(Exchange(client=self.rt.upstreams.client(up), request=request, body_done=body_done))
+        request = httpx.Request(scope["method"], url, headers=out_headers, content=content)
+        exchange = Exchange(
+            client=self.rt.upstreams.client(up), request=request, body_done=body_done,
+            errors=ANTHROPIC_ERRORS if anthropic else self.errors,
+        )
+        return Forward(exchange)
 
 
 async def _stream_body(receive: Receive, done: anyio.Event) -> AsyncIterator[bytes]:

@@ -24,7 +24,7 @@ import anyio
 import httpx
 from starlette.types import Message, Receive, Send
 
-from ..errors import ClientGone, PaperclipError, PayloadTooLarge
+from ..errors import OPENAI_ERRORS, ClientGone, ErrorShape, PaperclipError, PayloadTooLarge
 from ..upstream.clients import translate
 from ..upstream.headers import response_headers
 from .usage_ledger import TAIL_BYTES
@@ -61,6 +61,7 @@ class Exchange:
     stop_at_done: bool = False
     body_done: anyio.Event = field(default_factory=anyio.Event)
     on_headers: Callable[[httpx.Response], None] | None = None
+    errors: ErrorShape = OPENAI_ERRORS  # the client's API's shape of Paperclip's own errors
 
 
 async def run(exchange: Exchange, receive: Receive, send: Send) -> Outcome:
@@ -102,7 +103,7 @@ async def _exchange(ex: Exchange, send: Send, outcome: Outcome) -> None:
         return
     except (httpx.HTTPError, OSError) as exc:
         outcome.error = translate(exc)
-        await send_error(send, outcome.error, ex.extra_headers)
+        await send_error(send, outcome.error, ex.extra_headers, ex.errors)
         return
     try:
         await _relay(ex, response, send, outcome)
@@ -156,7 +157,7 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
     except (httpx.HTTPError, OSError) as exc:
         outcome.error = translate(exc)
         if sse:  # mid-stream: the only way left to tell the client is an error event, an event of its own
-            event = b"data: " + json.dumps(outcome.error.envelope()).encode() + b"\n\n"
+            event = ex.errors.event(outcome.error)
             await send({"type": "http.response.body", "body": event_break(tail) + event, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
     if stopped_at_done:
@@ -225,9 +226,10 @@ def _dedupe(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
 
 
 async def send_error(
-    send: Send, exc: PaperclipError, extra: list[tuple[bytes, bytes]] | None = None
+    send: Send, exc: PaperclipError, extra: list[tuple[bytes, bytes]] | None = None,
+    shape: ErrorShape = OPENAI_ERRORS,
 ) -> None:
-    await send_json(send, exc.status, exc.envelope(), extra)
+    await send_json(send, exc.status, shape.body(exc), extra)
 
 
 async def send_json(

@@ -17,8 +17,8 @@ from starlette.types import Scope
 
 from ..pipeline.response_items import as_messages, rebuild, render
 from ..store.records import ResponseSession
-from ..tenancy import Tenant, resolve_session, resolve_user
-from .chat import ChatEndpoint, Shaped, deployment_or_model, new_call, off_loop
+from ..tenancy import Tenant
+from .chat import ChatEndpoint, Shaped, deployment_or_model, new_call, user_and_session
 
 log = logging.getLogger("paperclip.responses")
 
@@ -32,8 +32,7 @@ class ResponsesEndpoint(ChatEndpoint):
     ) -> Shaped:
         conv = as_messages(body)
         messages = conv.messages if conv is not None else []
-        user = resolve_user(headers, body)
-        session = await off_loop(size, resolve_session, headers, tenant.id, user, messages)
+        user, session = await user_and_session(headers, tenant, body, messages, size)
         held = provider_state(body)
         offset = 0
         previous = body.get("previous_response_id")

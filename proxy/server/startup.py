@@ -31,27 +31,30 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
         if embedder is None:
             embedder = await asyncio.to_thread(
                 load_embedder,
-                settings.embedding_model,
-                backend=settings.embedding_backend,
-                cache_dir=settings.embedding_cache_dir,
+                settings.embedding.model,
+                backend=settings.embedding.backend,
+                cache_dir=settings.embedding.cache_dir,
             )
         await asyncio.to_thread(_warm_up)
         configured = [t.memory.rerank for t in (settings.defaults, *settings.tenants)]
         rerankers = await asyncio.to_thread(load_rerankers, configured)
-        store = await connect(settings.storage_url, embedder.dim)
+        store = await connect(settings.storage.url, embedder.dim)
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
         runtime.memory.offline(f"the memory layer could not start: {exc}")
         return
     try:
-        layer = assemble(store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers)
+        layer = assemble(
+            store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers,
+            trace_candidates=settings.traces.candidates,
+        )
         runtime.memory.ready(layer.serve(), layer, database_file(settings))
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
         await store.aclose()
         runtime.memory.offline(f"the memory layer could not start: {exc}")
         return
-    log.info("memory layer ready (embedding %s, dim %d)", settings.embedding_model, embedder.dim)
+    log.info("memory layer ready (embedding %s, dim %d)", settings.embedding.model, embedder.dim)
 
 
 async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, freeze_heap: bool = False) -> None:
@@ -76,12 +79,12 @@ async def serve_memory(runtime: Runtime, embedder: Embedder | None = None, *, fr
         )
     state = runtime.memory.state
     if isinstance(state, Ready) and isinstance(state.database_file, FileIdentity):
-        await watch_database(runtime, runtime.settings.sqlite_path, state.database_file)
+        await watch_database(runtime, urls.sqlite_path(runtime.settings.storage.url), state.database_file)
 
 
 def database_file(settings: Settings) -> FileIdentity | None:
     """The SQLite file just opened, to watch (a PostgreSQL pool reconnects: nothing to watch)."""
-    return identity(settings.sqlite_path) if urls.is_sqlite(settings.storage_url) else None
+    return identity(urls.sqlite_path(settings.storage.url)) if urls.is_sqlite(settings.storage.url) else None
 
 
 def settle_heap() -> None:

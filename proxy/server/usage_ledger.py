@@ -4,7 +4,8 @@
 last bytes (a non-stream body ends with it; a stream with
 ``stream_options.include_usage`` sends it in the last chunk before
 ``[DONE]``; the Responses API's ``response.completed`` event carries it near
-its end, named ``input_tokens`` / ``output_tokens``). The ledger adds counts in memory on the request path (a dict
+its end, named ``input_tokens`` / ``output_tokens``, as Anthropic's Messages
+API names them, ``cache_read_input_tokens`` its cached ones). The ledger adds counts in memory on the request path (a dict
 update) and writes them to the store after the response, in batches.
 """
 
@@ -62,7 +63,8 @@ def _parse(rest: bytes) -> Billed | None:
     if not _count(prompt) or not _count(completion):
         return None
     details = value.get("prompt_tokens_details" if chat else "input_tokens_details")
-    cached = details.get("cached_tokens", 0) if isinstance(details, dict) else 0
+    # Anthropic's Messages API names its cache hits at the top of its usage.
+    cached = details.get("cached_tokens", 0) if isinstance(details, dict) else value.get("cache_read_input_tokens", 0)
     return Billed(prompt, completion, cached if _count(cached) else 0)
 
 

@@ -33,14 +33,18 @@ HOP_BY_HOP = frozenset(
 )
 
 
-_CREDENTIALS = frozenset({"authorization", "api-key"})
+_CREDENTIALS = frozenset({"authorization", "api-key", "x-api-key"})
 
 
 _ACCOUNT = frozenset({"openai-organization", "openai-project"})
 
 
 def request_headers(
-    incoming: Iterable[tuple[str, str]], tenant: Tenant, *, drop: frozenset[str] = frozenset()
+    incoming: Iterable[tuple[str, str]],
+    tenant: Tenant,
+    *,
+    drop: frozenset[str] = frozenset(),
+    anthropic: bool = False,
 ) -> list[tuple[str, str]]:
     """The headers to send upstream: hop-by-hop, Paperclip's controls and the client's key removed.
 
@@ -48,6 +52,9 @@ def request_headers(
     tenant's upstream key (for a passthrough key, the key itself). When the key
     is swapped, the client's organisation/project headers go too — they belong
     to the client's account, not the tenant's — and the tenant's are set.
+    ``anthropic``: the request goes to Anthropic's API, with the tenant's
+    ``anthropic.api_key`` (``anthropic_credential``); ``anthropic-version`` and
+    ``anthropic-beta`` pass as the client sent them.
     """
     connection_listed = {
         token.strip().lower()
@@ -65,6 +72,10 @@ def request_headers(
         if low in _ACCOUNT and not tenant.passthrough:
             continue
         out.append((name, value))
+    if anthropic:
+        if tenant.anthropic_key:
+            out.append(anthropic_credential(incoming, tenant, tenant.anthropic_key))
+        return out
     if tenant.upstream_key:
         out.append(credential(tenant.settings.upstream, tenant.upstream_key))
     if not tenant.passthrough:
@@ -79,6 +90,12 @@ def request_headers(
 def credential(upstream: Upstream, key: str) -> tuple[str, str]:
     """The header the upstream's key goes in: ``Authorization: Bearer`` or Azure's ``api-key``."""
     return ("api-key", key) if upstream.auth == "api-key" else ("authorization", f"Bearer {key}")
+
+
+def anthropic_credential(incoming: Iterable[tuple[str, str]], tenant: Tenant, key: str) -> tuple[str, str]:
+    """Anthropic's ``x-api-key``; a passthrough client's ``Authorization: Bearer`` (an OAuth token) stays one."""
+    bearer = any(name.lower() == "authorization" for name, _ in incoming)
+    return ("authorization", f"Bearer {key}") if tenant.passthrough and bearer else ("x-api-key", key)
 
 
 def response_headers(headers: httpx.Headers, *, keep_length: bool) -> list[tuple[bytes, bytes]]:
@@ -121,6 +138,23 @@ def merge_query(configured: str, client: str) -> str:
     sent = {part.partition("=")[0] for part in client.split("&") if part}
     kept = [part for part in configured.split("&") if part and part.partition("=")[0] not in sent]
     return "&".join([*kept, *(part for part in client.split("&") if part)])
+
+
+def anthropic_url(base_url: str, path: str, query: bytes | str = b"") -> httpx.URL:
+    """Anthropic's URL of a client's path: ``/v1/messages`` (or ``/messages``) under ``base_url``'s ``/v1``.
+
+    Anthropic's base URL names the host (``https://api.anthropic.com``), not its
+    ``/v1``; a base URL that already ends in ``/v1`` is taken as it is.
+    """
+    base, mark, base_query = base_url.partition("?")
+    versioned = base if base.rstrip("/").endswith("/v1") else base.rstrip("/") + "/v1"
+    return join_url(versioned + mark + base_query, path if path.startswith("/v1") else "/v1" + path, query)
+
+
+def speaks_anthropic(path: str, headers: Mapping[str, str]) -> bool:
+    """Whether a request is for Anthropic's API: its Messages paths, or any path its SDKs call
+    (they send ``anthropic-version`` on every request)."""
+    return path in ("/v1/messages", "/messages") or path.startswith("/v1/messages/") or "anthropic-version" in headers
 
 
 def header_map(scope_headers: Iterable[tuple[bytes, bytes]]) -> Mapping[str, str]:

@@ -55,6 +55,11 @@ class Card:
     text: str
     id: str
 
+    @property
+    def hit_ids(self) -> tuple[str, ...]:
+        """The candidates it shows: one, or the excerpts of one day joined in its ``id`` ("f1,f2")."""
+        return tuple(self.id.split(","))
+
 
 def render_card(card: Card) -> str:
     """``[preference · user said · 2026-11-02] Allergic to peanuts``.

@@ -8,11 +8,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...errors import BadRequest, NotFound
-from ...memory.curation.memory_admin import Found
+from ...memory.curation.memory_admin import Found, MemoryAdmin
 from ...memory.extraction.item_parser import TYPES
+from ...tenancy import Tenant
 from ..jsonbody import parse_json
 from .admin_call import AdminCall
-from .pagination import page, page_ask
+from .pagination import PageAsk, page, page_ask
 
 STATUSES = ("active", "superseded", "archived")
 MAX_ROW_ID = 2**63 - 1  # SQLite's largest integer
@@ -21,35 +22,52 @@ MAX_ROW_ID = 2**63 - 1  # SQLite's largest integer
 async def list_memories(call: AdminCall) -> Response:
     """``?q=`` searches (best first, one page); otherwise a page in id order. ``?status=``, ``?type=`` filter."""
     request, user = call.request, call.request.path_params["user"]
-    status, kind = _status(request), _kind(request)
     ask = page_ask(request.query_params)
     query = request.query_params.get("q", "").strip()
+    listed = await memory_page(call.admin, call.tenant, user, ask, query, _status(request), _kind(request))
+    return JSONResponse(listed)
+
+
+async def memory_page(
+    admin: MemoryAdmin, tenant: Tenant, user: str, ask: PageAsk, query: str = "", status: str = "active",
+    kind: str | None = None,
+) -> dict[str, Any]:
+    """A page of the user's memories: the best matches of ``query`` when there is one, else in id order.
+
+    What ``GET .../memories`` answers, and the MCP tools ``search_memories`` and ``list_memories``.
+    """
     if query:
-        mem = call.tenant.settings.memory
-        found = await call.admin.search(
-            call.tenant.id, user, query, include_inactive=status != "active",
+        mem = tenant.settings.memory
+        found = await admin.search(
+            tenant.id, user, query, include_inactive=status != "active",
             weights=(mem.vector_weight, mem.bm25_weight), limit=ask.limit,
         )
         rows = [_found(f) for f in found if _keeps(f.item.status, f.item.type, status, kind)]
-        return JSONResponse(page(rows, ask, user=user, query=query))
+        return page(rows, ask, user=user, query=query)
     after = _item_id(ask.after, "after") if ask.after else None
-    items = await call.admin.store.listings.items(
-        call.tenant.id, user, after=after, limit=ask.fetch,
-        status=None if status == "all" else status, kind=kind,
+    items = await admin.store.listings.items(
+        tenant.id, user, after=after, limit=ask.fetch, status=None if status == "all" else status, kind=kind,
     )
-    return JSONResponse(page([r.public() for r in items], ask, user=user))
+    return page([r.public() for r in items], ask, user=user)
 
 
 async def add_memory(call: AdminCall) -> Response:
-    tenant, user = call.tenant, call.request.path_params["user"]
+    by = call.grant.by if call.grant is not None else None
+    payload = await added_memory(call.admin, call.tenant, call.request.path_params["user"],
+                                 await json_body(call.request), by)
+    return JSONResponse(payload, status_code=200 if payload["action"] == "merged" else 201)
+
+
+async def added_memory(admin: MemoryAdmin, tenant: Tenant, user: str, body: Any, by: str | None) -> dict[str, Any]:
+    """Add a memory written by hand (``body`` as ``POST .../memories`` takes it), credited to ``by``.
+
+    What ``POST .../memories`` answers, and the MCP tool ``add_memory``.
+    """
     mem = tenant.settings.memory
-    added = await call.admin.add(
-        tenant.id, user, await json_body(call.request), pii=mem.pii, dedup_cosine=mem.dedup_cosine
-    )
-    if added.action != "merged" and call.grant is not None:
-        await call.admin.store.edits.credit(tenant.id, user, added.item.id, call.grant.by)
-    payload = {"action": added.action, "item": added.item.public(), "superseded": list(added.superseded)}
-    return JSONResponse(payload, status_code=200 if added.action == "merged" else 201)
+    added = await admin.add(tenant.id, user, body, pii=mem.pii, dedup_cosine=mem.dedup_cosine)
+    if added.action != "merged" and by is not None:
+        await admin.store.edits.credit(tenant.id, user, added.item.id, by)
+    return {"action": added.action, "item": added.item.public(), "superseded": list(added.superseded)}
 
 
 async def get_memory(call: AdminCall) -> Response:
@@ -75,12 +93,22 @@ async def edit_memory(call: AdminCall) -> Response:
 async def delete_memory(call: AdminCall) -> Response:
     """Forget one memory: its source turns are never injected again; ``?purge=true`` deletes them."""
     user, item = _target(call.request)
-    purge = flag(call.request, "purge")
-    forgot = await call.admin.forget_memory(call.tenant.id, user, item, purge=purge)
+    return JSONResponse(await deleted_memory(call.admin, call.tenant, user, item, purge=flag(call.request, "purge")))
+
+
+async def deleted_memory(
+    admin: MemoryAdmin, tenant: Tenant, user: str, item: int, *, purge: bool = False
+) -> dict[str, Any]:
+    """Forget one memory (its source turns are never injected again; ``purge`` deletes them);
+    ``NotFound`` when the user has no such memory.
+
+    What ``DELETE .../memories/{id}`` answers, and the MCP tool ``forget_memory``.
+    """
+    forgot = await admin.forget_memory(tenant.id, user, item, purge=purge)
     if forgot is None:
-        raise _missing(call.request)
-    return JSONResponse({"id": item, "object": "paperclip.memory", "deleted": True, "turns": forgot.turns,
-                         "purged": forgot.purged})
+        raise NotFound(f"No memory {str(item)!r} for user {user!r}.")
+    return {"id": item, "object": "paperclip.memory", "deleted": True, "turns": forgot.turns,
+            "purged": forgot.purged}
 
 
 async def memory_history(call: AdminCall) -> Response:

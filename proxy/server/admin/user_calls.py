@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
+from ...memory.curation.memory_admin import MemoryAdmin
 from ...memory.recall.cards import render_block, render_card
 from ...memory.recall.profile import profile_of
+from ...tenancy import Tenant
 from ...tokens import TokenCounter
 from .admin_call import AdminCall
 from .pagination import after_cursor, page, page_ask
@@ -33,16 +36,23 @@ async def export_user(call: AdminCall) -> Response:
 
 
 async def get_profile(call: AdminCall) -> Response:
-    """The standing facts that lead the user's memory block, as the next request would get them."""
-    user, mem, admin = call.request.path_params["user"], call.tenant.settings.memory, call.admin
-    rows = {r.id: r for r in await admin.items(call.tenant.id, user)}
+    return JSONResponse(await user_profile(call.admin, call.tenant, call.request.path_params["user"]))
+
+
+async def user_profile(admin: MemoryAdmin, tenant: Tenant, user: str) -> dict[str, Any]:
+    """The standing facts that lead the user's memory block, as the next request would get them.
+
+    What ``GET .../profile`` answers, and the MCP tool ``get_profile``.
+    """
+    mem = tenant.settings.memory
+    rows = {r.id: r for r in await admin.items(tenant.id, user)}
     profile = profile_of(rows.values(), mem, TokenCounter(), dt.datetime.now(dt.UTC))
     data = [{**rows[int(c.id[1:])].public(), "card": render_card(c)} for c in profile.cards]
-    return JSONResponse({
+    return {
         "object": "paperclip.profile", "user": user, "enabled": mem.profile,
         "budget_tokens": mem.profile_budget_tokens, "tokens": profile.tokens, "data": data,
         "block": render_block(profile.cards) if profile.cards else None,
-    })
+    }
 
 
 async def forget_user(call: AdminCall) -> Response:

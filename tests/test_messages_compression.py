@@ -1,0 +1,110 @@
+"""A long tool-using conversation through ``POST /v1/messages``: bounded like chat, legal at every request.
+
+The real ``anthropic`` SDK drives the agent loop (a question, a tool call, its
+result, the answer) against the fake Anthropic upstream, with the compression
+model behind Anthropic's API too (``compression.api: messages``). Budgets are
+small, as in test_compression.py, so that many compressions and merges happen.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+
+from proxy.tokens import TokenCounter
+from tests.conftest import ANTHROPIC_KEY, Proxy
+from tests.fake_upstream import FakeUpstream
+from tests.test_compression import CHAIN, WINDOW, sentence
+
+MODEL = "claude-sonnet-4-5"
+SYSTEM = [{"type": "text", "text": "You are a travel agent's assistant. Be brief.",
+           "cache_control": {"type": "ephemeral"}}]
+TOOL = {"name": "lookup", "description": "Look a booking up",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+SETTINGS = {"defaults": {
+    "context": {"recent_window_tokens": WINDOW, "summary_budget_tokens": CHAIN},
+    "compression": {"model": "claude-haiku", "api": "messages", "timeout_s": 5},
+    "memory": {"enabled": False},
+}}
+
+
+class Agent:
+    """A client that keeps its history, resends all of it, and answers every tool call."""
+
+    def __init__(self, proxy: Proxy, client: anthropic.Anthropic) -> None:
+        self.proxy, self.client = proxy, client
+        self.messages: list[dict[str, Any]] = []
+        self.forwarded: list[int] = []
+        self.bounds: list[float] = []
+        self.counter = TokenCounter(MODEL)
+
+    def send(self) -> anthropic.types.Message:
+        raw = self.client.messages.with_raw_response.create(
+            model=MODEL, max_tokens=256, system=SYSTEM, tools=[TOOL],  # type: ignore[list-item]
+            messages=self.messages,  # type: ignore[arg-type]
+            extra_headers={"x-paperclip-session": "agent"},
+        )
+        self.proxy.drain()
+        reply = raw.parse()
+        self.forwarded.append(int(raw.headers["x-paperclip-tokens-forwarded"]))
+        latest = self.counter.message({"role": "user", "content": json.dumps(self.messages[-1]["content"])})
+        system = self.counter.text(SYSTEM[0]["text"])
+        self.bounds.append((WINDOW + CHAIN + system + latest) * 1.1)  # as for chat (test_compression.py)
+        self.messages.append({"role": "assistant", "content": [b.model_dump() for b in reply.content]})
+        return reply
+
+    def turn(self, text: str) -> None:
+        """One question, its tool call and result, and the answer: four messages, two requests."""
+        self.messages.append({"role": "user", "content": text})
+        call = self.send().content[0]
+        assert call.type == "tool_use"
+        self.messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call.id, "content": "Booked: " + text[:60]},
+        ]})
+        assert self.send().content[0].type == "text"
+
+
+def test_a_200_turn_tool_using_conversation_stays_bounded_and_legal(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(**SETTINGS)
+    with proxy.anthropic() as client:
+        agent = Agent(proxy, client)
+        for i in range(50):  # 50 x (question, tool_use, tool_result, answer): 200 turns
+            agent.turn(sentence(i))
+    assert len(agent.messages) == 200
+
+    # Bounded at every request, as a chat is: the budgets, the client's system and latest turn, + 10%.
+    for n, (forwarded, limit) in enumerate(zip(agent.forwarded, agent.bounds, strict=True)):
+        assert forwarded <= limit, (n, forwarded, limit)
+    assert upstream.compression_calls >= 5
+
+    # Compressed through Anthropic's API, with the tenant's Anthropic key.
+    compressions = [r for r in upstream.requests if r.path == "/v1/messages" and r not in upstream.messages_requests()]
+    assert compressions and all(r.headers["x-api-key"] == ANTHROPIC_KEY for r in compressions)
+    assert all(r.headers["anthropic-version"] for r in compressions)
+
+    seen = [r.json() for r in upstream.messages_requests()]
+    summarised = [body for body in seen if len(body["system"]) > 1]
+    assert len(summarised) > len(seen) / 2
+    for body in seen:
+        assert body["system"][0] == SYSTEM[0]  # the client's block, its cache_control untouched
+        first = body["messages"][0]
+        assert first["role"] == "user" and not _results(first)  # a window begins with the user's turn
+        calls = {b["id"] for m in body["messages"] if m["role"] == "assistant" for b in _blocks(m, "tool_use")}
+        answered = {b["tool_use_id"] for m in body["messages"] for b in _results(m)}
+        assert answered <= calls  # every result's call is there: never separated
+    for body in summarised:
+        assert body["system"][1]["text"].startswith("Summary of the earlier conversation")
+
+
+def _blocks(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    content = message["content"]
+    return [b for b in content if b.get("type") == kind] if isinstance(content, list) else []
+
+
+def _results(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return _blocks(message, "tool_result")
