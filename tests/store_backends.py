@@ -14,6 +14,7 @@ from proxy.store import open_store
 from proxy.store.postgres.pg_cursors import PgExtractionCursorStore
 from proxy.store.postgres.pg_database import PgDatabase
 from proxy.store.postgres.pg_edits import PgItemEdits
+from proxy.store.postgres.pg_forgetting import PgForgetStore
 from proxy.store.postgres.pg_fragments import PgFragmentStore
 from proxy.store.postgres.pg_items import PgItemStore
 from proxy.store.postgres.pg_listings import PgListingStore
@@ -39,6 +40,7 @@ class Stores:
     listings: Any
     usage: Any
     responses: Any
+    forgetting: Any
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -46,13 +48,13 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     if request.param == "sqlite":
         store = await asyncio.to_thread(open_store, str(tmp_path / "p.db"), DIM)
         yield Stores(store.sessions, store.fragments, store.items, store.traces, store.users, store.cursors,
-                     store.edits, store.listings, store.usage, store.responses)
+                     store.edits, store.listings, store.usage, store.responses, store.forgetting)
         store.close()
     else:
         db = await PgDatabase.open(request.getfixturevalue("pg_url"), DIM)
         yield Stores(PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db),
                      PgUserStore(db), PgExtractionCursorStore(db), PgItemEdits(db), PgListingStore(db),
-                     PgUsageStore(db), PgResponseSessionStore(db))
+                     PgUsageStore(db), PgResponseSessionStore(db), PgForgetStore(db))
         await db.close()
 
 

@@ -68,7 +68,15 @@ def test_every_response_matches_the_document(
             http.patch(memory, json={"colour": "red"}),
             http.get("/paperclip/v1/traces/t-none"),
             http.put("/paperclip/v1/traces"),
-            http.delete(memory),
+            http.get("/paperclip/v1/users/bob/fragments", params={"session": session, "status": "all"}),
+            http.get("/paperclip/v1/users/bob/fragments", params={"q": "Zorblax"}),
+            http.delete(memory, params={"purge": "true"}),
+        ]
+        fragment = calls[-2].json()["data"][0]["id"]
+        calls += [
+            http.delete(f"/paperclip/v1/users/bob/fragments/{fragment}"),
+            http.delete("/paperclip/v1/users/bob/fragments/0"),
+            http.delete(f"/paperclip/v1/sessions/{session}"),
             http.delete("/paperclip/v1/users/bob"),
         ]
     with admin(proxy, OPERATOR) as http:

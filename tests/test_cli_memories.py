@@ -130,3 +130,43 @@ def _without_time(text: str) -> dict[str, Any]:
     data = dict(json.loads(text))
     data.pop("exported_at")
     return data
+
+
+def test_a_memory_is_deleted_with_its_turns_and_turns_and_sessions_are_listed_searched_and_forgotten(
+    setup: tuple[Proxy, Cli], upstream: FakeUpstream
+) -> None:
+    proxy, cli = setup
+    session = teach(proxy, "bob")
+    other = teach(proxy, "bob", "My parrot Quillimo whistles at dawn, please remember that.")
+
+    def turns(*extra: str) -> list[dict[str, Any]]:
+        return list(json.loads(cli("fragments", "--tenant", "acme", "--user", "bob", "--json", *extra).stdout))
+
+    said = [t for t in turns() if "Zorblax" in t["text"]]
+    assert len(said) == 1 and said[0]["session"] == session
+    assert {t["session"] for t in turns("--session", other)} == {other}
+    assert turns("--q", "Quillimo")[0]["text"].startswith("My parrot Quillimo")
+    assert "Zorblax" in cli("fragments", "--tenant", "acme", "--user", "bob").stdout  # a table
+
+    memories = [i["id"] for i in cli.items("bob") if "Zorblax" in i["content"]]
+    assert memories
+    for memory in memories:  # the last one with its turns
+        done = cli("delete", "--tenant", "acme", "--user", "bob", "--id", str(memory),
+                   *(["--purge"] if memory == memories[-1] else []))
+        assert f"deleted memory {memory}" in done.stdout
+    assert "turns deleted" in done.stdout
+    assert not any("Zorblax" in t["text"] for t in turns("--status", "all"))
+    ask(proxy, "bob")
+    assert MARK not in upstream.chat_requests()[-1].body.lower()
+    missing = cli("delete", "--tenant", "acme", "--user", "bob", "--id", str(memories[0]), ok=False)
+    assert missing.returncode == 2 and "no memory" in missing.stderr
+
+    parrot = next(t for t in turns() if "Quillimo" in t["text"])
+    assert "deleted fragment" in cli("delete-fragment", "--tenant", "acme", "--user", "bob", "--id",
+                                     str(parrot["id"])).stdout
+    assert not any("Quillimo" in t["text"] for t in turns("--status", "all"))
+
+    refused = cli("forget-session", "--tenant", "acme", "--session", session, ok=False, stdin="n\n")
+    assert refused.returncode == 1 and turns("--session", session)
+    assert "forgot session" in cli("forget-session", "--tenant", "acme", "--session", session, "--yes").stdout
+    assert turns("--session", session, "--status", "all") == []

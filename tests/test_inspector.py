@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.server.inspector.pyramid import pyramid
-from tests.admin_helpers import ask, teach
+from tests.admin_helpers import FACT, ask, teach
 from tests.conftest import ADMIN_KEY, Proxy
+from tests.fake_upstream import FakeUpstream
 from tests.inspector_helpers import csrf_of, signed_in
 from tests.test_admin import GLOBEX_ADMIN, add
 from tests.test_admin_api import OPERATOR, operated
@@ -133,3 +134,52 @@ def test_a_passthrough_client_inspects_its_own_scope(
         assert "<summary>edit</summary>" not in page.text  # a client key may read and delete, not edit
     with signed_in(proxy.url, "sk-client-two") as http:
         assert "Zorblax" not in http.get("/paperclip/ui/users/erin").text
+
+
+def test_conversations_and_their_turns_are_shown_searched_deleted_and_forgotten(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    session = teach(proxy, "bob")
+    with signed_in(proxy.url, ADMIN_KEY) as http:
+        assert "/paperclip/ui/users/bob/conversations" in http.get("/paperclip/ui/users/bob").text
+        listing = http.get("/paperclip/ui/users/bob/conversations")
+        assert listing.status_code == 200 and session in listing.text
+        found = http.get("/paperclip/ui/users/bob/conversations", params={"q": "Zorblax"})
+        assert FACT in found.text and 'id="none"' not in found.text
+        page = http.get(f"/paperclip/ui/users/bob/conversations/{session}")
+        assert FACT in page.text and "Tell me something about trains in spring." in page.text
+        token = csrf_of(page.text)
+        said = next(f for f in http.get("/paperclip/v1/users/bob/fragments", headers=_admin()).json()["data"]
+                    if f["text"] == FACT)
+        delete = f"/paperclip/ui/users/bob/fragments/{said['id']}/delete"
+        assert http.post(delete, data={"session": session}).status_code == 403  # no CSRF token
+        assert FACT in http.get(f"/paperclip/ui/users/bob/conversations/{session}").text
+        back = http.post(delete, data={"csrf": token, "session": session})
+        assert back.status_code == 200 and str(back.url).endswith(f"/conversations/{session}")
+        assert FACT not in back.text and "Tell me something about trains in spring." in back.text
+
+        forget = f"/paperclip/ui/users/bob/conversations/{session}/forget"
+        http.post(forget, data={"csrf": token})  # the box not ticked: nothing forgotten
+        assert "Tell me something about trains" in http.get(f"/paperclip/ui/users/bob/conversations/{session}").text
+        gone = http.post(forget, data={"csrf": token, "confirm": "yes"})
+        assert gone.status_code == 200 and str(gone.url).endswith("/users/bob/conversations")
+        assert session not in gone.text
+    ask(proxy, "bob")
+    assert "zorblax" not in upstream.chat_requests()[-1].body.decode().lower()
+
+
+def test_a_memory_deleted_with_its_turns_from_the_page(proxy: Proxy) -> None:
+    teach(proxy, "bob")
+    with signed_in(proxy.url, ADMIN_KEY) as http:
+        page = http.get("/paperclip/ui/users/bob")
+        token = csrf_of(page.text)
+        memories = http.get("/paperclip/v1/users/bob/memories", headers=_admin()).json()["data"]
+        for m in memories:
+            http.post(f"/paperclip/ui/users/bob/memories/{m['id']}/delete", data={"csrf": token, "purge": "yes"})
+        texts = [f["text"] for f in http.get("/paperclip/v1/users/bob/fragments", params={"status": "all"},
+                                             headers=_admin()).json()["data"]]
+    assert memories and texts and FACT not in texts
+
+
+def _admin() -> dict[str, str]:
+    return {"authorization": f"Bearer {ADMIN_KEY}"}

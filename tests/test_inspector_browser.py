@@ -166,3 +166,31 @@ def test_session_summary_pyramid(
     blocks = browser.find_elements(By.CSS_SELECTOR, "#pyramid .block")
     assert blocks and all("turns" in b.text for b in blocks)
     shot(browser, "session")
+
+
+def test_conversations_turns_search_delete_and_forget(
+    browser: WebDriver, make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path
+) -> None:
+    proxy = make_proxy(operated(upstream_url, tmp_path))
+    session = teach(proxy, "bob")
+    sign_in(browser, proxy.url, ADMIN_KEY)
+    browser.get(f"{proxy.url}/paperclip/ui/users/bob")
+    click(browser, browser.find_element(By.ID, "conversations"))
+    assert session in browser.find_element(By.ID, "conversations").text
+    browser.find_element(By.ID, "q").send_keys("Zorblax")
+    click(browser, browser.find_element(By.ID, "go"))
+    (row,) = [r for r in browser.find_elements(By.CSS_SELECTOR, "#found tr.turn") if "Zorblax" in r.text]
+    click(browser, row.find_element(By.CSS_SELECTOR, "button.delete"))
+    assert browser.current_url.endswith(f"/conversations/{session}")
+    turns = browser.find_element(By.ID, "turns").text
+    assert "Zorblax" not in turns and "trains in spring" in turns
+    shot(browser, "conversation")
+
+    click(browser, browser.find_element(By.ID, "forget-button"))  # the box not ticked
+    assert "trains in spring" in browser.find_element(By.ID, "turns").text
+    browser.find_element(By.ID, "confirm").click()
+    click(browser, browser.find_element(By.ID, "forget-button"))
+    assert session not in browser.find_element(By.ID, "conversations").text
+    with proxy.http(ADMIN_KEY) as http:
+        assert http.get("/paperclip/v1/users/bob/fragments", params={"session": session}).json()["data"] == []
+    assert ask(proxy, "bob")["x-paperclip-memories"] == "0"

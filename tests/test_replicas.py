@@ -1,8 +1,8 @@
 """Three ``paperclip serve`` processes on one PostgreSQL, in front of the fake upstream.
 
 What replicas must agree on (issue 13): a range of a session is compressed
-once whichever replicas its requests reach; a forget through one replica is
-seen by the next search on every other; a replica killed mid-compression
+once whichever replicas its requests reach; a forget through one replica (a
+user's, a conversation's) is seen by the next search on every other; a replica killed mid-compression
 loses nothing, and another compresses the range once its lease runs out.
 """
 
@@ -173,6 +173,29 @@ async def test_a_forget_on_one_replica_is_seen_by_the_others_at_once(
         for replica in (two, three, one):
             r = await _send(client, replica, question, "bob", "bob-3")
             assert r.headers["x-paperclip-memories"] == "0"
+            assert "Zorblax" not in upstream.chat_requests()[-1].body.decode()
+
+
+async def test_a_conversation_forgotten_on_one_replica_is_never_recalled_by_the_others(
+    trio: Trio, upstream: FakeUpstream
+) -> None:
+    one, two, three = trio.replicas
+    question = [{"role": "user", "content": "What is my cat allergic to?"}]
+    async with httpx.AsyncClient(timeout=60) as client:
+        await _send(client, one, _history(6, first=FACT), "dana", "dana-1")
+        deadline = time.monotonic() + 30
+        while not trio.sql("SELECT 1 FROM fragments WHERE \"user\" = 'dana' AND text LIKE '%%Zorblax%%'"):
+            assert time.monotonic() < deadline, "the fact was never indexed"
+            await asyncio.sleep(0.1)
+        for replica in (two, three):  # their in-memory indexes of dana are loaded and hold the fact
+            await _send(client, replica, question, "dana", "dana-2")
+            assert "Zorblax" in upstream.chat_requests()[-1].body.decode()
+        forget = await client.delete(
+            one.url + "/paperclip/v1/sessions/dana-1", headers={"authorization": f"Bearer {ADMIN_KEY}"}
+        )
+        assert forget.status_code == 200 and forget.json()["counts"]["fragments"] >= 11, forget.text
+        for replica in (two, three, one):
+            await _send(client, replica, question, "dana", "dana-3")
             assert "Zorblax" not in upstream.chat_requests()[-1].body.decode()
 
 

@@ -56,7 +56,7 @@ async def test_history_records_created_merged_superseded_and_edited(stores: Stor
     # Another user's id, an unknown item: nothing edited, no history shown.
     assert not await stores.edits.edit("acme", "bob", new, {"importance": 0.1}, None, "x")
     assert await stores.edits.history("acme", "bob", new) == []
-    assert await stores.items.delete("acme", "ana", new)
+    assert await stores.forgetting.memory("acme", "ana", new) is not None
     assert await stores.edits.history("acme", "ana", new) == []
 
 

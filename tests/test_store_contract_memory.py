@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from proxy.store.records import ItemWrite, NewFragment, NewItem, SummaryRow
+from proxy.store.records import Forgot, ItemWrite, NewFragment, NewItem, SummaryRow
 from tests.store_backends import DIM, Stores, add_item
 
 
@@ -47,8 +47,8 @@ async def test_items_are_added_superseded_merged_touched_and_deleted(stores: Sto
     assert await items.get("beta", "u1", [new]) == {}
     assert await items.terms("acme", "u1") == [(new, "vegan")]
     assert [i for i, _ in await items.knn("acme", "u1", _vec(2), 5)] == [new, old]
-    assert not await items.delete("beta", "u1", new)
-    assert await items.delete("acme", "u1", new)
+    assert await stores.forgetting.memory("beta", "u1", new) is None
+    assert await stores.forgetting.memory("acme", "u1", new) == Forgot((new,), 0, False, 0)
     assert await items.all("acme", "u1") == []
     assert [i for i, _ in await items.knn("acme", "u1", _vec(2), 5)] == [old]  # superseded history stays
 

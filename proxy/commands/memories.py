@@ -1,13 +1,17 @@
-"""``paperclip memories list|export|forget|import``: one user's data, straight from the store.
+"""``paperclip memories list|delete|fragments|delete-fragment|forget-session|export|forget|import``.
 
-The command opens the database named by ``storage.url``. Only ``import``
-loads the configured embedding model (it recomputes vectors with it, and the
-vector tables are sized by it); ``list``, ``export`` and ``forget`` embed
-nothing, so they neither load a model nor touch the vector tables' shape.
-It may run while the proxy serves from the same file: SQLite
-in WAL mode takes one writer at a time. A running proxy keeps its in-memory
-keyword index of a forgotten user until it restarts; the rows, vectors and
-text are gone at once, so nothing of the user is ever recalled.
+One user's data, straight from the store: memories (``list``, ``delete``
+with ``--purge``), the raw turns they come from (``fragments``, searched
+with ``--q``; ``delete-fragment``; ``forget-session`` for a whole
+conversation), everything at once (``export``, ``forget``, ``import``).
+
+The command opens the database named by ``storage.url``. Only ``import`` and
+``fragments --q`` load the configured embedding model (to embed, and the
+vector tables are sized by it); the others embed nothing, so they neither
+load a model nor touch the vector tables' shape. It may run while the proxy
+serves from the same file: SQLite in WAL mode takes one writer at a time. A
+running proxy (or replica) drops what was deleted from its in-memory indexes
+at its next search of the user: every deletion moves the user's generation.
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..config import Settings, TenantSettings
-from ..errors import InvalidExport
+from ..errors import InvalidExport, NotFound
 from ..memory.curation.memory_admin import Embed, MemoryAdmin
+from ..memory.curation.turn_search import turn_search
 from ..memory.search.embedder import Embedder, Vectors, load_embedder
+from ..memory.search.fragment_index import FragmentIndex
 from ..store import connect, urls
-from ..store.records import ItemRow
+from ..store.records import FRAGMENT_STATUSES, ItemRow, StoredFragment
+from ..tokens import TokenCounter
 
 
 def add_parser(sub: Any) -> None:
@@ -33,12 +40,32 @@ def add_parser(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=None, help="config file (default: $PAPERCLIP_CONFIG or ./proxy.yaml)")
     common.add_argument("--tenant", required=True, help="a tenant name from the config")
-    memories = sub.add_parser("memories", help="list, export, forget or import a user's memories")
+    memories = sub.add_parser("memories", help="list, delete, export, forget or import a user's memories and turns")
     actions = memories.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", parents=[common], help="a user's memory items")
     listing.add_argument("--user", required=True)
     listing.add_argument("--all", action="store_true", help="include superseded and archived items")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    delete = actions.add_parser("delete", parents=[common], help="delete one memory; its turns are never recalled")
+    delete.add_argument("--user", required=True)
+    delete.add_argument("--id", type=int, required=True, help="the memory's id (see list)")
+    delete.add_argument("--purge", action="store_true", help="also delete the turns it came from")
+    turns = actions.add_parser("fragments", parents=[common], help="a user's raw turns (what recall injects)")
+    turns.add_argument("--user", required=True)
+    turns.add_argument("--session", default=None, help="one conversation's turns")
+    turns.add_argument("--q", default=None, help="search the active turns (loads the embedding model)")
+    turns.add_argument("--status", default="active", choices=[*FRAGMENT_STATUSES, "all"])
+    turns.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    turns.add_argument("--after", type=int, default=None, help="after this fragment id (the next page)")
+    turns.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    turn = actions.add_parser("delete-fragment", parents=[common],
+                              help="delete one turn, and the memories drawn only from it")
+    turn.add_argument("--user", required=True)
+    turn.add_argument("--id", type=int, required=True, help="the fragment's id (see fragments)")
+    session = actions.add_parser("forget-session", parents=[common],
+                                 help="forget a whole conversation: turns, summaries, traces, its memories")
+    session.add_argument("--session", required=True)
+    session.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     export = actions.add_parser("export", parents=[common], help="everything stored about a user, as JSON")
     export.add_argument("--user", required=True)
     export.add_argument("--out", default=None, help="write to this file instead of stdout")
@@ -59,7 +86,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         path = urls.sqlite_path(settings.storage.url)
         if args.action != "import" and path != ":memory:" and not os.path.exists(path):
             return fail(f"no database at {path} (storage.url)")
-    if args.action == "forget" and not args.yes and not confirm(args.user, args.tenant):
+    if args.action == "forget" and not args.yes and not confirm(f"user {args.user!r}", args.tenant):
+        print("nothing forgotten", file=sys.stderr)
+        return 1
+    if args.action == "forget-session" and not args.yes and not confirm(f"session {args.session!r}", args.tenant):
         print("nothing forgotten", file=sys.stderr)
         return 1
     if args.action == "import":
@@ -77,9 +107,9 @@ def tenant_of(settings: Settings, name: str) -> TenantSettings | None:
     return None
 
 
-def confirm(user: str, tenant: str) -> bool:
+def confirm(what: str, tenant: str) -> bool:
     try:
-        answer = input(f"Forget everything stored about user {user!r} of tenant {tenant!r}? [y/N] ")
+        answer = input(f"Forget everything stored about {what} of tenant {tenant!r}? [y/N] ")
     except EOFError:
         return False
     return answer.strip().lower() in ("y", "yes")
@@ -106,7 +136,7 @@ def _import(args: argparse.Namespace, settings: Settings, tenant: TenantSettings
 async def _run(
     args: argparse.Namespace, settings: Settings, tenant: TenantSettings, raw: Any = None
 ) -> int:
-    if args.action in EMBEDS:
+    if args.action in EMBEDS or (args.action == "fragments" and args.q):
         try:
             embedder = await asyncio.to_thread(
                 load_embedder,
@@ -118,13 +148,16 @@ async def _run(
             return fail(f"cannot load the embedding model {settings.embedding.model!r}: {exc}")
         store = await connect(settings.storage.url, embedder.dim)
         embed = _embedding_with(embedder)
+        turns = turn_search(FragmentIndex(store.fragments, embedder, TokenCounter(None)))
     else:
         store = await connect(settings.storage.url, None)
-        embed = _no_embedding
+        embed, turns = _no_embedding, None
     try:
-        await ACTIONS[args.action](MemoryAdmin(store, embed), args, tenant, raw)
+        await ACTIONS[args.action](MemoryAdmin(store, embed, turns=turns), args, tenant, raw)
     except InvalidExport as exc:
         return fail(f"{args.file}: {exc}")
+    except NotFound as exc:
+        return fail(str(exc))
     finally:
         await store.aclose()
     return 0
@@ -146,6 +179,41 @@ async def _list(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSett
     print(json.dumps([r.public() for r in rows], indent=2) if args.json else _table(rows))
 
 
+async def _delete(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
+    forgot = await admin.forget_memory(args.tenant, args.user, args.id, purge=args.purge)
+    if forgot is None:
+        raise NotFound(f"no memory {args.id} for user {args.user!r}")
+    print(f"deleted memory {args.id} of user {args.user!r}: {forgot.turns} turns "
+          + ("deleted" if forgot.purged else "hidden, never recalled again"))
+
+
+async def _fragments(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
+    if args.q:
+        mem = tenant.memory
+        found = await admin.search_turns(args.tenant, args.user, args.q, session=args.session,
+                                         weights=(mem.vector_weight, mem.bm25_weight), limit=args.limit)
+        rows = [{**StoredFragment.active(f.fragment).public(), "score": f.score} for f in found]
+    else:
+        listed = await admin.store.listings.fragments(
+            args.tenant, args.user, after=args.after, limit=args.limit, session=args.session,
+            status=None if args.status == "all" else args.status,
+        )
+        rows = [f.public() for f in listed]
+    print(json.dumps(rows, indent=2, ensure_ascii=False) if args.json else _turn_table(rows))
+
+
+async def _delete_fragment(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
+    forgot = await admin.forget_turn(args.tenant, args.user, args.id)
+    if forgot is None:
+        raise NotFound(f"no fragment {args.id} for user {args.user!r}")
+    print(f"deleted fragment {args.id} of user {args.user!r}, and {len(forgot.items)} memories drawn only from it")
+
+
+async def _forget_session(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
+    counts = await admin.forget_session(args.tenant, args.session)
+    print(f"forgot session {args.session!r} of tenant {args.tenant!r}: {_counts(counts)}")
+
+
 async def _export(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
     data = await admin.export(args.tenant, args.user)
     _write(json.dumps(data, ensure_ascii=False, indent=2), args.out)
@@ -162,7 +230,10 @@ async def _restore(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantS
 
 
 Action = Callable[[MemoryAdmin, argparse.Namespace, TenantSettings, Any], Awaitable[None]]
-ACTIONS: dict[str, Action] = {"list": _list, "export": _export, "forget": _forget, "import": _restore}
+ACTIONS: dict[str, Action] = {
+    "list": _list, "delete": _delete, "fragments": _fragments, "delete-fragment": _delete_fragment,
+    "forget-session": _forget_session, "export": _export, "forget": _forget, "import": _restore,
+}
 # The actions that compute vectors; the others never load the embedding model.
 EMBEDS = frozenset({"import"})
 
@@ -171,6 +242,12 @@ def _table(rows: Sequence[ItemRow]) -> str:
     if not rows:
         return "(no memories)"
     return "\n".join(f"{r.id:>6}  {r.status:<10}  {r.type:<10}  {r.key}  {r.content}" for r in rows)
+
+
+def _turn_table(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no turns)"
+    return "\n".join(f"{r['id']:>6}  {r['status']:<10} {r['role']:<9} {r['session']}  {r['text']}" for r in rows)
 
 
 def _write(text: str, out: str | None) -> None:

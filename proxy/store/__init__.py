@@ -15,6 +15,7 @@ from . import urls
 from .interface import (
     Edits,
     ExtractionCursors,
+    Forgetting,
     Fragments,
     Items,
     Listings,
@@ -30,6 +31,7 @@ from .sqlite import sqlite_vectors as vector_tables
 from .sqlite.sqlite_cursors import ExtractionCursorStore
 from .sqlite.sqlite_database import Connection, Database
 from .sqlite.sqlite_edits import ItemEdits
+from .sqlite.sqlite_forgetting import ForgetStore
 from .sqlite.sqlite_fragments import FragmentStore
 from .sqlite.sqlite_items import ItemStore
 from .sqlite.sqlite_listings import ListingStore
@@ -53,6 +55,7 @@ class Store:
     listings: Listings
     usage: Usage
     responses: ResponseSessions
+    forgetting: Forgetting
 
     def bounded(self, timeout_s: float) -> Store:
         """The same database, each call giving up after ``timeout_s`` (``DatabaseUnavailable``): for the
@@ -98,6 +101,7 @@ def _sqlite_stores(db: Database) -> Store:
     return Store(
         db, SessionStore(db), FragmentStore(db), ItemStore(db), TraceStore(db), UserStore(db),
         ExtractionCursorStore(db), ItemEdits(db), ListingStore(db), UsageStore(db), ResponseSessionStore(db),
+        ForgetStore(db),
     )
 
 
@@ -109,6 +113,7 @@ async def open_postgres(url: str, dim: int | None) -> Store:
 def _pg_stores(db: PgDatabase) -> Store:
     from .postgres.pg_cursors import PgExtractionCursorStore
     from .postgres.pg_edits import PgItemEdits
+    from .postgres.pg_forgetting import PgForgetStore
     from .postgres.pg_fragments import PgFragmentStore
     from .postgres.pg_items import PgItemStore
     from .postgres.pg_listings import PgListingStore
@@ -121,7 +126,7 @@ def _pg_stores(db: PgDatabase) -> Store:
     return Store(
         db, PgSessionStore(db), PgFragmentStore(db), PgItemStore(db), PgTraceStore(db), PgUserStore(db),
         PgExtractionCursorStore(db), PgItemEdits(db), PgListingStore(db), PgUsageStore(db),
-        PgResponseSessionStore(db),
+        PgResponseSessionStore(db), PgForgetStore(db),
     )
 
 

@@ -26,6 +26,17 @@ def item_page(
     return " AND ".join(where), args
 
 
+def fragment_page(
+    tenant: str, user: str, after: int | None, session: str | None, status: str | None, mark: str
+) -> tuple[str, list[Any]]:
+    """The WHERE of a page of a user's fragments in id order (``session``/``status`` None: any)."""
+    where, args = conditions(
+        (("tenant =", tenant), ('"user" =', user), ("id >", after or 0), ("session =", session), ("status =", status)),
+        mark,
+    )
+    return " AND ".join(where), args
+
+
 def stale_items(
     cutoff: float, importance_floor: float, only: Sequence[str] | None, skip: Sequence[str], mark: str
 ) -> tuple[str, list[Any]]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .records import (
     Choose,
+    Forgot,
     ItemRow,
     ItemWrite,
     Loaded,
@@ -23,6 +24,7 @@ from .records import (
     NewItem,
     PrefixState,
     ResponseSession,
+    StoredFragment,
     SummaryRow,
 )
 
@@ -43,7 +45,9 @@ class Sessions(Protocol):
 
 
 class Fragments(Protocol):
-    async def known(self, tenant: str, user: str, hashes: Sequence[str]) -> set[str]: ...
+    async def known(
+        self, tenant: str, user: str, hashes: Sequence[str], session: str | None = None
+    ) -> set[str]: ...
     async def add(
         self, tenant: str, user: str, session: str, fragments: Sequence[NewFragment],
         vectors: np.ndarray, created: float | None = None,
@@ -69,12 +73,19 @@ class Items(Protocol):
     async def terms(self, tenant: str, user: str) -> list[tuple[int, str]]: ...
     async def version(self, tenant: str, user: str) -> tuple[int, float]: ...
     async def touch(self, tenant: str, user: str, ids: Sequence[int]) -> None: ...
-    async def delete(self, tenant: str, user: str, item_id: int) -> bool: ...
     async def expire(self, now: dt.datetime) -> int: ...
     async def archive_stale(
         self, cutoff: float, importance_floor: float, *, only: Sequence[str] | None = None,
         skip: Sequence[str] = (),
     ) -> int: ...
+
+
+class Forgetting(Protocol):
+    async def memory(
+        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = ()
+    ) -> Forgot | None: ...
+    async def fragment(self, tenant: str, user: str, fragment_id: int) -> Forgot | None: ...
+    async def session(self, tenant: str, session: str) -> dict[str, int]: ...
 
 
 class ExtractionCursors(Protocol):
@@ -122,6 +133,10 @@ class Listings(Protocol):
         self, tenant: str, user: str, *, after: int | None, limit: int,
         status: str | None = "active", kind: str | None = None,
     ) -> list[ItemRow]: ...
+    async def fragments(
+        self, tenant: str, user: str, *, after: int | None, limit: int,
+        session: str | None = None, status: str | None = "active",
+    ) -> list[StoredFragment]: ...
     async def important(self, tenant: str, user: str, floor: float, limit: int) -> list[ItemRow]: ...
     async def sessions(self, tenant: str, user: str) -> list[dict[str, Any]]: ...
 

@@ -42,6 +42,51 @@ class Fragment:
     created: float
 
 
+@dataclass(frozen=True)
+class StoredFragment:
+    """A fragment as the admin lists it: what was said, where, and whether it may be recalled.
+
+    ``status``: ``active`` (recalled), ``superseded`` (the fact it stated
+    changed) or ``forgotten`` (a memory drawn from it was deleted); only
+    active fragments are ever injected.
+    """
+
+    id: int
+    session: str
+    role: str
+    text: str
+    position: int
+    tokens: int
+    created: float
+    status: str
+
+    @staticmethod
+    def active(f: Fragment) -> StoredFragment:
+        """A fragment the in-memory index holds (only active ones are)."""
+        return StoredFragment(f.id, f.session, f.role, f.text, f.position, f.tokens, f.created, "active")
+
+    def public(self) -> dict[str, Any]:
+        return {"object": "paperclip.fragment", **self.__dict__}
+
+
+FRAGMENT_STATUSES = ("active", "superseded", "forgotten")
+
+
+@dataclass(frozen=True)
+class Forgot:
+    """What forgetting a memory or a turn took with it.
+
+    ``items``: the memories deleted; ``turns``: the fragments hidden
+    (``forgotten``) or, when ``purged``, deleted from the store; ``traces``:
+    the request traces deleted because they held a purged text.
+    """
+
+    items: tuple[int, ...] = ()
+    turns: int = 0
+    purged: bool = False
+    traces: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """One active fragment as the in-memory index loads it, with its BM25 terms and vector."""
@@ -119,6 +164,15 @@ class ItemWrite:
     merge_into: int | None = None
     supersedes: tuple[int, ...] = ()
     suppress: tuple[str, ...] = ()  # more fragment hashes of a superseded value (with a store)
+
+
+def merged_sources(stored: str, new: Sequence[str]) -> str:
+    """An item's ``fragment_hashes`` (stored JSON) with the turns of a repeat merged into it.
+
+    A fact said again is the same memory, and every turn that said it is
+    its source: what a change or a deletion of it hides.
+    """
+    return json.dumps(list(dict.fromkeys([*json.loads(stored), *new])))
 
 
 # Decides, from the user's active items (with their vectors), what a new item's write is.

@@ -41,6 +41,7 @@ TABLES: tuple[tuple[str, str | None], ...] = (
     ("scope_generations", None),
     ("usage", None),
     ("response_sessions", None),
+    ("forgotten_turns", None),
 )
 # Tables whose ids PostgreSQL draws from a sequence: new rows continue after the copied ids.
 SERIAL_TABLES = (*pg_vectors.VECTOR_TABLES, "item_events")

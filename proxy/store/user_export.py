@@ -82,8 +82,9 @@ def session_part(
 
 
 def activity(users: Sequence[str], fragments: int, cursor: int | None) -> dict[str, Any] | None:
-    """Who a session belongs to and how much of it is indexed; None when nothing names it."""
-    if not users and cursor is None:
+    """Who a session belongs to and how much of it is indexed; None when no user's data names it
+    (a forgotten session keeps only how far it was mined, ``store/forgetting.py``)."""
+    if not users:
         return None
     return {
         "users": sorted(users),

@@ -1,22 +1,25 @@
-"""Managing one user's memories: list, search, add by hand, delete, export, forget, import.
+"""Managing one user's memories: list, search, add by hand, delete, export, forget, import;
+and the raw turns they come from: search, delete one, forget a whole session.
 
-Shared by the admin endpoints and the ``paperclip memories`` command; both
-hand in the store, an ``embed`` function and the in-memory indexes to drop
-when a user is forgotten.
+Shared by the admin endpoints, the inspector and the ``paperclip memories``
+command; each hands in the store, an ``embed`` function, the in-memory
+indexes to drop when a user is forgotten and how to search turns. What a
+deletion takes with it is the store's rule (``store/forgetting.py``); the
+in-memory indexes see it at their next search (the scope's generation).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ...errors import BadRequest
 from ...store import Store
-from ...store.records import ItemRow
-from ..extraction.remember import remember
+from ...store.records import Forgot, ItemRow
+from ..extraction.remember import remember, said_in
 from ..lifecycle import expiry_epoch, expiry_moment
 from ..memory_schema import (
     CATEGORIES,
@@ -30,10 +33,12 @@ from ..memory_schema import (
 )
 from ..redaction import redact
 from ..search.bm25 import BM25Index, tokenize
-from ..search.fusion import Floor, fuse
+from ..search.fusion import matches
 from ..search.item_index import ItemIndex
 from .export_reading import read_export
+from .turn_search import FoundTurn, SearchTurns
 
+T = TypeVar("T")
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
 ForgetScope = Callable[[str, str], None]
 Settle = Callable[[], Awaitable[None]]
@@ -66,7 +71,8 @@ class Found:
 
 class MemoryAdmin:
     """``forget_scopes`` drop a user's in-memory indexes; ``settle`` lets pending work land first;
-    ``scopes`` is the chat path's in-memory index of active items, searched when given."""
+    ``scopes`` is the chat path's in-memory index of active items, searched when given;
+    ``turns`` searches the user's raw turns (none: ``search_turns`` is refused)."""
 
     def __init__(
         self,
@@ -75,12 +81,14 @@ class MemoryAdmin:
         forget_scopes: Sequence[ForgetScope] = (),
         settle: Settle | None = None,
         scopes: ItemIndex | None = None,
+        turns: SearchTurns | None = None,
     ) -> None:
         self.store = store
         self.embed = embed
         self.forget_scopes = forget_scopes
         self.settle = settle
         self.scopes = scopes
+        self.turns = turns
 
     async def items(self, tenant: str, user: str, *, include_inactive: bool = False) -> list[ItemRow]:
         return await self.store.items.all(tenant, user, include_inactive=include_inactive)
@@ -120,17 +128,8 @@ class MemoryAdmin:
             keyword = _bm25(rows.values(), query)
         needle = query.strip().casefold()
         literal = {i for i, r in rows.items() if needle in r.content.casefold() or needle in r.key.casefold()}
-        bm25 = {**dict.fromkeys(literal, 0.0), **keyword}
-        floor = Floor().for_query(query)
-        fused = fuse(vector, bm25, weights[0], weights[1])
-        found: list[Found] = []
-        for i in range(len(fused)):  # in fused order: stop at a page
-            s = fused.scored(i)
-            if s.id in rows and (s.id in literal or floor.passes(s.vector.raw, s.bm25.raw)):
-                found.append(Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw))
-                if len(found) == limit:
-                    break
-        return found
+        found = matches(vector, keyword, literal, query, weights, limit, rows.__contains__)
+        return [Found(rows[s.id], s.score, s.vector.raw, s.bm25.raw) for s in found]
 
     async def _item_count(self, tenant: str, user: str) -> int:
         count, _ = await self.store.items.version(tenant, user)
@@ -161,11 +160,57 @@ class MemoryAdmin:
             return None
         return await self.store.edits.history(tenant, user, item_id)
 
-    async def delete(self, tenant: str, user: str, item_id: int) -> bool:
-        deleted = await self.store.items.delete(tenant, user, item_id)
-        if deleted:
+    async def delete(self, tenant: str, user: str, item_id: int, *, purge: bool = False) -> bool:
+        """Forget one memory (``forget_memory``); False: no such memory."""
+        return await self.forget_memory(tenant, user, item_id, purge=purge) is not None
+
+    async def forget_memory(self, tenant: str, user: str, item_id: int, *, purge: bool = False) -> Forgot | None:
+        """Delete a memory; the turns it came from are never injected again, and ``purge`` deletes them.
+
+        A memory that names no turn (a model's that gave none) was said in
+        the user's turns of its session most like it (``said_in``).
+        """
+        turns = await self._said_in(tenant, user, item_id)
+        return await self._forgetting(
+            lambda: self.store.forgetting.memory(tenant, user, item_id, purge=purge, turns=turns)
+        )
+
+    async def _said_in(self, tenant: str, user: str, item_id: int) -> list[str]:
+        row = (await self.store.items.get(tenant, user, [item_id])).get(item_id)
+        if row is None or row.fragment_hashes or row.session is None:
+            return []
+        vectors = {r.id: v for r, v in await self.store.items.active_with_vectors(tenant, user)}
+        return await said_in(self.store.fragments, tenant, user, row, vectors[item_id]) if item_id in vectors else []
+
+    async def forget_turn(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
+        """Delete one raw turn, and the memories drawn only from it; None: no such turn."""
+        return await self._forgetting(lambda: self.store.forgetting.fragment(tenant, user, fragment_id))
+
+    async def forget_session(self, tenant: str, session: str) -> dict[str, int]:
+        """Forget a whole conversation: its turns, summaries, traces, the memories drawn only from it."""
+        if self.settle is not None:
+            await self.settle()
+        counts = await self.store.forgetting.session(tenant, session)
+        counts["wal_checkpointed"] = int(await self.store.users.checkpoint())
+        return counts
+
+    async def search_turns(
+        self, tenant: str, user: str, query: str, *, session: str | None = None,
+        weights: tuple[float, float] = (0.6, 0.4), limit: int = SEARCH_LIMIT,
+    ) -> list[FoundTurn]:
+        """The user's active turns that match ``query``, best first (``turn_search``)."""
+        if self.turns is None:
+            raise BadRequest("Searching turns needs the embedding model; this caller has none.", param="q")
+        return await self.turns(tenant, user, query, session, weights, limit)
+
+    async def _forgetting(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Let pending recording land first (none of it is written after), then forget."""
+        if self.settle is not None:
+            await self.settle()
+        done = await work()
+        if done is not None:  # the deleted text leaves SQLite's write-ahead log too
             await self.store.users.checkpoint()
-        return deleted
+        return done
 
     async def export(self, tenant: str, user: str) -> dict[str, Any]:
         return await self.store.users.export(tenant, user)

@@ -40,10 +40,9 @@ from .reconcile import (
     decisions,
     fold_batch,
     parse_verdicts,
-    pick_sources,
     render_pairs,
 )
-from .remember import Planned, remember
+from .remember import Planned, remember, said_in
 from .rules import rule_extract
 
 log = logging.getLogger("paperclip.items")
@@ -64,8 +63,6 @@ Turn = tuple[int, str, str]  # (conversation position, role, text)
 # A session that arrives with a long history is caught up with the model for
 # its latest messages only; older ones go through the rules (cheap, no tokens).
 MODEL_CATCH_UP = 40
-# Fragments nearest a superseded item that are looked at for the turns it was said in.
-SOURCE_NEIGHBOURS = 12
 
 
 class Extractor:
@@ -192,13 +189,7 @@ class Extractor:
             return ()
         found: list[str] = []
         for target in decision.target_ids:
-            row, vector = rows[target]
-            if row.fragment_hashes:
-                continue
-            near = await self.fragments.knn(tenant, user, vector, SOURCE_NEIGHBOURS)
-            meta = await self.fragments.sources(tenant, user, [i for i, _ in near])
-            said = [(meta[i][0], c) for i, c in near if i in meta and meta[i][1:] == (row.session, "user")]
-            found += pick_sources(said)
+            found += await said_in(self.fragments, tenant, user, *rows[target])
         return tuple(found)
 
     async def _from_model(

@@ -15,13 +15,17 @@ from typing import Literal
 
 import numpy as np
 
-from ...store.interface import Items
+from ...store.interface import Fragments, Items
 from ...store.records import ItemRow, ItemWrite, NewItem
 from ..lifecycle import Decision, ExistingItem, decide, expiry_epoch, slot_members
 from ..memory_schema import MemoryItem
 from ..search.bm25 import tokenize
+from .reconcile import pick_sources
 
 Embed = Callable[[Sequence[str]], Awaitable[np.ndarray]]
+
+# Fragments nearest an item that are looked at for the turns it was said in.
+SOURCE_NEIGHBOURS = 12
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,20 @@ def _still_holds(decision: Decision, item: MemoryItem, known: Sequence[ExistingI
     active = [k for k in known if k.status == "active"]
     same_key = {k.id for k in slot_members(item, active)}
     return set(decision.target_ids) <= {k.id for k in active} and same_key <= set(decision.target_ids)
+
+
+async def said_in(fragments: Fragments, tenant: str, user: str, row: ItemRow, vector: np.ndarray) -> list[str]:
+    """The turns an item that names none was said in: the user's turns of its session most like it.
+
+    What a supersede or a deletion of it hides; an item that names its
+    turns (``fragment_hashes``), or none of a session (added by hand), has no
+    others.
+    """
+    if row.fragment_hashes or row.session is None:
+        return []
+    near = await fragments.knn(tenant, user, vector, SOURCE_NEIGHBOURS)
+    meta = await fragments.sources(tenant, user, [i for i, _ in near])
+    return pick_sources([(meta[i][0], c) for i, c in near if i in meta and meta[i][1:] == (row.session, "user")])
 
 
 def new_item(item: MemoryItem, fragment_hashes: Sequence[str] = ()) -> NewItem:

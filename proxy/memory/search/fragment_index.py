@@ -138,11 +138,13 @@ class FragmentIndex:
     ) -> int:
         """Index the messages at ``positions`` (position, role, text) not yet known. Returns how many.
 
-        ``unseen``: the conversation never reached these positions before, so the store is not
+        Known: stored for the user, or purged from this session (a resent
+        conversation does not bring back what was forgotten). ``unseen``: the
+        conversation never reached these positions before, so the store is not
         asked which of them it knows first (its ``add`` keeps each fragment once all the same).
         """
         hashes = [fragment_hash(role, text) for _, role, text in positions]
-        known = set() if unseen else await self.store.known(tenant, user, hashes)
+        known = set() if unseen else await self.store.known(tenant, user, hashes, session)
         size = sum(len(text) for _, _, text in positions)  # masking, terms, tokens: off the loop when long
         fresh = await off_loop(size, new_fragments, positions, hashes, known, pii, self.counter)
         if not fresh:

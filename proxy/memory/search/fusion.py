@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Literal, NamedTuple, TypeVar
 
@@ -172,6 +172,30 @@ def fuse(
         score[order].tolist(),
         factor[order].tolist(),
     )
+
+
+def matches(
+    vector: Mapping[K, float],
+    keyword: Mapping[K, float],
+    literal: Collection[K],
+    query: str,
+    weights: tuple[float, float],
+    limit: int,
+    usable: Callable[[K], bool] = lambda _: True,
+) -> list[Scored[K]]:
+    """What an admin search shows, best first: fused candidates that clear the query's ``Floor``,
+    and every ``literal`` match (the query's text found as it is) whatever its scores; at most
+    ``limit``, each ``usable``."""
+    fused = fuse(vector, {**dict.fromkeys(literal, 0.0), **keyword}, weights[0], weights[1])
+    floor = Floor().for_query(query)
+    found: list[Scored[K]] = []
+    for i in range(len(fused)):  # in fused order: stop at a page
+        s = fused.scored(i)
+        if usable(s.id) and (s.id in literal or floor.passes(s.vector.raw, s.bm25.raw)):
+            found.append(s)
+            if len(found) == limit:
+                break
+    return found
 
 
 def _order(keys: list[K], score: np.ndarray, vn: np.ndarray, bn: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from ...memory.curation.memory_admin import MemoryAdmin
+from ...memory.curation.turn_search import turn_search
 from ...tenancy import Grant, Tenant
 from ..runtime import Runtime
 
@@ -43,7 +44,8 @@ def memory_admin(runtime: Runtime) -> MemoryAdmin:
     """The admin view of the serving memory layer; 503 while it loads, or once it is off."""
     memory = runtime.memory.serving_layer()
     return MemoryAdmin(
-        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items
+        memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items,
+        turn_search(memory.fragments),
     )
 
 

@@ -91,18 +91,24 @@ async def edit_memory(call: AdminCall) -> Response:
 
 
 async def delete_memory(call: AdminCall) -> Response:
+    """Forget one memory: its source turns are never injected again; ``?purge=true`` deletes them."""
     user, item = _target(call.request)
-    return JSONResponse(await deleted_memory(call.admin, call.tenant, user, item))
+    return JSONResponse(await deleted_memory(call.admin, call.tenant, user, item, purge=flag(call.request, "purge")))
 
 
-async def deleted_memory(admin: MemoryAdmin, tenant: Tenant, user: str, item: int) -> dict[str, Any]:
-    """Forget one memory; ``NotFound`` when the user has no such memory.
+async def deleted_memory(
+    admin: MemoryAdmin, tenant: Tenant, user: str, item: int, *, purge: bool = False
+) -> dict[str, Any]:
+    """Forget one memory (its source turns are never injected again; ``purge`` deletes them);
+    ``NotFound`` when the user has no such memory.
 
     What ``DELETE .../memories/{id}`` answers, and the MCP tool ``forget_memory``.
     """
-    if not await admin.delete(tenant.id, user, item):
+    forgot = await admin.forget_memory(tenant.id, user, item, purge=purge)
+    if forgot is None:
         raise NotFound(f"No memory {str(item)!r} for user {user!r}.")
-    return {"id": item, "object": "paperclip.memory", "deleted": True}
+    return {"id": item, "object": "paperclip.memory", "deleted": True, "turns": forgot.turns,
+            "purged": forgot.purged}
 
 
 async def memory_history(call: AdminCall) -> Response:
@@ -149,11 +155,16 @@ def row_id(raw: str) -> int | None:
 
 
 def _status(request: Request) -> str:
-    if _flag(request, "all"):
+    return status_param(request, STATUSES)
+
+
+def status_param(request: Request, statuses: tuple[str, ...]) -> str:
+    """``?status=`` (default active) among ``statuses`` or all; ``?all=true`` means all."""
+    if flag(request, "all"):
         return "all"
     value = request.query_params.get("status", "active").strip().lower()
-    if value not in (*STATUSES, "all"):
-        raise BadRequest(f"'status' must be one of {', '.join(STATUSES)} or all.", param="status")
+    if value not in (*statuses, "all"):
+        raise BadRequest(f"'status' must be one of {', '.join(statuses)} or all.", param="status")
     return value
 
 
@@ -168,7 +179,8 @@ def _keeps(item_status: str, item_type: str, status: str, kind: str | None) -> b
     return status in ("all", item_status) and kind in (None, item_type)
 
 
-def _flag(request: Request, name: str) -> bool:
+def flag(request: Request, name: str) -> bool:
+    """A true/false query parameter (absent: false); anything else is a 400 naming it."""
     value = request.query_params.get(name, "false").strip().lower()
     if value not in ("true", "false", "1", "0", "yes", "no"):
         raise BadRequest(f"'{name}' must be true or false.", param=name)

@@ -58,7 +58,19 @@ SCHEMAS: dict[str, Schema] = {
     ), "additionalProperties": False, "minProperties": 1},
     "Added": _obj(["action", "item", "superseded"], action={"enum": ["added", "merged", "superseded"]},
                   item=_ref("Memory"), superseded={"type": "array", "items": _INT}),
-    "Deleted": _obj(["id", "object", "deleted"], id=_INT, object=_STR, deleted={"const": True}),
+    "Deleted": _obj(["id", "object", "deleted"], id=_INT, object=_STR, deleted={"const": True},
+                    turns=_INT, purged=_BOOL),
+    "Fragment": _obj(
+        ["id", "object", "session", "role", "text", "position", "tokens", "created", "status"],
+        id=_INT, object={"const": "paperclip.fragment"}, session=_STR, role=_STR, text=_STR, position=_INT,
+        tokens=_INT, created=_NUM, status={"enum": ["active", "superseded", "forgotten"]},
+        score=_NUM, vector=_NNUM, bm25=_NNUM,
+    ),
+    "FragmentDeleted": _obj(["id", "object", "deleted", "memories"], id=_INT,
+                            object={"const": "paperclip.fragment"}, deleted={"const": True},
+                            memories={"type": "array", "items": _INT}),
+    "SessionForgotten": _obj(["id", "object", "deleted", "counts"], id=_STR, object={"const": "paperclip.session"},
+                             deleted={"const": True}, counts={"type": "object"}),
     "HistoryEvent": _obj(
         ["id", "event", "at", "by", "detail"], id=_INT,
         event={"enum": ["created", "merged", "superseded", "archived", "active", "edited"]},
@@ -114,7 +126,7 @@ SCHEMAS: dict[str, Schema] = {
     "Tenant": _obj(["id", "object", "kind"], id=_STR, object={"const": "paperclip.tenant"},
                    kind={"enum": ["tenant", "passthrough"]}),
 }
-for _name in ("Memory", "User", "UserSession", "TraceSummary", "Usage", "Tenant", "HistoryEvent"):
+for _name in ("Memory", "Fragment", "User", "UserSession", "TraceSummary", "Usage", "Tenant", "HistoryEvent"):
     SCHEMAS[f"{_name}List"] = list_of(_name)
 
 
@@ -163,14 +175,26 @@ PATHS: dict[str, Schema] = {
     "/users/{user}/memories/{item}": {
         "get": _op("One memory", "Memory", [_USER, _ITEM]),
         "patch": _op("Edit a memory (re-embedded)", "Memory", [_USER, _ITEM], "MemoryPatch"),
-        "delete": _op("Forget one memory", "Deleted", [_USER, _ITEM]),
+        "delete": _op("Forget one memory; its source turns are never injected again", "Deleted",
+                      [_USER, _ITEM, _param("purge", doc="true: also delete its source turns from the store")]),
     },
     "/users/{user}/memories/{item}/history": {
         "get": _op("Created, merged, superseded, edited: when and by whom", "HistoryEventList",
                    [_USER, _ITEM, *_PAGE]),
     },
-    "/sessions/{session}": {"get": _op("A session's summary chain and watermark", "Session",
-                                       [_param("session", "path")])},
+    "/users/{user}/fragments": {
+        "get": _op("List (or with q, search) the raw turns Paperclip recalls from", "FragmentList",
+                   [_USER, *_PAGE, _param("q"), _param("session"), _param("status"), _param("all")]),
+    },
+    "/users/{user}/fragments/{fragment}": {
+        "delete": _op("Delete one turn, and the memories drawn only from it", "FragmentDeleted",
+                      [_USER, _param("fragment", "path", {"type": "integer"})]),
+    },
+    "/sessions/{session}": {
+        "get": _op("A session's summary chain and watermark", "Session", [_param("session", "path")]),
+        "delete": _op("Forget a whole conversation: turns, summaries, traces, memories drawn only from it",
+                      "SessionForgotten", [_param("session", "path")]),
+    },
     "/traces": {"get": _op("Recent requests, newest first", "TraceSummaryList",
                            [*_PAGE, _param("user"), _param("session"), _param("degraded")])},
     "/traces/{trace}": {"get": _op("What one request forwarded, and why", "Trace",

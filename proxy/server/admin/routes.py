@@ -22,7 +22,7 @@ from ...errors import MethodNotAllowed, PaperclipError
 from ...tenancy import Grant, client_key, user_id
 from ..encoded_route import EncodedRoute
 from ..runtime import Runtime
-from . import activity_calls, memory_calls, user_calls
+from . import activity_calls, fragment_calls, memory_calls, user_calls
 from .admin_call import AdminCall
 from .openapi import document
 
@@ -60,7 +60,11 @@ TABLE: dict[str, tuple[dict[str, Handler], Access]] = {
          "DELETE": memory_calls.delete_memory}, "tenant",
     ),
     "/users/{user}/memories/{item}/history": ({"GET": memory_calls.memory_history}, "tenant"),
-    "/sessions/{session}": ({"GET": activity_calls.get_session}, "tenant"),
+    "/users/{user}/fragments": ({"GET": fragment_calls.list_fragments}, "tenant"),
+    "/users/{user}/fragments/{fragment}": ({"DELETE": fragment_calls.delete_fragment}, "tenant"),
+    "/sessions/{session}": (
+        {"GET": activity_calls.get_session, "DELETE": fragment_calls.forget_session}, "tenant"
+    ),
     "/traces": ({"GET": activity_calls.list_traces}, "tenant"),
     "/traces/{trace}": ({"GET": activity_calls.get_trace}, "tenant"),
 }

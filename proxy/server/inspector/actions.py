@@ -1,4 +1,5 @@
-"""The inspector's forms: edit a memory, delete it, forget the user. Each redirects back (303)."""
+"""The inspector's forms: edit a memory, delete it (with its turns), delete a turn, forget a
+conversation, forget the user. Each redirects back (303)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,32 @@ async def edit_memory(page: Page) -> Response:
 
 
 async def delete_memory(page: Page) -> Response:
+    """Delete a memory; with ``purge`` ticked, the turns it came from are deleted too."""
     user, item = _target(page)
-    if not await memory_admin(page.runtime).delete(page.tenant, user, item):
+    purge = page.form.get("purge", "") == "yes"
+    if not await memory_admin(page.runtime).delete(page.tenant, user, item, purge=purge):
         raise NotFound(f"No memory {item} for user {user!r}.")
     return _back(page, user)
+
+
+async def delete_fragment(page: Page) -> Response:
+    """Delete one turn (and the memories drawn only from it); back to its conversation."""
+    user, raw = page.request.path_params["user"], page.request.path_params["fragment"]
+    if not raw.isdigit() or await memory_admin(page.runtime).forget_turn(page.tenant, user, int(raw)) is None:
+        raise NotFound(f"No turn {raw!r} for user {user!r}.")
+    session = page.form.get("session", "")
+    where = f"/conversations/{quote(session, safe='')}" if session else "/conversations"
+    return RedirectResponse(page.url(f"/users/{quote(user, safe='')}{where}"), status_code=303)
+
+
+async def forget_session(page: Page) -> Response:
+    """Forget a whole conversation, once the box saying so is ticked."""
+    user, session = page.request.path_params["user"], page.request.path_params["session"]
+    conversations = f"/users/{quote(user, safe='')}/conversations"
+    if page.form.get("confirm", "") != "yes":  # not ticked: nothing deleted
+        return RedirectResponse(page.url(f"{conversations}/{quote(session, safe='')}") + "#forget", status_code=303)
+    await memory_admin(page.runtime).forget_session(page.tenant, session)
+    return RedirectResponse(page.url(conversations), status_code=303)
 
 
 async def forget_user(page: Page) -> Response:

@@ -1,4 +1,5 @@
-"""The inspector's pages: users, a user (profile, memories, sessions), a session's pyramid, traces."""
+"""The inspector's pages: users, a user (profile, memories, sessions), a user's conversations and their
+turns (search, delete), a session's pyramid, traces."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from ...errors import BadRequest, NotFound
 from ...memory.curation.memory_admin import MemoryAdmin
 from ...memory.memory_schema import TYPES
 from ...memory.recall.profile import profile_of
+from ...store.records import StoredFragment
 from ...tokens import TokenCounter
 from ..admin.admin_call import memory_admin
-from ..admin.pagination import page_ask
+from ..admin.pagination import after_cursor, page_ask
 from .page_guard import Page
 from .pyramid import pyramid
 
@@ -56,6 +58,36 @@ async def user_page(page: Page) -> Response:
         types=sorted(TYPES), statuses=STATUSES, profile=await _profile(page, admin, user),
         sessions=sessions, traces=traces,
     )
+
+
+async def conversations_page(page: Page) -> Response:
+    """The user's conversations, latest first, and a search of their turns (``?q=``)."""
+    q = page.request.query_params
+    user, admin = page.request.path_params["user"], _admin(page)
+    query = q.get("q", "").strip()
+    found: list[dict[str, Any]] = []
+    if query:
+        mem = page.grant.tenant.settings.memory
+        turns = await admin.search_turns(page.tenant, user, query, weights=(mem.vector_weight, mem.bm25_weight),
+                                         limit=PAGE_ROWS)
+        found = [{**StoredFragment.active(t.fragment).public(), "score": t.score} for t in turns]
+    ask = page_ask(q, default=PAGE_ROWS)
+    rows = after_cursor(await admin.store.listings.sessions(page.tenant, user), ask)
+    more = rows[ask.limit - 1]["id"] if len(rows) > ask.limit else None
+    return page.render("conversations.html", user=user, query=query, found=found, sessions=rows[: ask.limit],
+                       more=more)
+
+
+async def conversation_page(page: Page) -> Response:
+    """One conversation's turns in order, whatever their status, each with a delete button."""
+    user, session = page.request.path_params["user"], page.request.path_params["session"]
+    ask = page_ask(page.request.query_params, default=PAGE_ROWS)
+    after = int(ask.after) if ask.after and ask.after.isdigit() else None
+    rows = await _admin(page).store.listings.fragments(page.tenant, user, after=after, limit=ask.fetch,
+                                                       session=session, status=None)
+    turns = [r.public() for r in rows[: ask.limit]]
+    more = str(turns[-1]["id"]) if len(rows) > ask.limit else None
+    return page.render("conversation.html", user=user, session=session, turns=turns, more=more)
 
 
 async def export_page(page: Page) -> Response:

@@ -17,6 +17,7 @@ from psycopg.rows import dict_row
 
 from ..sqlite.sqlite_edits import check_editable
 from .pg_database import PgConnection, PgDatabase
+from .pg_fragments import suppress
 
 _SCOPE = 'tenant = %s AND "user" = %s'
 
@@ -63,12 +64,15 @@ async def _edit(
     shown = [k for k in changes if k not in ("terms", "expires")]
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(
-            f"SELECT {', '.join(['id', *shown])} FROM items WHERE {_SCOPE} AND id = %s FOR UPDATE",
+            f"SELECT {', '.join(['id', 'fragment_hashes', *shown])} FROM items WHERE {_SCOPE} AND id = %s FOR UPDATE",
             (tenant, user, item_id),
         )
         before = await cur.fetchone()
     if before is None:
         return False
+    if "content" in changes and changes["content"] != before["content"]:
+        # The turns the item came from say what it said before: never inject them as current.
+        await suppress(conn, tenant, user, json.loads(before["fragment_hashes"]))
     now = time.time()
     sets = [f"{k} = %s" for k in changes]
     values: list[Any] = list(changes.values())

@@ -28,13 +28,16 @@ class PgFragmentStore:
             weakref.WeakValueDictionary()
         )
 
-    async def known(self, tenant: str, user: str, hashes: Sequence[str]) -> set[str]:
+    async def known(self, tenant: str, user: str, hashes: Sequence[str], session: str | None = None) -> set[str]:
+        """Which of ``hashes`` the user's fragments hold, or ``session`` held before they were purged."""
         if not hashes:
             return set()
         async with self.db.connection() as conn:
             cur = await conn.execute(
-                'SELECT hash FROM fragments WHERE tenant = %s AND "user" = %s AND hash = ANY(%s)',
-                (tenant, user, list(hashes)),
+                'SELECT hash FROM fragments WHERE tenant = %s AND "user" = %s AND hash = ANY(%s)'
+                ' UNION SELECT hash FROM forgotten_turns WHERE tenant = %s AND "user" = %s AND session = %s'
+                " AND hash = ANY(%s)",
+                (tenant, user, list(hashes), tenant, user, session, list(hashes)),
             )
             return {r[0] for r in await cur.fetchall()}
 

@@ -16,7 +16,7 @@ import numpy as np
 from psycopg.rows import dict_row
 
 from ..filters import stale_items
-from ..records import ITEM_COLUMNS, Choose, ItemRow, ItemWrite, NewItem, item_row
+from ..records import ITEM_COLUMNS, Choose, ItemRow, ItemWrite, NewItem, item_row, merged_sources
 from .pg_coordination import lock_scope
 from .pg_database import PgConnection, PgDatabase, nearest
 from .pg_fragments import suppress
@@ -45,9 +45,15 @@ class PgItemStore:
             await lock_scope(conn, tenant, user)
             choice = choose(await _active(conn, tenant, user))
             if choice.merge_into is not None:
+                cur = await conn.execute(
+                    f"SELECT fragment_hashes FROM items WHERE {_SCOPE} AND id = %s", (tenant, user, choice.merge_into)
+                )
+                row = await cur.fetchone()
                 await conn.execute(
-                    f"UPDATE items SET seen_count = seen_count + 1, updated = %s WHERE {_SCOPE} AND id = %s",
-                    (now, tenant, user, choice.merge_into),
+                    f"UPDATE items SET seen_count = seen_count + 1, updated = %s, fragment_hashes = %s"
+                    f" WHERE {_SCOPE} AND id = %s",
+                    (now, merged_sources(row[0] if row else "[]", item.fragment_hashes), tenant, user,
+                     choice.merge_into),
                 )
                 return choice, choice.merge_into
             cur = await conn.execute(
@@ -115,11 +121,6 @@ class PgItemStore:
                 f" WHERE {_SCOPE} AND id = ANY(%s)",
                 (time.time(), tenant, user, list(ids)),
             )
-
-    async def delete(self, tenant: str, user: str, item_id: int) -> bool:
-        async with self.db.connection() as conn:
-            cur = await conn.execute(f"DELETE FROM items WHERE {_SCOPE} AND id = %s", (tenant, user, item_id))
-            return bool(cur.rowcount)
 
     async def expire(self, now: dt.datetime) -> int:
         """Delete items whose expiry has passed."""

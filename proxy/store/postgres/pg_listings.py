@@ -10,9 +10,16 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from ..filters import item_page
-from ..records import ITEM_COLUMNS, ItemRow, item_row
-from ..sqlite.sqlite_listings import OWNED, session_entry, stored, user_entry
+from ..filters import fragment_page, item_page
+from ..records import ITEM_COLUMNS, ItemRow, StoredFragment, item_row
+from ..sqlite.sqlite_listings import (
+    FRAGMENT_COLUMNS,
+    OWNED,
+    session_entry,
+    stored,
+    stored_fragment,
+    user_entry,
+)
 from .pg_database import PgConnection, PgDatabase
 
 _C = 'COLLATE "C"'
@@ -54,6 +61,17 @@ class PgListingStore:
         where, args = item_page(tenant, user, after, status, kind, "%s")
         sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY id LIMIT %s"
         return await self._items(sql, (*args, limit))
+
+    async def fragments(
+        self, tenant: str, user: str, *, after: int | None, limit: int,
+        session: str | None = None, status: str | None = "active",
+    ) -> list[StoredFragment]:
+        """A page of the user's fragments in id order; ``session``/``status`` None: any."""
+        where, args = fragment_page(tenant, user, after, session, status, "%s")
+        sql = f"SELECT {FRAGMENT_COLUMNS} FROM fragments WHERE {where} ORDER BY id LIMIT %s"
+        async with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(sql, (*args, limit))
+            return [stored_fragment(r) for r in await cur.fetchall()]
 
     async def important(self, tenant: str, user: str, floor: float, limit: int) -> list[ItemRow]:
         """The user's active items of at least ``floor`` importance, most important first."""

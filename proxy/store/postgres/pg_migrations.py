@@ -257,6 +257,19 @@ async def m014_utf8_session_names(conn: PgConnection) -> None:
                 await conn.execute(*rename(table, old, new, "%s"))
 
 
+async def m015_forgotten_turns(conn: PgConnection) -> None:
+    # The digests of purged turns, by session (sqlite_migrations.m014_forgotten_turns).
+    await _script(conn, """
+        CREATE TABLE forgotten_turns (
+            tenant TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            session TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (tenant, "user", session, hash)
+        )
+    """)
+
+
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -272,6 +285,7 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("012_no_hnsw_on_fragments", m012_no_hnsw_on_fragments),
     ("013_item_schema", m013_item_schema),
     ("014_utf8_session_names", m014_utf8_session_names),
+    ("015_forgotten_turns", m015_forgotten_turns),
 ]
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:

@@ -137,6 +137,8 @@ async def _forget(conn: PgConnection, tenant: str, user: str) -> dict[str, int]:
     for table in _OWNED:
         cur = await conn.execute(f"DELETE FROM {table} WHERE {_WHO}", (tenant, user))
         counts[table] = int(cur.rowcount)
+    cur = await conn.execute(f"DELETE FROM forgotten_turns WHERE {_WHO}", (tenant, user))
+    counts["forgotten_turns"] = int(cur.rowcount)
     cur = await conn.execute(
         "DELETE FROM extraction_cursors WHERE tenant = %s AND session = ANY(%s)", (tenant, sessions)
     )

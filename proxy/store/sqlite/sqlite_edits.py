@@ -2,7 +2,8 @@
 
 History rows are written by triggers on ``items`` (``ITEM_TRIGGERS``, made by migration 009) for
 whatever writes an item; an edit adds its own row, with who made it and the
-fields before and after, in the same transaction as the change.
+fields before and after, in the same transaction as the change. An edit of
+the content suppresses the turns the item came from, as a supersede does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from ..records import scope_of
 from .sqlite_database import Connection, Database
+from .sqlite_fragments import suppress
 
 # Triggers, so every writer of items (extraction, the admin API, imports) leaves the
 # same history without knowing of it; each is one statement.
@@ -95,11 +97,14 @@ def _edit(
 ) -> bool:
     shown = [k for k in changes if k not in ("terms", "expires")]
     before = c.execute(
-        f"SELECT {', '.join(['id', *shown])} FROM items WHERE tenant = ? AND user = ? AND id = ?",
+        f"SELECT {', '.join(['id', 'fragment_hashes', *shown])} FROM items WHERE tenant = ? AND user = ? AND id = ?",
         (tenant, user, item_id),
     ).fetchone()
     if before is None:
         return False
+    if "content" in changes and changes["content"] != before["content"]:
+        # The turns the item came from say what it said before: never inject them as current.
+        suppress(c, tenant, user, json.loads(before["fragment_hashes"]))
     now = time.time()
     sets = ", ".join(f"{k} = ?" for k in changes)
     c.execute(

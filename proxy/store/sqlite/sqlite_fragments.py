@@ -21,7 +21,8 @@ class FragmentStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def known(self, tenant: str, user: str, hashes: Sequence[str]) -> set[str]:
+    async def known(self, tenant: str, user: str, hashes: Sequence[str], session: str | None = None) -> set[str]:
+        """Which of ``hashes`` the user's fragments hold, or ``session`` held before they were purged."""
         if not hashes:
             return set()
 
@@ -35,6 +36,13 @@ class FragmentStore:
                     (tenant, user, *part),
                 ).fetchall()
                 found.update(r[0] for r in rows)
+                if session is not None:
+                    rows = c.execute(
+                        "SELECT hash FROM forgotten_turns WHERE tenant = ? AND user = ? AND session = ?"
+                        f" AND hash IN ({marks})",
+                        (tenant, user, session, *part),
+                    ).fetchall()
+                    found.update(r[0] for r in rows)
             return found
 
         return await self.db.read(read)

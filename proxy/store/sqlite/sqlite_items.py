@@ -15,7 +15,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..filters import stale_items
-from ..records import ITEM_COLUMNS, Choose, ItemRow, ItemWrite, NewItem, item_row, scope_of
+from ..records import (
+    ITEM_COLUMNS,
+    Choose,
+    ItemRow,
+    ItemWrite,
+    NewItem,
+    item_row,
+    merged_sources,
+    scope_of,
+)
 from .sqlite_database import Connection, Database
 from .sqlite_fragments import suppress
 
@@ -32,7 +41,8 @@ class ItemStore:
     ) -> tuple[ItemWrite, int]:
         """In one transaction: ``choose`` against the user's active items, then do what it chose.
 
-        A merge bumps the chosen item's seen count; otherwise ``item`` is
+        A merge bumps the chosen item's seen count and adds the new item's
+        turns to its sources; otherwise ``item`` is
         inserted, the items it supersedes are marked so, and the fragments
         they came from are suppressed. Returns the choice and the id of the
         item that now holds the fact.
@@ -42,9 +52,15 @@ class ItemStore:
         def write(c: Connection) -> tuple[ItemWrite, int]:
             choice = choose(_active(c, tenant, user))
             if choice.merge_into is not None:
+                row = c.execute(
+                    "SELECT fragment_hashes FROM items WHERE tenant = ? AND user = ? AND id = ?",
+                    (tenant, user, choice.merge_into),
+                ).fetchone()
                 c.execute(
-                    "UPDATE items SET seen_count = seen_count + 1, updated = ? WHERE tenant = ? AND user = ? AND id = ?",
-                    (now, tenant, user, choice.merge_into),
+                    "UPDATE items SET seen_count = seen_count + 1, updated = ?, fragment_hashes = ?"
+                    " WHERE tenant = ? AND user = ? AND id = ?",
+                    (now, merged_sources(row[0] if row else "[]", item.fragment_hashes), tenant, user,
+                     choice.merge_into),
                 )
                 return choice, choice.merge_into
             new_id = _insert(c, tenant, user, session, item, vector, now)
@@ -136,17 +152,6 @@ class ItemStore:
             )
 
         await self.db.write(write)
-
-    async def delete(self, tenant: str, user: str, item_id: int) -> bool:
-        def write(c: Connection) -> bool:
-            cur = c.execute(
-                "DELETE FROM items WHERE tenant = ? AND user = ? AND id = ?", (tenant, user, item_id)
-            )
-            if cur.rowcount:
-                c.execute("DELETE FROM vec_items WHERE rowid = ?", (item_id,))
-            return bool(cur.rowcount)
-
-        return await self.db.write(write)
 
     async def expire(self, now: dt.datetime) -> int:
         """Delete items whose expiry has passed (their vectors first: vec0 has no cascade)."""

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..filters import item_page
-from ..records import ITEM_COLUMNS, ItemRow, item_row
+from ..filters import fragment_page, item_page
+from ..records import ITEM_COLUMNS, ItemRow, StoredFragment, item_row
 from .sqlite_database import Connection, Database
 
 # Tables whose rows name a (tenant, user); a user exists while any of them does.
 OWNED = ("items", "fragments", "summaries", "traces")
+FRAGMENT_COLUMNS = "id, session, role, text, position, tokens, created, status"
 
 
 class ListingStore:
@@ -40,6 +41,15 @@ class ListingStore:
         where, args = item_page(tenant, user, after, status, kind, "?")
         sql = f"SELECT {ITEM_COLUMNS} FROM items WHERE {where} ORDER BY id LIMIT ?"
         return await self.db.read(lambda c: [item_row(r) for r in c.execute(sql, (*args, limit))])
+
+    async def fragments(
+        self, tenant: str, user: str, *, after: int | None, limit: int,
+        session: str | None = None, status: str | None = "active",
+    ) -> list[StoredFragment]:
+        """A page of the user's fragments in id order; ``session``/``status`` None: any."""
+        where, args = fragment_page(tenant, user, after, session, status, "?")
+        sql = f"SELECT {FRAGMENT_COLUMNS} FROM fragments WHERE {where} ORDER BY id LIMIT ?"
+        return await self.db.read(lambda c: [stored_fragment(r) for r in c.execute(sql, (*args, limit))])
 
     async def important(self, tenant: str, user: str, floor: float, limit: int) -> list[ItemRow]:
         """The user's active items of at least ``floor`` importance, most important first."""
@@ -121,6 +131,12 @@ def user_entry(user: str, items: Any, fragments: Any, traces: Any) -> dict[str, 
         "requests": int(traces[0]),
         "last_seen": max(seen) if seen else None,
     }
+
+
+def stored_fragment(r: Any) -> StoredFragment:
+    """A ``FRAGMENT_COLUMNS`` row (either store's) as a ``StoredFragment``."""
+    return StoredFragment(int(r["id"]), str(r["session"]), str(r["role"]), str(r["text"]), int(r["position"]),
+                          int(r["tokens"]), float(r["created"]), str(r["status"]))
 
 
 def stored(entry: dict[str, Any]) -> dict[str, Any] | None:

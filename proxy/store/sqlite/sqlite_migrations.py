@@ -273,6 +273,22 @@ def m013_utf8_session_names(conn: Connection) -> None:
                 conn.execute(*rename(table, old, new, "?"))
 
 
+def m014_forgotten_turns(conn: Connection) -> None:
+    # The digests of purged turns, by session: a conversation resent after a purge is not
+    # stored again (store/forgetting.py). No text: a digest only matches the same words.
+    _script(conn,
+        """
+        CREATE TABLE forgotten_turns (
+            tenant TEXT NOT NULL,
+            user TEXT NOT NULL,
+            session TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (tenant, user, session, hash)
+        )
+        """
+    )
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -294,6 +310,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("011_response_sessions", m011_response_sessions),
     ("012_item_schema", m012_item_schema),
     ("013_utf8_session_names", m013_utf8_session_names),
+    ("014_forgotten_turns", m014_forgotten_turns),
 ]
 
 

@@ -137,6 +137,7 @@ def _forget(c: Connection, tenant: str, user: str) -> dict[str, int]:
         ).rowcount
     for table in _OWNED:
         counts[table] = c.execute(f"DELETE FROM {table} WHERE tenant = ? AND user = ?", who).rowcount
+    counts["forgotten_turns"] = c.execute("DELETE FROM forgotten_turns WHERE tenant = ? AND user = ?", who).rowcount
     counts["extraction_cursors"] = sum(
         c.execute(
             "DELETE FROM extraction_cursors WHERE tenant = ? AND session = ?", (tenant, s)

@@ -1,0 +1,189 @@
+"""Forgetting part of a user's data: a memory with the turns it came from, one turn, a whole session.
+
+The rules are ``store/forgetting.py``'s. Each call is one write transaction
+that moves the scope's generation, so every in-memory index drops what went
+at its next search (``FragmentIndex.scope``); items are reloaded when their
+count changes (``ItemIndex``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..forgetting import FORGOTTEN, SESSION_TABLES, drawn_only_from, replies_to, trace_needles
+from ..records import Forgot
+from .sqlite_database import Connection, Database
+from .sqlite_fragments import bump_generation
+
+_TURN = "id, session, hash, position, role, text"
+_BATCH = 500
+
+
+class ForgetStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def memory(
+        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = ()
+    ) -> Forgot | None:
+        """Delete the item, and hide (``purge``: delete) the turns it came from — those it names and
+        ``turns`` (hashes found for an item that names none); None: no such item."""
+        return await self.db.write(lambda c: _memory(c, tenant, user, item_id, purge, turns))
+
+    async def fragment(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
+        """Delete one fragment and the memories drawn only from it; None: no such fragment."""
+        return await self.db.write(lambda c: _fragment(c, tenant, user, fragment_id))
+
+    async def session(self, tenant: str, session: str) -> dict[str, int]:
+        """Delete the session's fragments, summaries, prefixes, traces and the memories drawn only
+        from it, for every user of the tenant it holds. Returns counts per table (zeros: unknown)."""
+        return await self.db.write(lambda c: _session(c, tenant, session))
+
+
+def _memory(
+    c: Connection, tenant: str, user: str, item_id: int, purge: bool, more: Sequence[str]
+) -> Forgot | None:
+    row = c.execute(
+        "SELECT fragment_hashes, content FROM items WHERE tenant = ? AND user = ? AND id = ?",
+        (tenant, user, item_id),
+    ).fetchone()
+    if row is None:
+        return None
+    _delete_items(c, [item_id])
+    turns = _source_turns(c, tenant, user, [*json.loads(row[0]), *more])
+    traces = 0
+    if purge:
+        traces = _purge(c, tenant, user, turns, also=[row[1]])
+        _items_after(c, tenant, user, {t["hash"] for t in turns}, delete_drawn=False)
+    else:
+        _in(c, f"UPDATE fragments SET status = '{FORGOTTEN}' WHERE status = 'active' AND id IN", _ids(turns))
+    bump_generation(c, tenant, user)
+    return Forgot((item_id,), len(turns), purge, traces)
+
+
+def _fragment(c: Connection, tenant: str, user: str, fragment_id: int) -> Forgot | None:
+    row = c.execute(
+        f"SELECT {_TURN} FROM fragments WHERE tenant = ? AND user = ? AND id = ?", (tenant, user, fragment_id)
+    ).fetchone()
+    if row is None:
+        return None
+    traces = _purge(c, tenant, user, [row])
+    deleted = _items_after(c, tenant, user, {row["hash"]}, delete_drawn=True)
+    bump_generation(c, tenant, user)
+    return Forgot(tuple(deleted), 1, True, traces)
+
+
+def _session(c: Connection, tenant: str, session: str) -> dict[str, int]:
+    named = " UNION ".join(
+        f"SELECT user FROM {t} WHERE tenant = ? AND session = ?" for t in ("fragments", "items", *SESSION_TABLES)
+    )
+    users = [str(r[0]) for r in c.execute(named, (tenant, session) * (2 + len(SESSION_TABLES)))]
+    counts = dict.fromkeys(("fragments", "items", "vectors", *SESSION_TABLES), 0)
+    for user in users:
+        turns = c.execute(
+            f"SELECT {_TURN} FROM fragments WHERE tenant = ? AND user = ? AND session = ?", (tenant, user, session)
+        ).fetchall()
+        counts["traces"] += _purge(c, tenant, user, turns)
+        deleted = _items_after(c, tenant, user, {t["hash"] for t in turns}, session, delete_drawn=True)
+        counts["fragments"] += len(turns)
+        counts["items"] += len(deleted)
+        counts["vectors"] += len(turns) + len(deleted)
+        bump_generation(c, tenant, user)
+    for table in SESSION_TABLES:
+        counts[table] += c.execute(f"DELETE FROM {table} WHERE tenant = ? AND session = ?", (tenant, session)).rowcount
+    return counts
+
+
+def _source_turns(c: Connection, tenant: str, user: str, hashes: Sequence[str]) -> list[Any]:
+    """The user's fragments with ``hashes``, and the assistant's reply right after each user turn."""
+    turns = _in(c, f"SELECT {_TURN} FROM fragments WHERE tenant = ? AND user = ? AND hash IN", hashes, (tenant, user))
+    after: dict[tuple[str, int], tuple[int, str]] = {}
+    for t in turns:
+        nxt = c.execute(
+            "SELECT id, role FROM fragments WHERE tenant = ? AND session = ? AND position = ? AND user = ?",
+            (tenant, t["session"], t["position"] + 1, user),
+        ).fetchone()
+        if nxt is not None:
+            after[(t["session"], t["position"] + 1)] = (int(nxt[0]), str(nxt[1]))
+    seen = set(_ids(turns))
+    replies = [i for i in replies_to(((t["session"], t["position"], t["role"]) for t in turns), after)
+               if i not in seen]
+    return [*turns, *_in(c, f"SELECT {_TURN} FROM fragments WHERE tenant = ? AND user = ? AND id IN",
+                         replies, (tenant, user))]
+
+
+def _purge(c: Connection, tenant: str, user: str, turns: Sequence[Any], also: Iterable[str] = ()) -> int:
+    """Delete ``turns`` and their vectors, keep their digests, delete the traces holding their text.
+    Returns how many traces went."""
+    ids = _ids(turns)
+    _in(c, "DELETE FROM vec_fragments WHERE rowid IN", ids)
+    _in(c, "DELETE FROM fragments WHERE id IN", ids)
+    c.executemany(
+        "INSERT OR IGNORE INTO forgotten_turns (tenant, user, session, hash) VALUES (?, ?, ?, ?)",
+        [(tenant, user, t["session"], t["hash"]) for t in turns],
+    )
+    needles = trace_needles([*(t["text"] for t in turns), *also])
+    gone = 0
+    for i in range(0, len(needles), 50):
+        part = needles[i : i + 50]
+        holds = " OR ".join(["instr(data, ?) > 0"] * len(part))
+        gone += c.execute(
+            f"DELETE FROM traces WHERE tenant = ? AND user = ? AND ({holds})", (tenant, user, *part)
+        ).rowcount
+    return gone
+
+
+def _items_after(
+    c: Connection, tenant: str, user: str, gone: set[str], session: str | None = None, *, delete_drawn: bool
+) -> list[int]:
+    """Apply ``drawn_only_from`` to the user's items for turns ``gone``; returns the ids deleted.
+
+    Without ``delete_drawn`` items only stop naming the turns. An item kept
+    that named the forgotten ``session`` as its own now names the session of
+    a turn it still names (or none).
+    """
+    rows = c.execute(
+        "SELECT id, session, fragment_hashes FROM items WHERE tenant = ? AND user = ? ORDER BY id", (tenant, user)
+    ).fetchall()
+    items = [(int(r[0]), r[1], json.loads(r[2])) for r in rows]
+    deleted, kept = drawn_only_from(items, gone, session)
+    if not delete_drawn:
+        kept.update({i: [] for i in deleted})
+        deleted = []
+    _delete_items(c, deleted)
+    c.executemany(
+        "UPDATE items SET fragment_hashes = ? WHERE id = ?", [(json.dumps(h), i) for i, h in kept.items()]
+    )
+    if session is not None:
+        for item_id, item_session, hashes in items:
+            if item_session == session and item_id not in deleted:
+                _move(c, tenant, user, item_id, kept.get(item_id, hashes))
+    return deleted
+
+
+def _move(c: Connection, tenant: str, user: str, item_id: int, hashes: Sequence[str]) -> None:
+    """The item now belongs to the session of the first stored turn it names (or to none)."""
+    sessions = _in(c, "SELECT id, session FROM fragments WHERE tenant = ? AND user = ? AND hash IN", hashes,
+                   (tenant, user))
+    first = min(sessions, key=lambda r: int(r[0]))[1] if sessions else None
+    c.execute("UPDATE items SET session = ? WHERE id = ?", (first, item_id))
+
+
+def _delete_items(c: Connection, ids: Sequence[int]) -> None:
+    _in(c, "DELETE FROM vec_items WHERE rowid IN", ids)
+    _in(c, "DELETE FROM items WHERE id IN", ids)
+
+
+def _in(c: Connection, sql: str, values: Sequence[Any], before: tuple[Any, ...] = ()) -> list[Any]:
+    """``sql`` ending in ``IN`` run over ``values`` in batches; the rows it returns, if any."""
+    out: list[Any] = []
+    for i in range(0, len(values), _BATCH):
+        part = list(values[i : i + _BATCH])
+        out += c.execute(f"{sql} ({','.join('?' * len(part))})", (*before, *part)).fetchall()
+    return out
+
+
+def _ids(rows: Iterable[Any]) -> list[int]:
+    return [int(r["id"]) for r in rows]

@@ -1,0 +1,119 @@
+"""A deleted memory never reaches the upstream again, nor the turns it came from (SPEC §5, §6).
+
+Through real sockets on both stores: a uvicorn proxy before the fake upstream,
+which records every body it receives. The conversation is a real model's:
+the reply repeats the fact, as replies do.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from tests.admin_helpers import admin
+from tests.conftest import PROXY_KEY, Proxy, both_stores
+from tests.fake_upstream import FakeUpstream, completion, fake_summary
+
+backend = both_stores
+
+FACT = "I am allergic to shellfish, so please keep that in mind."
+REPLY = "Understood: you are allergic to shellfish, I will avoid it."
+QUESTION = "Which foods am I allergic to? Tell me please."
+WORD = "shellfish"
+
+
+def chat(proxy: Proxy, user: str, extra: list[dict[str, Any]] | None = None) -> str:
+    """The conversation stating ``FACT`` (long enough to be mined), plus ``extra``; returns its session."""
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": FACT},
+        {"role": "assistant", "content": REPLY},
+    ]
+    for topic in ("trains", "weather"):
+        history.append({"role": "user", "content": f"Tell me something about {topic} in spring."})
+        history.append({"role": "assistant", "content": f"Spring {topic} are pleasant enough."})
+    history.append({"role": "user", "content": "Thanks, that is all for now."})
+    raw = proxy.client(PROXY_KEY).chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[*history, *(extra or [])],  # type: ignore[list-item]
+        extra_headers={"X-Paperclip-User": user},
+    )
+    proxy.drain()
+    return str(raw.headers["x-paperclip-session"])
+
+
+def sent_in_a_fresh_chat(proxy: Proxy, upstream: FakeUpstream, user: str) -> str:
+    """What the upstream received for a new conversation asking ``QUESTION``."""
+    proxy.client(PROXY_KEY).chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": QUESTION}],
+        extra_headers={"X-Paperclip-User": user},
+    )
+    proxy.drain()
+    return upstream.chat_requests()[-1].body.decode().lower()
+
+
+def the_memory(proxy: Proxy, user: str) -> dict[str, Any]:
+    with admin(proxy) as http:
+        found = [m for m in http.get(f"/paperclip/v1/users/{user}/memories").json()["data"]
+                 if WORD in m["content"].lower()]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_deleted_memory_and_its_turns_never_reach_the_upstream_again(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    chat(proxy, "erin")
+    assert WORD in sent_in_a_fresh_chat(proxy, upstream, "erin")  # remembered, before
+    memory = the_memory(proxy, "erin")
+    with admin(proxy) as http:
+        r = http.delete(f"/paperclip/v1/users/erin/memories/{memory['id']}")
+        assert r.status_code == 200, r.text
+        assert r.json()["turns"] == 2 and r.json()["purged"] is False
+        kept = http.get("/paperclip/v1/users/erin/fragments", params={"status": "forgotten"}).json()["data"]
+        assert sorted(f["role"] for f in kept) == ["assistant", "user"]  # kept, never recalled
+    assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "erin")
+    # The app resends the whole conversation as it goes on: nothing of it is learned again.
+    chat(proxy, "erin", [{"role": "assistant", "content": "Bye!"}, {"role": "user", "content": "One more thing."}])
+    assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "erin")
+
+
+def test_a_purged_memory_leaves_no_turn_behind(proxy: Proxy, upstream: FakeUpstream) -> None:
+    chat(proxy, "finn")
+    assert WORD in sent_in_a_fresh_chat(proxy, upstream, "finn")  # its trace holds the text now
+    memory = the_memory(proxy, "finn")
+    with admin(proxy) as http:
+        r = http.delete(f"/paperclip/v1/users/finn/memories/{memory['id']}", params={"purge": "true"})
+        assert r.status_code == 200, r.text
+        assert r.json()["turns"] == 2 and r.json()["purged"] is True
+        listed = http.get("/paperclip/v1/users/finn/fragments", params={"status": "all"}).json()["data"]
+        assert listed and all(WORD not in f["text"].lower() for f in listed)
+        assert WORD not in http.get("/paperclip/v1/users/finn/export").text.lower()
+    assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "finn")
+    chat(proxy, "finn", [{"role": "assistant", "content": "Bye!"}, {"role": "user", "content": "One more thing."}])
+    assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "finn")
+    with admin(proxy) as http:
+        assert WORD not in http.get("/paperclip/v1/users/finn/export").text.lower()
+
+
+def test_a_deleted_model_memory_that_named_no_turn_takes_the_turn_most_like_it(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    """A model's item without ``turns``: its source is found as a supersede finds it, by similarity."""
+    fact = {"type": "constraint", "content": "The user is allergic to shellfish.", "key": "user.allergy.shellfish",
+            "importance": 0.9, "confidence": 0.9, "source": "user-stated", "expires_at": None, "turns": []}
+
+    async def model(request: Request, body: dict[str, Any]) -> Response:
+        prompt = str(body["messages"][-1]["content"])
+        if "long-term memories" in prompt:
+            return JSONResponse(completion(json.dumps([fact])))
+        return JSONResponse(completion(fake_summary(body["messages"])))
+
+    upstream.compression = model
+    chat(proxy, "gus")
+    assert WORD in sent_in_a_fresh_chat(proxy, upstream, "gus")
+    memory = the_memory(proxy, "gus")
+    with admin(proxy) as http:
+        assert http.delete(f"/paperclip/v1/users/gus/memories/{memory['id']}").json()["turns"] == 2
+    assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "gus")
