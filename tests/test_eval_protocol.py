@@ -265,3 +265,10 @@ def test_masked_turns_are_recognised_and_facts_masked_as_the_proxy_masks() -> No
     assert masked != "Mail me at ana@example.com about Pixel."
     (fact,) = facts_for(resolve([(1, masked)], k), k)
     assert "ana@example.com" not in fact["content"] and fact["turns"] == [1]
+
+
+def test_the_stand_in_knows_nothing_of_the_questions() -> None:
+    conv = locomo.conversation(OBSERVED)
+    unasked = locomo.conversation({**OBSERVED, "qa": []})
+    assert conv.questions and not unasked.questions
+    assert observation_knowledge([conv], lambda t: t) == observation_knowledge([unasked], lambda t: t)
