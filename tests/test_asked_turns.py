@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.memory.recall.asked_turns import QUESTION_WEIGHT, asks_only, question_weight
-from proxy.memory.recall.ranking import DAY_WEIGHT, Candidate, rank
+from proxy.memory.recall.ranking import NEARBY_WEIGHT, Candidate, rank
 from proxy.store.records import Fragment
 
 
@@ -47,6 +47,6 @@ def test_ranking_puts_an_old_question_below_the_exchange_that_answers_it() -> No
     reply = Candidate(2, 0.2, frag(3, "assistant", "On 7 May 2023.", 11), None)
     ranked = [(c.fragment.id if c.fragment else 0, round(s, 3)) for c, s, _ in rank([asked, other, reply], [])]
     # The question keeps 0.3 of its score; its reply inherits 0.3 of that, as any neighbour does
-    # (and each inherits DAY_WEIGHT of the other, the best other turn of their day).
-    assert ranked == [(2, 0.6), (1, round(0.3 + 0.3 * 0.2 + DAY_WEIGHT * 0.2, 3)),
-                      (3, round(0.2 + 0.3 * 0.3 + DAY_WEIGHT * 0.3, 3))]
+    # (and each inherits NEARBY_WEIGHT of the other, the best other turn near it in the session).
+    assert ranked == [(2, 0.6), (1, round(0.3 + 0.3 * 0.2 + NEARBY_WEIGHT * 0.2, 3)),
+                      (3, round(0.2 + 0.3 * 0.3 + NEARBY_WEIGHT * 0.3, 3))]

@@ -1,4 +1,4 @@
-"""Ranking's support: a turn inherits part of a turn one or two apart, and of the best other turn of its day."""
+"""Ranking's support: a turn inherits part of a turn one or two apart, and of the best other turn near it in its session."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.memory.recall.ranking import (
-    DAY_WEIGHT,
+    NEARBY_TURNS,
+    NEARBY_WEIGHT,
     NEIGHBOUR_WEIGHT,
     SECOND_NEIGHBOUR_WEIGHT,
     Candidate,
-    day_support,
+    nearby_support,
     neighbour_support,
     rank,
 )
@@ -27,9 +28,9 @@ def frag(fid: int, position: int, *, session: str = "s1", day: int = 0) -> Fragm
                     tokens=1, created=MAY_8 + day * 86_400 + position)
 
 
-def supported_by_day(cands: list[Candidate], base: list[float]) -> list[float]:
-    """Each base score as ``rank`` adds the day's support to it."""
-    return [b + s for b, s in zip(base, day_support(cands, base), strict=True)]
+def supported_nearby(cands: list[Candidate], base: list[float]) -> list[float]:
+    """Each base score as ``rank`` adds the support of the turns near it to it."""
+    return [b + s for b, s in zip(base, nearby_support(cands, base), strict=True)]
 
 
 def supported_by_neighbours(cands: list[Candidate], base: list[float]) -> list[float]:
@@ -49,24 +50,34 @@ def item_cand(score: float) -> Candidate:
     return Candidate(0, score, None, row)
 
 
-def test_a_turn_gets_a_share_of_the_best_other_turn_of_its_day() -> None:
-    hit, far, alone = frag(1, 2), frag(2, 9), frag(3, 4, session="s2")
-    next_day = frag(4, 5, day=1)  # same session, another date: a day of a long chat
-    cands = [cand(hit, 0.8), cand(far, 0.3), cand(alone, 0.35), cand(next_day, 0.3), item_cand(0.5)]
-    out = supported_by_day(cands, [0.8, 0.3, 0.35, 0.3, 0.5])
-    # far (seven turns from the hit) inherits from it; the hit from far, its day's second best;
-    # a day with one candidate and the item keep their own.
-    assert out == pytest.approx([0.8 + DAY_WEIGHT * 0.3, 0.3 + DAY_WEIGHT * 0.8, 0.35, 0.3, 0.5])
+def test_a_turn_gets_a_share_of_the_best_other_turn_near_it_in_its_session() -> None:
+    hit, near, alone = frag(1, 2), frag(2, 9), frag(3, 4, session="s2")
+    far = frag(4, 2 + NEARBY_TURNS + 1)  # same session, beyond reach
+    cands = [cand(hit, 0.8), cand(near, 0.3), cand(alone, 0.35), cand(far, 0.3), item_cand(0.5)]
+    out = supported_nearby(cands, [0.8, 0.3, 0.35, 0.3, 0.5])
+    # near (seven turns from the hit) inherits from it; the hit from near, its best other turn in
+    # reach; far inherits from near (within reach of it); another session's turn and the item keep their own.
+    assert out == pytest.approx([0.8 + NEARBY_WEIGHT * 0.3, 0.3 + NEARBY_WEIGHT * 0.8, 0.35,
+                                 0.3 + NEARBY_WEIGHT * 0.3, 0.5])
 
 
-def test_rank_brings_a_relevant_turn_of_a_strong_day_before_an_equal_one_of_another_day() -> None:
-    hit, same_day, other_day = frag(1, 2), frag(2, 9), frag(3, 9, session="s2")
-    ranked = rank([cand(hit, 0.9, 0), cand(other_day, 0.3, 1), cand(same_day, 0.3, 2)], [])
+def test_nearby_is_counted_in_turns_of_a_session_never_in_time() -> None:
+    # Ten chats of one morning: the same second, ten sessions, no support between them.
+    burst = [cand(frag(i, 3, session=f"chat{i}"), 0.5 + i / 100) for i in range(10)]
+    assert nearby_support(burst, [c.score for c in burst]) == [0.0] * 10
+    # One chat over months: turns said weeks apart but five turns apart support each other.
+    months = [cand(frag(1, 4), 0.8), cand(frag(2, 9, day=40), 0.3)]
+    assert nearby_support(months, [0.8, 0.3]) == pytest.approx([NEARBY_WEIGHT * 0.3, NEARBY_WEIGHT * 0.8])
+
+
+def test_rank_brings_a_relevant_turn_near_a_strong_hit_before_an_equal_one_elsewhere() -> None:
+    hit, same_chat, other_chat = frag(1, 2), frag(2, 9), frag(3, 9, session="s2")
+    ranked = rank([cand(hit, 0.9, 0), cand(other_chat, 0.3, 1), cand(same_chat, 0.3, 2)], [])
     assert [c.fragment.id for c, _, _ in ranked if c.fragment] == [1, 2, 3]
-    # Support from the day adds to support from an adjacent turn.
+    # Support from the turns nearby adds to support from an adjacent turn.
     next_to = frag(4, 3)
     ranked = rank([cand(hit, 0.9), cand(next_to, 0.1)], [])
-    assert ranked[1][1] == pytest.approx(0.1 + NEIGHBOUR_WEIGHT * 0.9 + DAY_WEIGHT * 0.9)
+    assert ranked[1][1] == pytest.approx(0.1 + NEIGHBOUR_WEIGHT * 0.9 + NEARBY_WEIGHT * 0.9)
 
 
 def test_a_turn_two_apart_inherits_less_than_an_adjacent_one() -> None:
@@ -81,28 +92,25 @@ def test_a_turn_two_apart_inherits_less_than_an_adjacent_one() -> None:
 
 
 turns = st.lists(
-    st.tuples(st.sampled_from(["s1", "s2"]), st.integers(0, 2), st.integers(0, 30),
+    st.tuples(st.sampled_from(["s1", "s2"]), st.integers(0, 2), st.integers(0, 60),
               st.floats(0.0, 2.0, allow_nan=False)),
     min_size=1, max_size=25, unique_by=lambda t: (t[0], t[1], t[2]),
 )
 
 
 @given(turns)
-def test_day_support_lifts_days_and_never_reorders_the_turns_of_one_day(rows: list) -> None:
+def test_nearby_support_is_the_best_other_turn_within_reach(rows: list) -> None:
     cands = [cand(frag(i, pos, session=s, day=d), score, i) for i, (s, d, pos, score) in enumerate(rows)]
     base = [score for *_, score in rows]
-    out = supported_by_day(cands, base)
-    top = max(base)
+    out = supported_nearby(cands, base)
     for j, (c, b, o) in enumerate(zip(cands, base, out, strict=True)):
-        assert b <= o <= b + DAY_WEIGHT * top + 1e-12
-        same_day = [k for k, other in enumerate(cands) if k != j and other.fragment and c.fragment
-                    and (other.fragment.session, other.fragment.created // 86_400)
-                    == (c.fragment.session, c.fragment.created // 86_400)]
-        if not same_day:
-            assert o == b  # alone on its day: nothing to inherit
-        for k in same_day:
-            if base[j] >= base[k]:
-                assert out[j] >= out[k] - 1e-12  # the day moves as a whole; inside it, the fused order stands
+        assert c.fragment is not None
+        reach = [base[k] for k, other in enumerate(cands) if k != j and other.fragment
+                 and other.fragment.session == c.fragment.session
+                 and abs(other.fragment.position - c.fragment.position) <= NEARBY_TURNS]
+        assert o == pytest.approx(b + NEARBY_WEIGHT * max(reach, default=0.0))
+        if not reach:
+            assert o == b  # alone in its stretch: nothing to inherit
 
 
 @given(turns)

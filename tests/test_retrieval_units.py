@@ -1,4 +1,4 @@
-"""The pure parts of retrieval: query focus, named periods, neighbour support, excerpt packing."""
+"""The pure parts of retrieval: query focus, named periods, neighbour support, packing into cards."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.memory.recall.cards import pack, render_block
-from proxy.memory.recall.packing import Excerpt, Tally, cards_of, place, select
+from proxy.memory.recall.packing import CARD_TURNS, Tally, select, stretch_card, stretches
 from proxy.memory.recall.query import focus, periods_in
 from proxy.memory.recall.ranking import Candidate, Hit, Key, boosts, neighbour_support, rank
 from proxy.memory.search import fragment_index as fragment_search
@@ -114,33 +114,32 @@ def test_rank_drops_candidates_without_score() -> None:
     assert rank([cand(frag(1, 0), 0.0)], []) == []
 
 
-def test_place_merges_adjacent_turns_into_one_excerpt() -> None:
-    a, b, c = hit(frag(1, 4), 0.9), hit(frag(2, 6), 0.8), hit(frag(3, 5), 0.7)
-    chosen = place([], a)
-    assert chosen is not None
-    chosen = place(chosen, b)
-    assert chosen is not None and len(chosen) == 2
-    chosen = place(chosen, c)  # bridges the two
-    assert chosen is not None and len(chosen) == 1
-    assert [h.id for h in chosen[0].members] == ["f1", "f3", "f2"]
-    assert chosen[0].lead is a
-    assert place(chosen, c) is None  # already in
+def ids(cards: list) -> list[list[list[str]]]:
+    return [[[h.id for h in excerpt] for excerpt in card] for card in cards]
 
 
-def test_turns_of_other_sessions_or_days_stay_apart() -> None:
+def test_consecutive_turns_are_one_excerpt_and_turns_close_by_one_card() -> None:
+    a, c, b = hit(frag(1, 4), 0.9), hit(frag(3, 5), 0.7), hit(frag(2, 6), 0.8)
+    assert ids(stretches([a, b])) == [[["f1"], ["f2"]]]  # two apart: one card, a gap between
+    assert ids(stretches([a, c, b])) == [[["f1", "f3", "f2"]]]  # the turn between bridges them
+    far = hit(frag(4, 6 + CARD_TURNS + 1), 0.6)
+    assert ids(stretches([a, c, b, far])) == [[["f1", "f3", "f2"]], [["f4"]]]
+
+
+def test_a_card_never_spans_two_dates_its_header_shows_one() -> None:
     a = hit(frag(1, 4), 0.9)
-    other_session = hit(frag(2, 5, session="s2"), 0.8)
-    other_day = hit(frag(3, 3, created=MAY_8 + 86400), 0.7)
-    chosen = place(place(place([], a) or [], other_session) or [], other_day)
-    assert chosen is not None and len(chosen) == 3
+    next_day = hit(frag(2, 5, created=MAY_8 + 86400), 0.7)
+    assert ids(stretches([a, next_day])) == [[["f1"]], [["f2"]]]
 
 
-def test_an_excerpt_is_one_card_with_a_line_per_turn() -> None:
+def test_a_card_is_one_line_per_turn_under_its_date() -> None:
     a = hit(frag(1, 4, "I adopted a cat", role="user"), 0.9)
     b = hit(frag(2, 5, "What is its name?", role="assistant"), 0.5)
-    card = Excerpt(a, (a, b)).card()
-    assert card.text == "User: I adopted a cat\nAssistant: What is its name?"
-    assert (card.source, card.date, card.id) == ("user said", "2023-05-08", "f1,f2")
+    c = hit(frag(3, 8, "Miso", role="user"), 0.4)
+    ((excerpt, later),) = stretches([a, b, c])
+    card = stretch_card([excerpt, later], a)
+    assert card.text == "User: I adopted a cat\nAssistant: What is its name?\n…\nUser: Miso"
+    assert (card.source, card.date, card.id) == ("user said", "2023-05-08", "f1,f2,f3")
 
 
 def test_select_respects_budget_and_top_k_and_skips_what_does_not_fit() -> None:
@@ -155,15 +154,29 @@ def test_select_respects_budget_and_top_k_and_skips_what_does_not_fit() -> None:
     assert all("…" not in c.text for c in cards)
 
 
-def test_what_was_said_on_one_day_is_one_card_its_excerpts_apart() -> None:
+def test_what_was_said_close_together_in_a_session_is_one_card_its_excerpts_apart() -> None:
     counter = TokenCounter(None)
     a, b = hit(frag(1, 2, "I adopted a cat"), 0.9), hit(frag(2, 9, "She is called Miso"), 0.8)
     c = hit(frag(3, 3, "Congrats!", role="assistant"), 0.7)
-    later = hit(frag(4, 1, "The vet says she is fine", created=MAY_8 + 86400), 0.6)
+    later = hit(frag(4, 1, "The vet says she is fine", session="s2"), 0.6)
     (card,) = select([a, b, later, c], counter, top_k=1, budget=800)
     assert card.text == "User: I adopted a cat\nAssistant: Congrats!\n…\nUser: She is called Miso"
     assert (card.id, card.date) == ("f1,f3,f2", "2023-05-08")
     assert [x.id for x in select([a, b, later, c], counter, top_k=2, budget=800)] == ["f1,f3,f2", "f4"]
+
+
+def test_chats_of_one_day_are_cards_of_their_own_best_first() -> None:
+    """Five chats in one minute group as five chats ten days apart do: by session, not by date."""
+    counter = TokenCounter(None)
+    def chats(step: float) -> list[Hit]:
+        return [hit(frag(i, 3, f"fact number {i}", session=f"chat{i}", created=MAY_8 + i * step), 1 - i / 10)
+                for i in range(1, 6)]
+    burst, dated = select(chats(1.0), counter, 8, 800), select(chats(10 * 86400.0), counter, 8, 800)
+    assert [c.id for c in burst] == [c.id for c in dated] == ["f1", "f2", "f3", "f4", "f5"]
+    assert [c.text for c in burst] == [c.text for c in dated]
+    # A long chat on one date: its far stretches are cards of their own, the best match's first.
+    far = [hit(frag(i, 40 * i, f"fact number {i}"), i / 10) for i in (3, 1, 2)]  # ranked best first
+    assert [c.id for c in select(far, counter, 8, 800)] == ["f3", "f1", "f2"]
 
 
 LINES = ["我的猫对花生过敏。", "url http://x.y/z?a=1.", "emoji 😀!", "[bracket] and \"quotes\".", "ends …",
@@ -176,15 +189,12 @@ LINES = ["我的猫对花生过敏。", "url http://x.y/z?a=1.", "emoji 😀!", 
 def test_the_tally_counts_the_block_as_the_tokenizer_does(turns: list[tuple[int, int, str, bool]]) -> None:
     """What ``select`` relies on: a block counts as its headers, lines and gaps, each counted once."""
     counter = TokenCounter("gpt-4o-mini")
-    tally = Tally(counter, 10_000)
-    chosen: list[Excerpt] = []
+    tally = Tally(counter, 10_000, 100)
     for i, (d, pos, text, user) in enumerate(turns):
         h = hit(frag(i + 1, pos, text, role="user" if user else "assistant", created=MAY_8 + d * 86400), 0.5)
-        trial = place(chosen, h)
-        assert trial is not None and tally.add(h, len(chosen) + 1 - len(trial))
-        chosen = trial
-        assert tally.used == counter.text(render_block(cards_of(chosen)))
-    assert tally.cards == len(cards_of(chosen))
+        assert tally.add(h)
+        assert tally.used == counter.text(render_block(tally.cards()))
+    assert tally.cards_count == len(tally.cards())
 
 
 @settings(max_examples=60, deadline=None)

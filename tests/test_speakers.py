@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from proxy.memory.recall.asked_turns import asks_only
 from proxy.memory.recall.query import names_in
-from proxy.memory.recall.ranking import DAY_WEIGHT, Candidate, rank
+from proxy.memory.recall.ranking import NEARBY_WEIGHT, Candidate, rank
 from proxy.memory.recall.speakers import (
     MIN_MENTIONS,
     OTHER_SPEAKER_WEIGHT,
@@ -149,6 +149,6 @@ def test_a_question_about_the_user_ranks_the_users_own_turn_above_the_assistants
     plain = [c.fragment.id for c, _, _ in rank([remark, told], []) if c.fragment]
     about_user = [(c.fragment.id, round(s, 3)) for c, s, _ in rank([remark, told], [], speaker="user") if c.fragment]
     assert plain == [1, 2]
-    # Both said on one day: each also inherits DAY_WEIGHT of the other.
-    assert about_user == [(2, round(0.6 + DAY_WEIGHT * OTHER_SPEAKER_WEIGHT, 3)),
-                          (1, round(OTHER_SPEAKER_WEIGHT + DAY_WEIGHT * 0.6, 3))]
+    # Seven turns apart in one session: each also inherits NEARBY_WEIGHT of the other.
+    assert about_user == [(2, round(0.6 + NEARBY_WEIGHT * OTHER_SPEAKER_WEIGHT, 3)),
+                          (1, round(OTHER_SPEAKER_WEIGHT + NEARBY_WEIGHT * 0.6, 3))]

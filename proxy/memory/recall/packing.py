@@ -1,11 +1,23 @@
-"""Packing ranked hits into cards: best first, adjacent turns merged into one excerpt, within the budget."""
+"""Packing ranked hits into cards: best first, within the budget, a card per stretch of conversation.
+
+A card is an item, or a *stretch* of one session: the turns chosen from it,
+in conversation order, that lie at most ``CARD_TURNS`` turns from the next
+(``stretches``). Consecutive turns form one excerpt; a ``…`` line stands
+between two excerpts of a card. What groups turns is the session and their
+distance in turns, never the calendar: ten chats of one morning are ten
+sessions, and a chat over months is one session whose far turns are far
+apart. A card shows the date its turns were said in its header, so a date
+change inside a session also starts a new card (a header names one date).
+Cards stand in the order of their best hit: the best match leads the block.
+"""
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ...store.records import Fragment
 from ...tokens import TokenCounter
@@ -31,61 +43,29 @@ MIN_ROOM = 12
 # tokenizer may merge across the line's start): packing skips a turn longer
 # than the room left without rendering and counting its card.
 SLACK = 2
+# Chosen turns of one session at most this many turns apart share a card.
+CARD_TURNS = 16
 
-
-@dataclass(frozen=True)
-class Excerpt:
-    """Cards in the making: one item, or adjacent fragments of one session and day."""
-
-    lead: Hit  # the best-ranked member: it gives the card its source
-    members: tuple[Hit, ...]  # fragments in conversation order; (lead,) for an item
-
-    def card(self) -> Card:
-        return self._card
-
-    @functools.cached_property
-    def _card(self) -> Card:
-        if self.lead.item is not None:
-            return card_of(self.lead)
-        lines = [_line(h.fragment) for h in self.members if h.fragment]
-        first = self.members[0].fragment
-        assert first is not None
-        ids = ",".join(h.id for h in self.members)
-        return Card("fragment", _source(self.lead), day_of(first.created), "\n".join(lines), ids)
+Stretch = list[list[Hit]]  # a card in the making: its excerpts, each a run of consecutive turns
 
 
 def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int) -> list[Card]:
-    """The cards to inject: best hits first, adjacent fragments merged, within ``budget`` tokens.
+    """The cards to inject: best hits first, a card per item or stretch, within ``budget`` tokens.
 
-    At most ``top_k`` cards; a card is an item, or what was said on one day
-    (``cards_of``). A hit that does not fit whole is skipped for a later,
-    shorter one, so a turn is never cut short for want of room — except a
-    single fragment longer than half the budget, which ``pack`` truncates.
+    At most ``top_k`` cards. A hit that does not fit whole is skipped for a
+    later, shorter one, so a turn is never cut short for want of room —
+    except a single fragment longer than half the budget, which ``pack``
+    truncates.
     """
-    tally = Tally(counter, budget)
-    chosen: list[Excerpt] = []
-    edges: frozenset[tuple[str, float, int]] = frozenset()  # where a turn would join ``chosen``
-    taken: frozenset[tuple[str, float, int]] = frozenset()  # where its turns are
+    tally = Tally(counter, budget, top_k)
     for hit in itertools.islice(ranked, SCAN_LIMIT):  # no slice: a lazy ranking builds only the hits read
         if budget - tally.used < MIN_ROOM:
             break
         frag = hit.fragment
         if frag is not None and min(frag.tokens - SLACK, tally.cap) > budget - tally.used:
-            continue  # its own text is too long for the room left, alone or joined to an excerpt
-        if tally.cards >= top_k and (frag is None or day_of(frag.created) not in tally.days):
-            continue  # no room for another card
-        if frag is None or _edge(frag) not in edges:
-            # It joins no excerpt (what place() would find, without the scan): a new one,
-            # unless a turn of its place is in one already.
-            if (frag is None or _edge(frag) not in taken) and tally.add(hit, 0):
-                chosen = [*chosen, Excerpt(hit, (hit,))]
-                if frag is not None:  # it touches no excerpt: only its own edges are new
-                    edges, taken = edges | {_edge(frag, -1), _edge(frag, 1)}, taken | {_edge(frag)}
-            continue
-        trial = place(chosen, hit)
-        if trial is not None and tally.add(hit, len(chosen) + 1 - len(trial)):  # it joined 1 or 2
-            chosen, edges, taken = trial, _edges(trial), taken | {_edge(frag)}
-    return fitted(cards_of(chosen), tally, top_k)
+            continue  # its own text is too long for the room left, alone or joined to a card
+        tally.add(hit)
+    return fitted(tally.cards(), tally, top_k)
 
 
 def fitted(cards: list[Card], tally: Tally, top_k: int) -> list[Card]:
@@ -100,55 +80,113 @@ def fitted(cards: list[Card], tally: Tally, top_k: int) -> list[Card]:
     return pack(cards, tally.counter, top_k, tally.budget)
 
 
-class Tally:
-    """The tokens of the block in the making, kept as hits are added, each line counted once.
+def stretches(turns: Sequence[Hit]) -> list[Stretch]:
+    """One session's chosen turns, in conversation order, as cards: a new card where the next
+    turn is more than ``CARD_TURNS`` turns on or said on another date, a new excerpt where it is
+    not the next turn."""
+    out: list[Stretch] = []
+    last: Fragment | None = None
+    for hit in turns:
+        frag = hit.fragment
+        assert frag is not None
+        if last is None or frag.position - last.position > CARD_TURNS or not _same_date(frag, last):
+            out.append([[hit]])
+        elif frag.position - last.position <= 1:
+            out[-1][-1].append(hit)
+        else:
+            out[-1].append([hit])
+        last = frag
+    return out
 
-    A card's count is its lines' (each with its newline): a line starts with
-    "[", "User:", "Assistant:" or "…", where the tokenizer never joins it to
-    the line before; ``cards.pack`` re-counts the chosen cards exactly. A card
-    over half the budget (``cap``) counts as ``cap``: only a single turn may be
-    that long, and ``pack`` truncates it.
+
+class Tally:
+    """The block in the making: the hits taken, by session, and its tokens, each line counted once.
+
+    A card's count is its header's and its lines' (each with its newline): a
+    line starts with "[", "User:", "Assistant:" or "…", where the tokenizer
+    never joins it to the line before; ``fitted`` counts the finished block
+    once to check. A card over half the budget (``cap``) counts as ``cap``:
+    only a single turn or item may be that long, and ``pack`` truncates it.
     """
 
-    def __init__(self, counter: TokenCounter, budget: int) -> None:
+    def __init__(self, counter: TokenCounter, budget: int, top_k: int) -> None:
         self.counter = counter
         self.budget = budget
+        self.top_k = top_k
         self.cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
         self.used = _tokens(counter, render_block([]))
-        self.days: dict[str, int] = {}  # each day's card: its tokens so far
-        self.cards = 0
+        self.cards_count = 0
         self.capped = False  # a card counted as ``cap``: ``pack`` must truncate it
+        self.items: list[tuple[int, Hit]] = []  # (order taken, hit)
+        self.sessions: dict[str, list[tuple[int, int, Hit]]] = {}  # (position, order taken, hit), in order
+        self._costs: dict[str, tuple[int, int, bool]] = {}  # a session's (tokens, cards, capped)
+        self._taken = 0
 
-    def add(self, hit: Hit, joined: int) -> bool:
-        """Count ``hit`` in, joining ``joined`` excerpts of its day (0: a new excerpt), if it fits."""
+    def add(self, hit: Hit) -> bool:
+        """Count ``hit`` in, alone or joining its session's cards, if the block still fits."""
         if hit.fragment is None:
             size = card_cost(card_of(hit), self.counter)
-            if self.used + min(size, self.cap) > self.budget:
+            if self.cards_count >= self.top_k or self.used + min(size, self.cap) > self.budget:
                 return False
             self.used += min(size, self.cap)
             self.capped |= size > self.cap
-            self.cards += 1
+            self.cards_count += 1
+            self.items.append((self._take(), hit))
             return True
-        day = day_of(hit.fragment.created)
-        line = _tokens(self.counter, _line(hit.fragment) + "\n")
-        before = self.days.get(day)
-        if before is None:
-            size = _tokens(self.counter, render_card(Card("fragment", "user said", day, "", "")) + "\n") + line
-        else:
-            size = before + line + (self.gap, 0, -self.gap)[joined]
-            if size > self.cap:
-                return False  # never let pack() cut a card's later turns
-        used = self.used - min(before or 0, self.cap) + min(size, self.cap)
-        if used > self.budget:
+        frag = hit.fragment
+        turns = list(self.sessions.get(frag.session, ()))
+        bisect.insort(turns, (frag.position, self._taken, hit), key=lambda t: t[:2])
+        cost = self._cost(stretches([h for *_, h in turns]))
+        if cost is None:
+            return False  # a card of several turns would pass the cap: never let pack() cut its later turns
+        tokens, cards, capped = cost
+        before_tokens, before_cards, _ = self._costs.get(frag.session, (0, 0, False))
+        used, count = self.used - before_tokens + tokens, self.cards_count - before_cards + cards
+        if used > self.budget or count > self.top_k:
             return False
-        self.used, self.days[day] = used, size
-        self.cards += before is None
-        self.capped |= size > self.cap
+        self.used, self.cards_count, self.capped = used, count, self.capped or capped
+        self.sessions[frag.session], self._costs[frag.session] = turns, cost
+        self._take()
         return True
 
+    def cards(self) -> list[Card]:
+        """The cards of the hits taken, each where its best hit was taken: the best match first."""
+        placed: list[tuple[int, Card]] = [(order, card_of(hit)) for order, hit in self.items]
+        for turns in self.sessions.values():
+            taken = {id(h): order for _, order, h in turns}
+            for stretch in stretches([h for *_, h in turns]):
+                members = [h for excerpt in stretch for h in excerpt]
+                best = min(members, key=lambda h: taken[id(h)])
+                placed.append((taken[id(best)], stretch_card(stretch, best)))
+        placed.sort(key=lambda p: p[0])
+        return [card for _, card in placed]
+
+    def _cost(self, cards: list[Stretch]) -> tuple[int, int, bool] | None:
+        """(tokens, cards, any counted at the cap) of one session's cards; None when a card of
+        several turns is over the cap."""
+        tokens, capped = 0, False
+        for stretch in cards:
+            first = stretch[0][0].fragment
+            assert first is not None
+            size = self._header(day_of(first.created)) + self._gap * (len(stretch) - 1)
+            size += sum(_tokens(self.counter, _line(h.fragment) + "\n") for excerpt in stretch for h in excerpt)
+            if size > self.cap:
+                if len(stretch) > 1 or len(stretch[0]) > 1:
+                    return None
+                capped = True
+            tokens += min(size, self.cap)
+        return tokens, len(cards), capped
+
+    def _header(self, date: str) -> int:
+        return _tokens(self.counter, render_card(Card("fragment", "user said", date, "", "")) + "\n")
+
     @functools.cached_property
-    def gap(self) -> int:
+    def _gap(self) -> int:
         return _tokens(self.counter, GAP + "\n")
+
+    def _take(self) -> int:
+        self._taken += 1
+        return self._taken - 1
 
 
 @functools.lru_cache(maxsize=20_000)
@@ -157,85 +195,18 @@ def _tokens(counter: TokenCounter, line: str) -> int:
     return counter.text(line)
 
 
-def by_day(excerpts: Sequence[Excerpt]) -> list[list[Excerpt]]:
-    """The excerpts a card each: an item alone, and every excerpt of one day together.
-
-    A day's group stands where its best excerpt does; inside it, excerpts keep
-    the order they were chosen in.
-    """
-    out: list[list[Excerpt]] = []
-    at: dict[str, list[Excerpt]] = {}
-    for ex in excerpts:
-        day = ex.card().date if ex.lead.item is None else None
-        if day is not None and day in at:
-            at[day].append(ex)
-            continue
-        out.append([ex])
-        if day is not None:
-            at[day] = out[-1]
-    return out
+def stretch_card(stretch: Stretch, lead: Hit) -> Card:
+    """One card of a stretch: its date, its excerpts' lines with a ``…`` line between two."""
+    first = stretch[0][0].fragment
+    assert first is not None
+    text = f"\n{GAP}\n".join("\n".join(_line(h.fragment) for h in excerpt) for excerpt in stretch)
+    ids = ",".join(h.id for excerpt in stretch for h in excerpt)
+    return Card("fragment", _source(lead), day_of(first.created), text, ids)
 
 
-def cards_of(excerpts: Sequence[Excerpt]) -> list[Card]:
-    """The cards of ``by_day``'s groups: one day's excerpts under one header, a ``…`` line between two.
-
-    The excerpts of a day are not consecutive turns, and a date said once, not
-    once per excerpt, leaves the budget to the turns.
-    """
-    out = []
-    for group in by_day(excerpts):
-        first = group[0].card()
-        text = f"\n{GAP}\n".join(ex.card().text for ex in group)
-        out.append(replace(first, text=text, id=",".join(ex.card().id for ex in group)))
-    return out
-
-
-def _edges(chosen: Sequence[Excerpt]) -> frozenset[tuple[str, float, int]]:
-    """(session, day, position) of the turns right before and after each excerpt: where ``place`` joins."""
-    out = set()
-    for ex in chosen:
-        first, last = ex.members[0].fragment, ex.members[-1].fragment
-        if first is not None and last is not None:
-            out.add(_edge(first, -1))
-            out.add(_edge(last, 1))
-    return frozenset(out)
-
-
-def _edge(frag: Fragment, offset: int = 0) -> tuple[str, float, int]:
-    return (frag.session, frag.created // 86_400, frag.position + offset)
-
-
-def place(chosen: Sequence[Excerpt], hit: Hit) -> list[Excerpt] | None:
-    """``chosen`` with ``hit`` added: joined to the excerpts it touches, or as a new one.
-
-    None when the hit is already in an excerpt.
-    """
-    frag = hit.fragment
-    if frag is None:
-        return [*chosen, Excerpt(hit, (hit,))]
-    touching = []
-    for i, ex in enumerate(chosen):
-        first, last = ex.members[0].fragment, ex.members[-1].fragment
-        if first is None or last is None or not _same_day(first, frag):
-            continue
-        if first.position <= frag.position <= last.position:
-            return None
-        if frag.position in (first.position - 1, last.position + 1):
-            touching.append(i)
-    if not touching:
-        return [*chosen, Excerpt(hit, (hit,))]
-    members = sorted(
-        [hit, *(m for i in touching for m in chosen[i].members)],
-        key=lambda h: h.fragment.position if h.fragment else 0,
-    )
-    merged = Excerpt(chosen[touching[0]].lead, tuple(members))
-    rest = [ex for i, ex in enumerate(chosen) if i not in touching[1:]]
-    return [merged if ex is chosen[touching[0]] else ex for ex in rest]
-
-
-def _same_day(a: Fragment, b: Fragment) -> bool:
-    # One card carries one date: a one-chat conversation spans many days.
-    return a.session == b.session and a.created // 86_400 == b.created // 86_400
+def _same_date(a: Fragment, b: Fragment) -> bool:
+    # A card's header shows one date: turns said on two dates are two cards.
+    return a.created // 86_400 == b.created // 86_400
 
 
 def _line(frag: Fragment | None) -> str:

@@ -2,11 +2,12 @@
 which fused candidates a request may use, the relevance gate, and the final score — fused,
 + a period bonus, × the turn's weight (a user's question, the other side's turn when the
 question names one participant: ``speakers``), + support from adjacent turns and from the
-best turn of the same day.
+best turn nearby in the same session.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, overload
@@ -26,8 +27,9 @@ PERIOD_BONUS = 0.3
 # dialogue, the same speaker's turn after the other side's reply) half as much, when that gives more.
 NEIGHBOUR_WEIGHT = 0.3
 SECOND_NEIGHBOUR_WEIGHT = NEIGHBOUR_WEIGHT / 2
-# Share of the best score among the other turns of its day (session and date) that a fragment inherits.
-DAY_WEIGHT = 0.2
+# Share of the best score among the other turns of its session within ``NEARBY_TURNS`` that a fragment inherits.
+NEARBY_WEIGHT = 0.2
+NEARBY_TURNS = 16
 # The relevance gate looks at this many of the best fused candidates.
 GATE_DEPTH = 10
 # A fragment (a turn as said) has no importance of its own: it counts as an average item.
@@ -166,8 +168,8 @@ def rank(
     Final = (fused score, + ``PERIOD_BONUS`` when said in a period the query
     names (dated)) × ``question_weight`` (a user's turn that only asks counts
     less) × ``speaker_weight`` (a turn by the side the question is not about
-    counts less), + what it inherits from a candidate one or two turns away, + ``DAY_WEIGHT`` ×
-    the best other candidate's of the same day.
+    counts less), + what it inherits from a candidate one or two turns away, + ``NEARBY_WEIGHT`` ×
+    the best other candidate's within ``NEARBY_TURNS`` turns of its session.
     """
     spans = [epoch_range(p) for p in periods]
     dated: list[bool] = []
@@ -177,7 +179,7 @@ def rank(
         weight = 1.0 if frag is None else question_weight(frag.role, frag.text) * speaker_weight(frag.role, speaker)
         dated.append(d)
         base.append((score + (PERIOD_BONUS if d else 0.0)) * weight)
-    final = [b + n + d for b, n, d in zip(base, neighbour_support(cands, base), day_support(cands, base), strict=True)]
+    final = [b + n + d for b, n, d in zip(base, neighbour_support(cands, base), nearby_support(cands, base), strict=True)]
     # Best first; reverse=True keeps ties in fused order as a stable sort does.
     order = sorted(range(len(cands)), key=final.__getitem__, reverse=True)
     out = []
@@ -219,36 +221,49 @@ def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list
     return out
 
 
-def day_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
-    """What each candidate inherits from its day, added to its base score in ``rank``: ``DAY_WEIGHT`` ×
-    the best base score among the other candidates of its day.
+def nearby_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+    """What each candidate inherits from the conversation around it, added to its base score in
+    ``rank``: ``NEARBY_WEIGHT`` × the best base score among the other candidates of its session
+    at most ``NEARBY_TURNS`` turns away.
 
-    A day: fragments of one session said on one date (a chat in sessions, a
-    day of a long chat). A day that holds a strong hit is likely where the
-    rest of the answer was said too (multi-hop and single-hop evidence sits
-    two or more turns from the hit as often as next to it), so its turns that
-    are relevant on their own move ahead of equally relevant turns of other
-    days; a day's best turn inherits from its second best. Like passage-level
-    evidence in document retrieval, the document (day) lends weight to its
-    passages (turns). Items inherit nothing.
+    A stretch of conversation that holds a strong hit is likely where the rest
+    of the answer was said too (multi-hop and single-hop evidence sits two or
+    more turns from the hit as often as next to it), so its turns that are
+    relevant on their own move ahead of equally relevant turns elsewhere. Like
+    passage-level evidence in document retrieval, the passage lends weight to
+    its sentences. Nearby is counted in turns of one session, never in time:
+    ten chats of one morning are ten sessions, a long chat over months is one
+    session whose far turns are far. Items inherit nothing.
     """
-    days = [(frag.session, frag.created // 86_400) if frag is not None else None for _, _, frag, _ in cands]
-    first: dict[tuple[str, float], float] = {}  # a day's best base score
-    second: dict[tuple[str, float], float] = {}  # and its second best
-    for day, score in zip(days, base, strict=True):
-        if day is None:
-            continue
-        top = first.get(day)
-        if top is None or score > top:
-            first[day] = score
-            second[day] = 0.0 if top is None else top
-        elif score > second[day]:
-            second[day] = score
+    sessions: dict[str, list[tuple[int, int]]] = {}  # a session's candidates: (position, index)
+    for j, (_, _, frag, _) in enumerate(cands):
+        if frag is not None:
+            sessions.setdefault(frag.session, []).append((frag.position, j))
     out = [0.0] * len(base)
-    for j, day in enumerate(days):
-        if day is not None:
-            top = first[day]
-            out[j] = DAY_WEIGHT * (second[day] if base[j] >= top else top)
+    for turns in sessions.values():
+        if len(turns) < 2:
+            continue
+        turns.sort()
+        before = _window_best(turns, base, NEARBY_TURNS)
+        after = _window_best([(-p, j) for p, j in reversed(turns)], base, NEARBY_TURNS)[::-1]
+        for (_, j), b, a in zip(turns, before, after, strict=True):
+            out[j] = NEARBY_WEIGHT * max(b, a)
+    return out
+
+
+def _window_best(turns: Sequence[tuple[int, int]], base: Sequence[float], reach: int) -> list[float]:
+    """For each of ``turns`` ((position, index), ascending): the best base score among the turns
+    before it at most ``reach`` positions back, 0.0 when none — a sliding maximum in one pass."""
+    out: list[float] = []
+    window: deque[tuple[int, float]] = deque()  # (position, score), scores decreasing
+    for position, j in turns:
+        while window and window[0][0] < position - reach:
+            window.popleft()
+        out.append(window[0][1] if window else 0.0)
+        score = base[j]
+        while window and window[-1][1] <= score:
+            window.pop()
+        window.append((position, score))
     return out
 
 

@@ -12,11 +12,13 @@ Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
   ``PERIOD_BONUS``; when those names point to one side of the conversation
   (``speakers``), the other side's turns count less; and every fragment
   inherits ``NEIGHBOUR_WEIGHT`` of its best adjacent turn's score, so an
-  exchange outranks an isolated greeting, and ``DAY_WEIGHT`` of the best
-  other turn of its day, so a day with a strong hit lends weight to its turns;
-- adjacent fragments chosen for the block merge into one card (an excerpt
-  of the conversation with one header), which spends the budget on turns
-  rather than on headers.
+  exchange outranks an isolated greeting, and ``NEARBY_WEIGHT`` of the best
+  other turn within ``NEARBY_TURNS`` of its session, so a stretch of
+  conversation with a strong hit lends weight to its turns;
+- the fragments chosen for the block that lie close together in one session
+  share a card (excerpts of the conversation under one header), which spends
+  the budget on turns rather than on headers. Nearness is counted in turns
+  of a session, never in time: recall does not depend on the calendar.
 
 The user's profile of standing facts (``profile``) leads the block on every
 request, within ``memory.profile_budget_tokens`` of ``memory.budget_tokens``;
