@@ -119,11 +119,15 @@ def ids(cards: list) -> list[list[list[str]]]:
 
 
 def test_consecutive_turns_are_one_excerpt_and_turns_close_by_one_card() -> None:
-    a, c, b = hit(frag(1, 4), 0.9), hit(frag(3, 5), 0.7), hit(frag(2, 6), 0.8)
-    assert ids(stretches([a, b])) == [[["f1"], ["f2"]]]  # two apart: one card, a gap between
-    assert ids(stretches([a, c, b])) == [[["f1", "f3", "f2"]]]  # the turn between bridges them
-    far = hit(frag(4, 6 + CARD_TURNS + 1), 0.6)
-    assert ids(stretches([a, c, b, far])) == [[["f1", "f3", "f2"]], [["f4"]]]
+    # A fragment's id is its place in the user's history (``history_order``).
+    a, c, b = hit(frag(4, 4), 0.9), hit(frag(5, 5), 0.7), hit(frag(6, 6), 0.8)
+    assert ids(stretches([a, b])) == [[["f4"], ["f6"]]]  # two apart: one card, a gap between
+    assert ids(stretches([a, c, b])) == [[["f4", "f5", "f6"]]]  # the turn between bridges them
+    far = hit(frag(7 + CARD_TURNS, 7 + CARD_TURNS), 0.6)
+    assert ids(stretches([a, c, b, far])) == [[["f4", "f5", "f6"]], [[f"f{7 + CARD_TURNS}"]]]
+    # The next chat's first turn follows the last of this one in the history, but is not its next turn.
+    next_chat = hit(frag(7, 0, session="s2"), 0.5)
+    assert ids(stretches([a, c, b, next_chat])) == [[["f4", "f5", "f6"], ["f7"]]]
 
 
 def test_a_card_never_spans_two_dates_its_header_shows_one() -> None:
@@ -156,27 +160,30 @@ def test_select_respects_budget_and_top_k_and_skips_what_does_not_fit() -> None:
 
 def test_what_was_said_close_together_in_a_session_is_one_card_its_excerpts_apart() -> None:
     counter = TokenCounter(None)
-    a, b = hit(frag(1, 2, "I adopted a cat"), 0.9), hit(frag(2, 9, "She is called Miso"), 0.8)
+    a, b = hit(frag(2, 2, "I adopted a cat"), 0.9), hit(frag(9, 9, "She is called Miso"), 0.8)
     c = hit(frag(3, 3, "Congrats!", role="assistant"), 0.7)
-    later = hit(frag(4, 1, "The vet says she is fine", session="s2"), 0.6)
+    later = hit(frag(200, 1, "The vet says she is fine", session="s2"), 0.6)  # far on in the history
     (card,) = select([a, b, later, c], counter, top_k=1, budget=800)
     assert card.text == "User: I adopted a cat\nAssistant: Congrats!\n…\nUser: She is called Miso"
-    assert (card.id, card.date) == ("f1,f3,f2", "2023-05-08")
-    assert [x.id for x in select([a, b, later, c], counter, top_k=2, budget=800)] == ["f1,f3,f2", "f4"]
+    assert (card.id, card.date) == ("f2,f3,f9", "2023-05-08")
+    assert [x.id for x in select([a, b, later, c], counter, top_k=2, budget=800)] == ["f2,f3,f9", "f200"]
 
 
-def test_chats_of_one_day_are_cards_of_their_own_best_first() -> None:
-    """Five chats in one minute group as five chats ten days apart do: by session, not by date."""
+def test_chats_of_one_day_are_shown_as_chats_days_apart_are() -> None:
+    """Five chats in one minute show the turns that five chats ten days apart show: what groups
+    them is their place in the history; the date only splits a card, since its header shows one."""
     counter = TokenCounter(None)
     def chats(step: float) -> list[Hit]:
-        return [hit(frag(i, 3, f"fact number {i}", session=f"chat{i}", created=MAY_8 + i * step), 1 - i / 10)
+        return [hit(frag(10 * i, 3, f"fact number {i}", session=f"chat{i}", created=MAY_8 + i * step), 1 - i / 10)
                 for i in range(1, 6)]
     burst, dated = select(chats(1.0), counter, 8, 800), select(chats(10 * 86400.0), counter, 8, 800)
-    assert [c.id for c in burst] == [c.id for c in dated] == ["f1", "f2", "f3", "f4", "f5"]
-    assert [c.text for c in burst] == [c.text for c in dated]
+    assert [c.id for c in dated] == ["f10", "f20", "f30", "f40", "f50"]  # a date each: the best match first
+    assert [c.id for c in burst] == ["f10,f20,f30,f40,f50"]  # one stretch of the history, a gap between chats
+    lines = [ln for c in burst for ln in c.text.split("\n") if ln != "…"]
+    assert lines == [c.text for c in dated]
     # A long chat on one date: its far stretches are cards of their own, the best match's first.
-    far = [hit(frag(i, 40 * i, f"fact number {i}"), i / 10) for i in (3, 1, 2)]  # ranked best first
-    assert [c.id for c in select(far, counter, 8, 800)] == ["f3", "f1", "f2"]
+    far = [hit(frag(i * CARD_TURNS * 2, i * CARD_TURNS * 2, f"fact number {i}"), i / 10) for i in (3, 1, 2)]
+    assert [c.id for c in select(far, counter, 8, 800)] == [f"f{i * CARD_TURNS * 2}" for i in (3, 1, 2)]
 
 
 LINES = ["我的猫对花生过敏。", "url http://x.y/z?a=1.", "emoji 😀!", "[bracket] and \"quotes\".", "ends …",

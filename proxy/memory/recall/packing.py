@@ -1,14 +1,16 @@
-"""Packing ranked hits into cards: best first, within the budget, a card per stretch of conversation.
+"""Packing ranked hits into cards: best first, within the budget, a card per stretch of the history.
 
-A card is an item, or a *stretch* of one session: the turns chosen from it,
-in conversation order, that lie at most ``CARD_TURNS`` turns from the next
-(``stretches``). Consecutive turns form one excerpt; a ``…`` line stands
-between two excerpts of a card. What groups turns is the session and their
-distance in turns, never the calendar: ten chats of one morning are ten
-sessions, and a chat over months is one session whose far turns are far
-apart. A card shows the date its turns were said in its header, so a date
-change inside a session also starts a new card (a header names one date).
-Cards stand in the order of their best hit: the best match leads the block.
+A card is an item, or a *stretch* of the user's history: the turns chosen
+from it, in the order they were said (``history_order``), each at most
+``CARD_TURNS`` turns from the next (``stretches``). Consecutive turns of a
+session form one excerpt; a ``…`` line stands between two excerpts of a
+card (two parts of a chat, or two chats one after the other). What groups
+turns is their distance in turns, never the calendar: a chat over months is
+one history whose far turns are far apart, and five chats of one morning
+are five parts of it. A card's header shows the date its turns were said,
+so a date change also starts a new card (a header names one date). Turns
+that tell nothing the block does not are left out (``content``). Cards
+stand in the order of their best hit: the best match leads the block.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ...store.records import Fragment
@@ -34,6 +36,7 @@ from .cards import (
     render_card,
     said,
 )
+from .content import informative, near_duplicate, terms_of
 from .ranking import Hit
 
 # Packing stops scanning after this many candidates, or when less room is left.
@@ -43,28 +46,44 @@ MIN_ROOM = 12
 # tokenizer may merge across the line's start): packing skips a turn longer
 # than the room left without rendering and counting its card.
 SLACK = 2
-# Chosen turns of one session at most this many turns apart share a card.
-CARD_TURNS = 16
+# Chosen turns at most this many turns apart in the history share a card (a chat of LoCoMo is 20-30 turns).
+CARD_TURNS = 40
 
 Stretch = list[list[Hit]]  # a card in the making: its excerpts, each a run of consecutive turns
 
 
-def select(ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int) -> list[Card]:
+def _none(term: str) -> bool:
+    return False  # no history to read: no word is common
+
+
+def select(
+    ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int, is_common: Callable[[str], bool] = _none
+) -> list[Card]:
     """The cards to inject: best hits first, a card per item or stretch, within ``budget`` tokens.
 
-    At most ``top_k`` cards. A hit that does not fit whole is skipped for a
+    At most ``top_k`` cards. A turn made only of words common in the user's
+    history (``is_common``) and a near-repeat of a turn taken are left out
+    (``content``): the budget goes to distinct content. A hit that does not fit whole is skipped for a
     later, shorter one, so a turn is never cut short for want of room —
     except a single fragment longer than half the budget, which ``pack``
     truncates.
     """
     tally = Tally(counter, budget, top_k)
+    shown: list[frozenset[str]] = []  # the search terms of each turn taken
     for hit in itertools.islice(ranked, SCAN_LIMIT):  # no slice: a lazy ranking builds only the hits read
         if budget - tally.used < MIN_ROOM:
             break
         frag = hit.fragment
-        if frag is not None and min(frag.tokens - SLACK, tally.cap) > budget - tally.used:
+        if frag is None:
+            tally.add(hit)
+            continue
+        if min(frag.tokens - SLACK, tally.cap) > budget - tally.used:
             continue  # its own text is too long for the room left, alone or joined to a card
-        tally.add(hit)
+        terms = terms_of(frag.text)
+        if not informative(terms, is_common) or near_duplicate(terms, shown):
+            continue  # it tells nothing the block does not (``content``)
+        if tally.add(hit):
+            shown.append(terms)
     return fitted(tally.cards(), tally, top_k)
 
 
@@ -81,17 +100,17 @@ def fitted(cards: list[Card], tally: Tally, top_k: int) -> list[Card]:
 
 
 def stretches(turns: Sequence[Hit]) -> list[Stretch]:
-    """One session's chosen turns, in conversation order, as cards: a new card where the next
-    turn is more than ``CARD_TURNS`` turns on or said on another date, a new excerpt where it is
-    not the next turn."""
+    """The chosen turns, in the order of the user's history (``history_order``), as cards: a new
+    card where the next turn is more than ``CARD_TURNS`` turns on or said on another date (a header
+    shows one date), a new excerpt where it is not the next turn of the same session."""
     out: list[Stretch] = []
     last: Fragment | None = None
     for hit in turns:
         frag = hit.fragment
         assert frag is not None
-        if last is None or frag.position - last.position > CARD_TURNS or not _same_date(frag, last):
+        if last is None or history_order(frag) - history_order(last) > CARD_TURNS or not _same_date(frag, last):
             out.append([[hit]])
-        elif frag.position - last.position <= 1:
+        elif frag.session == last.session and frag.position - last.position == 1:
             out[-1][-1].append(hit)
         else:
             out[-1].append([hit])
@@ -118,8 +137,8 @@ class Tally:
         self.cards_count = 0
         self.capped = False  # a card counted as ``cap``: ``pack`` must truncate it
         self.items: list[tuple[int, Hit]] = []  # (order taken, hit)
-        self.sessions: dict[str, list[tuple[int, int, Hit]]] = {}  # (position, order taken, hit), in order
-        self._costs: dict[str, tuple[int, int, bool]] = {}  # a session's (tokens, cards, capped)
+        self.turns: list[tuple[int, int, Hit]] = []  # (place in the history, order taken, hit), in history order
+        self._cost_now: tuple[int, int, bool] = (0, 0, False)  # the turns' (tokens, cards, capped)
         self._taken = 0
 
     def add(self, hit: Hit) -> bool:
@@ -133,37 +152,35 @@ class Tally:
             self.cards_count += 1
             self.items.append((self._take(), hit))
             return True
-        frag = hit.fragment
-        turns = list(self.sessions.get(frag.session, ()))
-        bisect.insort(turns, (frag.position, self._taken, hit), key=lambda t: t[:2])
+        turns = list(self.turns)
+        bisect.insort(turns, (history_order(hit.fragment), self._taken, hit), key=lambda t: t[:2])
         cost = self._cost(stretches([h for *_, h in turns]))
         if cost is None:
             return False  # a card of several turns would pass the cap: never let pack() cut its later turns
         tokens, cards, capped = cost
-        before_tokens, before_cards, _ = self._costs.get(frag.session, (0, 0, False))
+        before_tokens, before_cards, _ = self._cost_now
         used, count = self.used - before_tokens + tokens, self.cards_count - before_cards + cards
         if used > self.budget or count > self.top_k:
             return False
         self.used, self.cards_count, self.capped = used, count, self.capped or capped
-        self.sessions[frag.session], self._costs[frag.session] = turns, cost
+        self.turns, self._cost_now = turns, cost
         self._take()
         return True
 
     def cards(self) -> list[Card]:
         """The cards of the hits taken, each where its best hit was taken: the best match first."""
         placed: list[tuple[int, Card]] = [(order, card_of(hit)) for order, hit in self.items]
-        for turns in self.sessions.values():
-            taken = {id(h): order for _, order, h in turns}
-            for stretch in stretches([h for *_, h in turns]):
-                members = [h for excerpt in stretch for h in excerpt]
-                best = min(members, key=lambda h: taken[id(h)])
-                placed.append((taken[id(best)], stretch_card(stretch, best)))
+        taken = {id(h): order for _, order, h in self.turns}
+        for stretch in stretches([h for *_, h in self.turns]):
+            members = [h for excerpt in stretch for h in excerpt]
+            best = min(members, key=lambda h: taken[id(h)])
+            placed.append((taken[id(best)], stretch_card(stretch, best)))
         placed.sort(key=lambda p: p[0])
         return [card for _, card in placed]
 
     def _cost(self, cards: list[Stretch]) -> tuple[int, int, bool] | None:
-        """(tokens, cards, any counted at the cap) of one session's cards; None when a card of
-        several turns is over the cap."""
+        """(tokens, cards, any counted at the cap) of the turns' cards; None when a card of several
+        turns is over the cap."""
         tokens, capped = 0, False
         for stretch in cards:
             first = stretch[0][0].fragment
@@ -202,6 +219,13 @@ def stretch_card(stretch: Stretch, lead: Hit) -> Card:
     text = f"\n{GAP}\n".join("\n".join(_line(h.fragment) for h in excerpt) for excerpt in stretch)
     ids = ",".join(h.id for excerpt in stretch for h in excerpt)
     return Card("fragment", _source(lead), day_of(first.created), text, ids)
+
+
+def history_order(frag: Fragment) -> int:
+    """A turn's place in the user's history: fragments are numbered as they are stored, so a
+    session's turns follow each other and the next chat's come after them (other users' turns
+    stored meanwhile only make a distance longer: a card splits sooner, never joins wrongly)."""
+    return frag.id
 
 
 def _same_date(a: Fragment, b: Fragment) -> bool:
