@@ -108,7 +108,7 @@ def stretches(turns: Sequence[Hit]) -> list[Stretch]:
     for hit in turns:
         frag = hit.fragment
         assert frag is not None
-        if last is None or history_order(frag) - history_order(last) > CARD_TURNS or not _same_date(frag, last):
+        if last is None or not _same_card(last, frag):
             out.append([[hit]])
         elif frag.session == last.session and frag.position - last.position == 1:
             out[-1][-1].append(hit)
@@ -138,8 +138,8 @@ class Tally:
         self.capped = False  # a card counted as ``cap``: ``pack`` must truncate it
         self.items: list[tuple[int, Hit]] = []  # (order taken, hit)
         self.turns: list[tuple[int, int, Hit]] = []  # (place in the history, order taken, hit), in history order
-        self._cost_now: tuple[int, int, bool] = (0, 0, False)  # the turns' (tokens, cards, capped)
         self._taken = 0
+        self._lines: dict[int, int] = {}  # a turn's line: its tokens (by fragment id)
 
     def add(self, hit: Hit) -> bool:
         """Count ``hit`` in, alone or joining its session's cards, if the block still fits."""
@@ -153,17 +153,27 @@ class Tally:
             self.items.append((self._take(), hit))
             return True
         turns = list(self.turns)
-        bisect.insort(turns, (history_order(hit.fragment), self._taken, hit), key=lambda t: t[:2])
-        cost = self._cost(stretches([h for *_, h in turns]))
-        if cost is None:
+        entry = (history_order(hit.fragment), self._taken, hit)
+        at = bisect.bisect(turns, entry[:2], key=lambda t: t[:2])
+        turns.insert(at, entry)
+        # Only the cards around the new turn change: the run of turns it is linked to on each side.
+        lo, hi = at, at
+        while lo > 0 and _same_card(_frag(turns[lo - 1]), _frag(turns[lo])):
+            lo -= 1
+        while hi + 1 < len(turns) and _same_card(_frag(turns[hi]), _frag(turns[hi + 1])):
+            hi += 1
+        run = [h for *_, h in turns[lo : hi + 1]]
+        after = self._cost(stretches(run))
+        if after is None:
             return False  # a card of several turns would pass the cap: never let pack() cut its later turns
-        tokens, cards, capped = cost
-        before_tokens, before_cards, _ = self._cost_now
-        used, count = self.used - before_tokens + tokens, self.cards_count - before_cards + cards
+        before = self._cost(stretches([h for h in run if h is not hit]))
+        assert before is not None  # cards the tally took
+        used = self.used - before[0] + after[0]
+        count = self.cards_count - before[1] + after[1]
         if used > self.budget or count > self.top_k:
             return False
-        self.used, self.cards_count, self.capped = used, count, self.capped or capped
-        self.turns, self._cost_now = turns, cost
+        self.used, self.cards_count, self.capped = used, count, self.capped or after[2]
+        self.turns = turns
         self._take()
         return True
 
@@ -186,13 +196,22 @@ class Tally:
             first = stretch[0][0].fragment
             assert first is not None
             size = self._header(day_of(first.created)) + self._gap * (len(stretch) - 1)
-            size += sum(_tokens(self.counter, _line(h.fragment) + "\n") for excerpt in stretch for h in excerpt)
+            size += sum(self._line_tokens(h) for excerpt in stretch for h in excerpt)
             if size > self.cap:
                 if len(stretch) > 1 or len(stretch[0]) > 1:
                     return None
                 capped = True
             tokens += min(size, self.cap)
         return tokens, len(cards), capped
+
+    def _line_tokens(self, hit: Hit) -> int:
+        # Every add re-counts the cards of the turns taken: each turn's line is rendered and counted once.
+        assert hit.fragment is not None
+        key = hit.fragment.id
+        found = self._lines.get(key)
+        if found is None:
+            found = self._lines[key] = _tokens(self.counter, _line(hit.fragment) + "\n")
+        return found
 
     def _header(self, date: str) -> int:
         return _tokens(self.counter, render_card(Card("fragment", "user said", date, "", "")) + "\n")
@@ -226,6 +245,17 @@ def history_order(frag: Fragment) -> int:
     session's turns follow each other and the next chat's come after them (other users' turns
     stored meanwhile only make a distance longer: a card splits sooner, never joins wrongly)."""
     return frag.id
+
+
+def _same_card(last: Fragment, frag: Fragment) -> bool:
+    """Whether ``frag``, the next turn taken in history order after ``last``, joins its card."""
+    return history_order(frag) - history_order(last) <= CARD_TURNS and _same_date(frag, last)
+
+
+def _frag(entry: tuple[int, int, Hit]) -> Fragment:
+    frag = entry[2].fragment
+    assert frag is not None
+    return frag
 
 
 def _same_date(a: Fragment, b: Fragment) -> bool:

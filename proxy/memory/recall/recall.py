@@ -15,10 +15,12 @@ Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
   exchange outranks an isolated greeting, and ``NEARBY_WEIGHT`` of the best
   other turn within ``NEARBY_TURNS`` of its session, so a stretch of
   conversation with a strong hit lends weight to its turns;
-- the fragments chosen for the block that lie close together in one session
-  share a card (excerpts of the conversation under one header), which spends
-  the budget on turns rather than on headers. Nearness is counted in turns
-  of a session, never in time: recall does not depend on the calendar.
+- the fragments chosen for the block that lie close together in the user's
+  history share a card (excerpts of the conversation under one header, split
+  where the date changes), which spends the budget on turns rather than on
+  headers; a turn of words common all over the history, or a near-repeat of
+  one taken, is left out (``content``). Nearness is counted in turns, never
+  in time: recall does not depend on the calendar.
 
 The user's profile of standing facts (``profile``) leads the block on every
 request, within ``memory.profile_budget_tokens`` of ``memory.budget_tokens``;
