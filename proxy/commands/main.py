@@ -17,7 +17,8 @@ from .config_commands import CONFIG_HELP, load_settings
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and flag of ``paperclip``: what ``main`` parses and docs/reference/cli.md lists."""
     parser = argparse.ArgumentParser(prog="paperclip", description=__doc__)
     parser.add_argument("--version", action="version", version=f"paperclip {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -32,6 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     migrate.add_parser(sub)
     config_commands.add_parser(sub)
     eval_cli.add_arguments(sub.add_parser("eval", help="replay a data set: recall, tokens, compression"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args)
