@@ -22,6 +22,7 @@ OUTSIDE = re.compile(
 )
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 FENCE = re.compile(r"^(```|~~~)")
+HTML_ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
 
 
 def tracked_files() -> list[Path]:
@@ -78,7 +79,7 @@ def anchors(path: Path) -> set[str]:
         n = seen.get(base, 0)
         seen[base] = n + 1
         out.add(base if n == 0 else f"{base}-{n}")
-    return out
+    return out | set(HTML_ANCHOR.findall(path.read_text()))
 
 
 def links(path: Path) -> list[str]:
@@ -99,19 +100,18 @@ def broken_links(path: Path, root: Path = REPO) -> list[str]:
             continue  # https:, mailto:
         file, _, anchor = target.partition("#")
         dest = (path.parent / file).resolve() if file else path
-        if not dest.exists() or root not in dest.parents:
-            broken.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+        outside = not dest.exists() or root not in dest.parents
+        if outside or (anchor and dest.suffix == ".md" and anchor not in anchors(dest)):
             broken.append(target)
     return broken
 
 
 def test_the_link_checker_sees_a_broken_file_and_a_broken_heading(tmp_path: Path) -> None:
     assert slug(" The `memory` block: what, and why (2026)") == "the-memory-block-what-and-why-2026"
-    (tmp_path / "a.md").write_text("# Top\n\n## Same\n\n## Same\n")
+    (tmp_path / "a.md").write_text('# Top\n\n## Same\n\n## Same\n\n- <a id="here"></a>x\n')
     doc = tmp_path / "b.md"
     doc.write_text(
-        "[ok](a.md#same-1) [ok](a.md) [ok](https://example.com/x) `[code](nowhere.md)`\n"
+        "[ok](a.md#same-1) [ok](a.md#here) [ok](a.md) [ok](https://example.com/x) `[code](nowhere.md)`\n"
         "[gone](c.md) [no heading](a.md#other) [out](../x.md)\n```\n[fenced](nowhere.md)\n```\n"
     )
     (tmp_path.parent / "x.md").touch()

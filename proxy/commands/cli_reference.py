@@ -61,7 +61,7 @@ def _row(action: argparse.Action) -> str:
         if action.nargs != 0:
             flag += f" {action.metavar or action.dest.upper()}"
     else:
-        flag = action.metavar or action.dest
+        flag = str(action.metavar or action.dest)
     meaning = (action.help or "").replace("|", "\\|")
     if action.choices is not None:
         meaning = (meaning + "; " if meaning else "") + "one of " + ", ".join(f"`{c}`" for c in action.choices)
