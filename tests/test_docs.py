@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Spelled in pieces so that this file does not name them itself.
 OUTSIDE = re.compile(
     "|".join([
-        r"/" + r"(?:work|home|Users|mnt|srv)/[\w.-]",  # a machine's own folders
+        r"/" + r"work/[\w.-]",  # the machine's folder of checkouts and shared data
         r"(?<![\w.])" + r"\.\./" + r"(?:\.\./)*shared\b",  # a sibling of the checkout
     ])
 )
