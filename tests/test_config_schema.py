@@ -47,8 +47,8 @@ def test_every_problem_of_every_file_is_reported_at_once(tmp_path: Path) -> None
     )
     assert problems_of(path) == [
         (str(path), "server.port", "must be an integer, not '80'"),
-        (str(path), "server.colour", "unknown key (known here: admin_keys, host, log_content, log_format, "
-                                     "max_body_bytes, port)"),
+        (str(path), "server.colour", "unknown key (known here: admin_keys, header_timeout_s, host, log_content, "
+                                     "log_format, max_body_bytes, max_record_bytes, metrics_keys, port)"),
         (str(path), "defaults.memory.top_k", "must be positive, not 0"),
         (str(path), "tenants.acme.context.compression_mode", "must be one of background, inline, not 'later'"),
         (str(globex), "tenants.globex.memory.pii", "must be one of mask, keep, drop, not 'shout'"),
@@ -134,7 +134,7 @@ def test_proxy_yaml_states_every_key_with_the_schemas_default() -> None:
     shipped = REPO / "proxy.yaml"
     assert set(flat(yaml.safe_load(shipped.read_text()))) - {"tenants"} == set(SCHEMA_KEYS)
     read = comparable(config.load(shipped, env={}))
-    # Its one key away from the default, on purpose (docs/decisions/0001-embedded-defaults.md).
+    # Its one key away from the default, on purpose (docs/decisions/0008-embedded-defaults.md).
     assert read.passthrough_keys is True
     assert read.model_copy(update={"passthrough_keys": False}) == comparable(config.load(None, env={}))
 

@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 # One event loop serves every socket while worker threads run what lets go of it (embeddings,
 # SQLite, large bodies) and Python around it. At the interpreter's default, a thread holding the
 # GIL keeps it for 5 ms before the loop gets its turn; 1 ms keeps /healthz and every stream's next
-# chunk prompt while they work (docs/decisions/0001-concurrency-model.md has the measurements).
+# chunk prompt while they work (docs/decisions/0012-one-event-loop.md has the measurements).
 SWITCH_INTERVAL_S = 0.001
 
 
