@@ -79,9 +79,25 @@ def test_a_kept_alive_connections_next_head_has_its_own_deadline(served: ServePr
     with socket.create_connection(("127.0.0.1", served.port)) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
         s.settimeout(10)
-        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        assert one_response(s).startswith(b"HTTP/1.1 200")
         time.sleep(TIMEOUT_S * 2)  # idle between requests: kept alive (uvicorn's own 5 s)
         s.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
-        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        assert one_response(s).startswith(b"HTTP/1.1 200")
         s.sendall(b"GET /healthz HTTP/1.1\r\n")  # the next head never ends
         assert trickle_until_dropped([s]) == {0}
+
+
+def one_response(s: socket.socket) -> bytes:
+    """One whole response off ``s``: its head, then as many body bytes as its content-length says."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        part = s.recv(65536)
+        assert part, f"closed after {data!r}"
+        data += part
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        part = s.recv(65536)
+        assert part, f"closed after {data!r}"
+        body += part
+    return head + b"\r\n\r\n" + body

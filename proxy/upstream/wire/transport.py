@@ -227,18 +227,27 @@ class UpstreamClient(httpx.AsyncClient):
 
 async def read_whole(response: httpx.Response, limit: int) -> httpx.Response:
     """``response`` read to its end and decoded, as a response of those bytes; past ``limit``, an error."""
+    try:
+        body = response.content  # a reply made in memory (an in-process transport's): read and decoded already
+    except httpx.ResponseNotRead:
+        body = await _read_decoded(response, limit)
+    if len(body) > limit:
+        raise httpx.DecodingError(f"the upstream's reply exceeds {limit} bytes", request=response.request)
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in (b"content-encoding", b"content-length")]
+    return httpx.Response(response.status_code, headers=headers, content=body, request=response.request,
+                          extensions=response.extensions)
+
+
+async def _read_decoded(response: httpx.Response, limit: int) -> bytes:
     raw = bytearray()
     async for part in response.aiter_raw():
         raw += part
         if len(raw) > limit:
             raise httpx.DecodingError(f"the upstream's reply exceeds {limit} bytes", request=response.request)
     try:
-        body = decode(bytes(raw), response.headers.get("content-encoding"), limit)
+        return decode(bytes(raw), response.headers.get("content-encoding"), limit)
     except UndecodableBody as exc:
         raise httpx.DecodingError(f"the upstream's reply cannot be read: {exc}", request=response.request) from exc
-    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in (b"content-encoding", b"content-length")]
-    return httpx.Response(response.status_code, headers=headers, content=body, request=response.request,
-                          extensions=response.extensions)
 
 
 def _answered(head: asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]]) -> bool:
