@@ -1,4 +1,4 @@
-"""The costs behind docs/retrieval.md "Ablations": embedders, cross-encoder re-ranking, query rewriting.
+"""The costs behind docs/recall.md: embedders, cross-encoder re-ranking, query rewriting.
 
     python bench/ablations.py PATH [--queries 40] [--out bench/results/ablations.json]
 

@@ -22,9 +22,11 @@ handler's start to the upstream request), read per request; after-response
 work is drained between requests, so the compression model's time is never
 part of it.
 
-    python bench/compression.py [--memory off|on|both] [--data PATH] [--out PATH] [--agent]
+    python bench/compression.py LOCOMO.json [--memory off|on|both] [--out PATH] [--agent]
+    python bench/compression.py --agent-only
 
-LoCoMo is CC BY-NC 4.0: it is read from its path, never copied into the repo.
+LOCOMO.json is the LoCoMo file (docs/recall.md says where to get it). LoCoMo
+is CC BY-NC 4.0: it is read from its path, never copied into the repo.
 """
 
 from __future__ import annotations
@@ -57,7 +59,6 @@ from proxy.tokens import TokenCounter  # noqa: E402
 from tests.fake_upstream import FakeUpstream, completion, fake_summary  # noqa: E402
 from tests.servers import ServerThread  # noqa: E402
 
-DATA = Path("/work/shared/eval/locomo-dev.json")
 OUT = ROOT / "bench" / "results" / "compression.json"
 MODEL = "gpt-4o-mini"
 KEY = "pk-bench"
@@ -549,7 +550,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("data", type=Path, nargs="?", help="the LoCoMo file (not needed with --agent-only)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--memory", choices=("off", "on", "both"), default="both")
     parser.add_argument("--window", type=int, default=4000)
@@ -571,6 +572,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also a 200-turn tool-using conversation through /v1/messages")
     parser.add_argument("--agent-only", action="store_true", help="only that one (no LoCoMo, no synthetic chat)")
     args = parser.parse_args(argv)
+    if args.data is None and not args.agent_only:
+        parser.error("the LoCoMo file is needed (or --agent-only)")
 
     counter = TokenCounter(MODEL)
     synthetic_chat = synthetic(args.synthetic_tokens, counter)

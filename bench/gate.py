@@ -14,7 +14,9 @@ by fused score) with their raw cosine and BM25, and reports
   own-user asks that still pass (and of those whose evidence is among the
   candidates) and of other-user asks that pass (which should be none).
 
-    python bench/gate.py /work/shared/eval/locomo-dev.json [--out gate.json]
+    python bench/gate.py LOCOMO.json [--out gate.json]
+
+LOCOMO.json is the LoCoMo file (docs/recall.md says where to get it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Structured memories on LoCoMo: no duplicates or echo on a replay, and recall with and without items.
 
-    python bench/items.py [--data ../shared/eval/locomo-dev.json] [--limit N] [--embedder bundled]
+    python bench/items.py LOCOMO.json [--limit N] [--embedder bundled]
+
+LOCOMO.json is the LoCoMo file (docs/recall.md says where to get it).
 
 1. Replays each conversation (``--mode sessions``: every session its own chat
    of the same user) through the serving pipeline twice and counts the user's
@@ -69,7 +71,7 @@ async def presence(convs: list[locomo.Conversation], embedder: str, memory: dict
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "eval" / "locomo-dev.json"))
+    parser.add_argument("data", help="the LoCoMo file")
     parser.add_argument("--limit", type=int, default=None, help="the first N conversations")
     parser.add_argument("--embedder", default="bundled")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "items.json"))

@@ -129,6 +129,8 @@ def report(out: Timeline, stopped: float, restarted: float) -> dict[str, Any]:
         "readyz_false_after_stop_s": round(false_at - stopped, 2) if false_at is not None else None,
         "readyz_true_after_start_s": round(true_at - restarted, 2) if true_at is not None else None,
         "last_degraded_after_start_s": round(max(still), 2) if still else 0.0,
+        "degraded_after_start": dict(collections.Counter(s.degraded or "none" for s in after)),
+        "median_after_start_s": round(statistics.median(s.seconds for s in after), 3) if after else None,
         "requests_after_start": len(after),
         "errors": sum(1 for s in out.sent if s.status != "200"),
         "requests": len(out.sent),

@@ -4,7 +4,7 @@ Over the scenario suite (``proxy/eval/scenarios.json``), per language: every
 case's question against the user turns of its own chats, against the turns
 of the other cases, and the suite's unrelated questions against every turn.
 Percentiles of each; the Chinese rows are why a mostly-CJK query passes the
-relevance gate on keywords only (docs/retrieval.md).
+relevance gate on keywords only (docs/recall.md).
 
     python bench/script_cosines.py
 """

@@ -1,6 +1,6 @@
 """CPU work that grows with what a client sent: on the event loop when small, on a worker thread when large.
 
-The proxy serves every socket from one event loop (docs/decisions/0001-concurrency-model.md),
+The proxy serves every socket from one event loop (docs/decisions/0012-one-event-loop.md),
 so no step may hold it long. Parsing a body, describing new messages, analysing a query,
 masking and tokenising new turns: each is a few µs for a chat turn and hundreds of ms for a
 megabyte. ``off_loop(size, fn, *args)`` runs ``fn`` where it costs least: inline up to

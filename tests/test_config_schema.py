@@ -134,7 +134,7 @@ def test_proxy_yaml_states_every_key_with_the_schemas_default() -> None:
     shipped = REPO / "proxy.yaml"
     assert set(flat(yaml.safe_load(shipped.read_text()))) - {"tenants"} == set(SCHEMA_KEYS)
     read = comparable(config.load(shipped, env={}))
-    # Its one key away from the default, on purpose (docs/decisions/0001-embedded-defaults.md).
+    # Its one key away from the default, on purpose (docs/decisions/0008-embedded-defaults.md).
     assert read.passthrough_keys is True
     assert read.model_copy(update={"passthrough_keys": False}) == comparable(config.load(None, env={}))
 

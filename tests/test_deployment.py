@@ -1,4 +1,4 @@
-"""The deployment files (deploy/, docs/deployment.md) say what the code accepts."""
+"""The deployment files (deploy/, docs/guide/deployment.md) say what the code accepts."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ from .config_commands import CONFIG_HELP, load_settings
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and flag of ``paperclip``: what ``main`` parses and docs/reference/cli.md lists."""
     parser = argparse.ArgumentParser(prog="paperclip", description=__doc__)
     parser.add_argument("--version", action="version", version=f"paperclip {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -32,6 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     migrate.add_parser(sub)
     config_commands.add_parser(sub)
     eval_cli.add_arguments(sub.add_parser("eval", help="replay a data set: recall, tokens, compression"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve_command(args)
@@ -50,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 # One event loop serves every socket while worker threads run what lets go of it (embeddings,
 # SQLite, large bodies) and Python around it. At the interpreter's default, a thread holding the
 # GIL keeps it for 5 ms before the loop gets its turn; 1 ms keeps /healthz and every stream's next
-# chunk prompt while they work (docs/decisions/0001-concurrency-model.md has the measurements).
+# chunk prompt while they work (docs/decisions/0012-one-event-loop.md has the measurements).
 SWITCH_INTERVAL_S = 0.001
 
 

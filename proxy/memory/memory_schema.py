@@ -17,6 +17,7 @@ as ``"3, 4"``. Only an entry without ``content`` holds no fact to keep.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -276,8 +277,12 @@ def _plain(spec: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if k not in ("title", "default")}
 
 
+@functools.cache
 def response_format() -> dict[str, Any]:
-    """The ``response_format`` an extraction call asks for where the upstream takes it."""
+    """The ``response_format`` an extraction call asks for where the upstream takes it.
+
+    Built once (pydantic's schema generation costs ~1 ms, every extraction asked it); read only.
+    """
     schema = {
         "type": "object",
         "properties": {REPLY_FIELD: {"type": "array", "items": item_json_schema()}},

@@ -1,6 +1,6 @@
 """The memory pipeline under load: how many requests prepare at once, how many records run and wait.
 
-The proxy runs on one event loop (docs/decisions/0001-concurrency-model.md):
+The proxy runs on one event loop (docs/decisions/0012-one-event-loop.md):
 the work that lets go of Python's GIL (embeddings, the store's calls, large
 bodies) goes to threads, and the memory layer's Python steps run on the loop
 between awaits. What keeps each turn of the loop short under load — and so

@@ -138,7 +138,7 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
 
     async def metrics(request: Request) -> Response:
         # Tenant names are in the labels: with server.metrics_keys set, only those keys (and
-        # operator keys) may read them (docs/decisions/0002-metrics-access.md).
+        # operator keys) may read them (docs/decisions/0010-metrics-access.md).
         if not rt.keys.may_read_metrics(client_key(request.headers)):
             refused = Unauthorized("/metrics needs a metrics key (server.metrics_keys) or an operator key.")
             return JSONResponse(refused.envelope(), status_code=refused.status)

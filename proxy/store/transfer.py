@@ -9,7 +9,7 @@ along. At the end every table's rows are counted on both sides.
 
 Rows changed in SQLite after their batch was copied are not copied again:
 stop the SQLite proxy (or re-run ``migrate`` after it stopped) before
-pointing replicas at PostgreSQL (docs/deployment.md).
+pointing replicas at PostgreSQL (docs/guide/deployment.md).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ async def transfer(
 
 async def _drop_indexes_of_empty_tables(db: PgDatabase) -> None:
     # Keeping an HNSW index current row by row is ~100x slower than building it once after
-    # (docs/deployment.md); a table that already has rows keeps its index (a resumed copy).
+    # (docs/guide/deployment.md); a table that already has rows keeps its index (a resumed copy).
     async with db.connection() as conn:
         for table in pg_vectors.HNSW_TABLES:
             cur = await conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {table})")

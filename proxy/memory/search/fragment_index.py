@@ -32,7 +32,7 @@ from .scope_index import ScopeIndex, top_of
 # How many candidates each retriever contributes before fusion. Generous on
 # purpose: the fused ranking, not either retriever alone, decides what fits
 # the budget, and a turn that only one of them ranks ~100th is often the one
-# that holds the answer (measured on LoCoMo: docs/retrieval.md).
+# that holds the answer (measured on LoCoMo: docs/recall.md).
 CANDIDATES = 200
 # Fragments created in a period the query names join the candidates, up to this many.
 PERIOD_CANDIDATES = 200

@@ -73,7 +73,7 @@ class Floor:
     min_bm25: float = 0.0
     # Whether cosines between CJK texts are evidence. The bundled (English)
     # MiniLM's are not: a Chinese question scores as close to another user's
-    # Chinese turns as to the turns that answer it (docs/retrieval.md), so a
+    # Chinese turns as to the turns that answer it (docs/recall.md), so a
     # mostly-CJK query passes on a keyword match (jieba-segmented BM25) alone.
     cjk_cosine: bool = False
 

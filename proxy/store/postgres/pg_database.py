@@ -41,7 +41,7 @@ PgConnection = Any  # psycopg.AsyncConnection[Any]: the driver is an optional ex
 
 # Per replica: the request handlers and background work share these. A
 # replica's queries are short, so a few connections serve many requests;
-# PostgreSQL's max_connections must cover replicas × max_size (docs/deployment.md).
+# PostgreSQL's max_connections must cover replicas × max_size (docs/guide/deployment.md).
 POOL_MIN = 2
 POOL_MAX = 10
 # The pool retries a connection that failed with a growing delay (1, 2, 4... s) until this,

@@ -4,7 +4,7 @@ Vectors are columns of their rows, so deleting a user's rows deletes their
 vectors. Deleted rows stay in PostgreSQL's files until VACUUM reclaims the
 space (autovacuum, within minutes on a busy table); the pages are not
 readable through SQL meanwhile, and backups taken before keep the user
-(docs/deployment.md).
+(docs/guide/deployment.md).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ fragments serves only the extractor's rare look-up of a superseded item's
 source turns, in the background, and ranks the user's rows exactly. Keeping
 an HNSW index current costs ~90x the insert (``bench/pg_storage.py``:
 69 against 6,259 inserts/s), paid on every request's new fragments for a
-search nothing on the request path makes (docs/deployment.md). Items keep
+search nothing on the request path makes (docs/guide/deployment.md). Items keep
 theirs: they are few, written rarely, and searched through the store.
 """
 

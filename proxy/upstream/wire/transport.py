@@ -24,7 +24,7 @@ Connections open directly or through an outbound HTTP proxy (``dial``), with
 the upstream's TLS settings (``tls``); where no proxy applies nothing on the
 request path changes. What it leaves to httpx's own transport (given the same
 proxy and TLS): ``HEAD`` (the parser cannot know such a response has no body)
-and protocol upgrades. What it does not speak: HTTP/2 (see docs/decisions.md).
+and protocol upgrades. What it does not speak: HTTP/2 (see docs/decisions/0005-upstream-transport.md).
 """
 
 from __future__ import annotations

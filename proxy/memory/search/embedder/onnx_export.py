@@ -190,7 +190,7 @@ def _fused(graph: bytes, config: Any) -> bytes:
     The same arithmetic in fewer, larger kernels (vectors within 2e-7 of the
     plain graph's; the parent's probe check still applies): ONNX Runtime runs
     46 operators instead of 338, 3-14% less CPU for a one-sentence query
-    (docs/retrieval.md). Any failure keeps ``graph``.
+    (docs/recall.md). Any failure keeps ``graph``.
     """
     import onnx
 

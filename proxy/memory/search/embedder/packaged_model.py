@@ -10,7 +10,7 @@ used, so a changed release fails loudly instead of moving the vectors.
 
 The vectors stay in the space of the float32 model that the proxy ran before
 (``BUNDLED_NAME``): stored vectors are compared with new ones as they are
-(measured in docs/decisions/0001-embedder-without-torch.md). With
+(measured in docs/decisions/0011-embedder-without-torch.md). With
 ``embedding.backend: torch`` the float32 weights run on torch instead, from
 the ``sentence-transformers`` extra.
 """
