@@ -8,7 +8,7 @@ inherits, like any turn, a share of its best neighbour's (``ranking``): an
 asked-before question brings back the exchange, question and answer in one
 card, rather than crowding the block with old questions.
 
-Measured on LoCoMo with each question recorded (docs/retrieval.md): cats 1–4
+Measured on LoCoMo with each question recorded (bench/results/2026-12-01-retrieval.md): cats 1–4
 0.719 → 0.756 at weight 0.3 (0.758 at 0.1), the unrecorded figure unchanged
 (0.798 against 0.799). Passing the question's score on to its reply instead
 cost 1 point (0.746): short replies took card slots from the evidence.

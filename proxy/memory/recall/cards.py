@@ -39,7 +39,7 @@ BLOCK_PREAMBLE = (
 )
 ELLIPSIS = "…"
 # An undated fragment card's header (a dated one's is its date); the line between two
-# excerpts of one day that are not consecutive.
+# excerpts of one card that are not consecutive.
 FRAGMENT_LABEL = "conversation"
 GAP = "…"
 # Below this many tokens of room, a truncated card says too little to be worth it.
@@ -74,20 +74,19 @@ class Card:
 
     @property
     def hit_ids(self) -> tuple[str, ...]:
-        """The candidates it shows: one, or the excerpts of one day joined in its ``id`` ("f1,f2")."""
+        """The candidates it shows: one, or the turns of one stretch joined in its ``id`` ("f1,f2")."""
         return tuple(self.id.split(","))
 
 
 def render_card(card: Card) -> str:
     """``[preference · user said · 2026-11-02] Allergic to peanuts``.
 
-    A fragment card holds what was said on one day: ``[2023-05-08]`` (no
-    date: ``[conversation]``), then one ``User: …`` / ``Assistant: …`` line
-    per turn (the labels say what it is and who said what; the preamble that
-    these are earlier conversations), a ``…`` line between excerpts that are
-    not consecutive: the date alone is 8 tokens, with "conversation · " 11,
-    and a block shows ~6.5 days. An item's text follows its header on one
-    line, as a turn's follows its speaker (``said``).
+    A fragment card holds a stretch of the history said on one date:
+    ``[2023-05-08]`` (no date: ``[conversation]``), then one ``User: …`` /
+    ``Assistant: …`` line per turn (the labels say who said what; the
+    preamble that these are earlier conversations), a ``…`` line between
+    excerpts that are not consecutive (``packing.stretches``). An item's text
+    follows its header on one line, as a turn's follows its speaker (``said``).
     """
     text = _defuse(card.text)
     header = f"[{card.date or FRAGMENT_LABEL}]" if card.kind == "fragment" else (

@@ -2,7 +2,7 @@
 
 One call per request, on the request path, at the compression model's
 temperature (0 by default) — so it is off by default and costs what
-docs/retrieval.md "Ablations" measures. The rewrite *extends* the plain
+bench/results/2026-12-01-retrieval.md "Ablations" measures. The rewrite *extends* the plain
 query (``build_query``) rather than replacing it: what the user wrote is
 always searched, the model's line adds the implied words (a recipe question
 gains "diet, allergies"). Any failure — an error, a timeout

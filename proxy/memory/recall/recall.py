@@ -3,7 +3,7 @@
 Fragments and structured items are candidates of one ranking: their raw
 cosine and BM25 scores are normalised together and fused with the tenant's
 weights, so an item competes with the turns it came from on equal terms.
-Three steps follow the fusion, each measured on LoCoMo (docs/retrieval.md):
+Three steps follow the fusion, each measured on LoCoMo (bench/results/2026-12-01-retrieval.md):
 
 - the query is *focused* first: names found all over the user's history
   (the participants') are left out of what is embedded and matched; BM25

@@ -5,7 +5,7 @@ together, which ranks better and costs a model pass per candidate — so only
 the ``memory.rerank_top_n`` best of the fused ranking are re-read, on a
 worker thread, and put in the cross-encoder's order (ties keep theirs); the
 rest follow unchanged. Off by default: no cross-encoder ships inside a PyPI
-package that we found, so the eval could not weigh one (docs/retrieval.md
+package that we found, so the eval could not weigh one (bench/results/2026-12-01-retrieval.md
 "Ablations"); an operator names a sentence-transformers CrossEncoder (a
 name in the local Hugging Face cache, or a folder).
 """

@@ -19,7 +19,7 @@ name, or a question about Anna would be turned away from the user's own
 turns. A name both sides address alike, and a question naming both
 participants, prefer neither side. The cost: a question that names the wrong
 person (LoCoMo's adversarial category) finds that person's turns first, not
-the other's who did it (docs/retrieval.md).
+the other's who did it (bench/results/2026-12-01-retrieval.md).
 """
 
 from __future__ import annotations
