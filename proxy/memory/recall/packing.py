@@ -79,6 +79,8 @@ def select(
             continue
         if min(frag.tokens - SLACK, tally.cap) > budget - tally.used:
             continue  # its own text is too long for the room left, alone or joined to a card
+        if tally.cards_count >= top_k and not tally.joins(frag):
+            continue  # no room for another card, and it would be one (what ``add`` finds, cheaply)
         terms = terms_of(frag.text)
         if not informative(terms, is_common) or near_duplicate(terms, shown):
             continue  # it tells nothing the block does not (``content``)
@@ -175,6 +177,12 @@ class Tally:
         self.turns = turns
         self._take()
         return True
+
+    def joins(self, frag: Fragment) -> bool:
+        """Whether ``frag`` would join a card of the turns taken, rather than start one."""
+        at = bisect.bisect(self.turns, history_order(frag), key=lambda t: t[0])
+        before = at > 0 and _same_card(_frag(self.turns[at - 1]), frag)
+        return before or (at < len(self.turns) and _same_card(frag, _frag(self.turns[at])))
 
     def cards(self) -> list[Card]:
         """The cards of the hits taken, each where its best hit was taken: the best match first."""
