@@ -29,7 +29,7 @@ NEIGHBOUR_WEIGHT = 0.3
 SECOND_NEIGHBOUR_WEIGHT = NEIGHBOUR_WEIGHT / 2
 # Share of the best score among the other turns of its session within ``NEARBY_TURNS`` that a fragment inherits.
 NEARBY_WEIGHT = 0.2
-NEARBY_TURNS = 40
+NEARBY_TURNS = 20
 # The relevance gate looks at this many of the best fused candidates.
 GATE_DEPTH = 10
 # A fragment (a turn as said) has no importance of its own: it counts as an average item.
