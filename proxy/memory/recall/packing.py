@@ -141,6 +141,7 @@ class Tally:
         self.items: list[tuple[int, Hit]] = []  # (order taken, hit)
         self.turns: list[tuple[int, int, Hit]] = []  # (place in the history, order taken, hit), in history order
         self._taken = 0
+        self._lines: dict[int, int] = {}  # a turn's line: its tokens (by fragment id)
 
     def add(self, hit: Hit) -> bool:
         """Count ``hit`` in, alone or joining its session's cards, if the block still fits."""
@@ -212,12 +213,16 @@ class Tally:
         return tokens, len(cards), capped
 
     def _line_tokens(self, hit: Hit) -> int:
-        # Every add re-counts the cards of the turns taken: a turn's line is rendered and counted once.
+        # Every add re-counts the cards of the turns taken: each turn's line is rendered and counted once.
         assert hit.fragment is not None
-        return _turn_line_tokens(self.counter, hit.fragment.role, hit.fragment.text)
+        key = hit.fragment.id
+        found = self._lines.get(key)
+        if found is None:
+            found = self._lines[key] = _tokens(self.counter, _line(hit.fragment) + "\n")
+        return found
 
     def _header(self, date: str) -> int:
-        return _header_tokens(self.counter, date)
+        return _tokens(self.counter, render_card(Card("fragment", "user said", date, "", "")) + "\n")
 
     @functools.cached_property
     def _gap(self) -> int:
@@ -232,18 +237,6 @@ class Tally:
 def _tokens(counter: TokenCounter, line: str) -> int:
     """A line's tokens, remembered across requests: the same turns come back in many blocks."""
     return counter.text(line)
-
-
-@functools.lru_cache(maxsize=20_000)
-def _turn_line_tokens(counter: TokenCounter, role: str, text: str) -> int:
-    """A turn's line (``_line``) and its newline, counted: the same turns come back in many blocks."""
-    return counter.text(said("User" if role == "user" else "Assistant", text) + "\n")
-
-
-@functools.lru_cache(maxsize=4_096)
-def _header_tokens(counter: TokenCounter, date: str) -> int:
-    """A fragment card's header line of ``date``, counted."""
-    return counter.text(render_card(Card("fragment", "user said", date, "", "")) + "\n")
 
 
 def stretch_card(stretch: Stretch, lead: Hit) -> Card:
