@@ -30,11 +30,11 @@ if not (CHROMIUM and DRIVER) and not os.environ.get("CI"):
                 allow_module_level=True)
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 SCRIPT = "<script>document.title='pwned'</script> Bob hums while cooking"
@@ -61,10 +61,18 @@ def sign_in(driver: WebDriver, url: str, key: str) -> None:
 
 
 def click(driver: WebDriver, element: WebElement) -> None:
-    """Click something that loads a page, and wait until the new page has replaced the old one."""
-    old = driver.find_element(By.TAG_NAME, "html")
+    """Click something that loads a page, and wait until the new page has replaced the old one.
+
+    The old page's window is marked; the wait ends when the document carries no
+    mark and has finished loading. Polling the old ``<html>`` for staleness races
+    chromedriver mid-navigation: it may answer "Node with given id does not belong
+    to the document", a plain WebDriverException rather than a stale reference.
+    """
+    driver.execute_script("window.paperclipOldPage = true")
     element.click()
-    WebDriverWait(driver, 20).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 20, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script(
+            "return !window.paperclipOldPage && document.readyState === 'complete'"))
 
 
 def shot(driver: WebDriver, name: str) -> None:
