@@ -8,6 +8,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, TypeVar
 
 import httpx
@@ -150,7 +151,7 @@ class ChatEndpoint(Endpoint):
     ) -> Shaped:
         """The chat completions body: its ``messages`` are the pipeline's."""
         found = body.get("messages")
-        readable = isinstance(found, list) and all(isinstance(m, dict) for m in found)
+        readable = isinstance(found, list) and all(map(isinstance, found, repeat(dict)))
         messages: list[dict[str, Any]] = found if readable and isinstance(found, list) else []
         user, session = await user_and_session(headers, tenant, body, messages, size)
         call = new_call(tenant, user, session, body, messages, headers, deployment_or_model(scope, body))

@@ -48,19 +48,25 @@ def loads(raw: bytes) -> Any:
 
 
 def too_deep(value: Any) -> bool:
-    """Whether containers nest past ``MAX_DEPTH`` in ``value``: a walk that only steps into containers.
+    """Whether containers nest past ``MAX_DEPTH`` in ``value`` (as ``json.loads`` built it).
 
     A chat body is mostly strings; ``check`` handles every value, this only
-    looks at each one's type, about a third of the time.
+    looks at each one's type. It goes one level at a time, each level one
+    comprehension over the containers of the one above: at a few hundred
+    messages, a third of the time of a stack of (container, depth) pairs.
     """
-    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:
-        item, depth = stack.pop()
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > MAX_DEPTH:
             return True
-        for child in item.values() if isinstance(item, dict) else item:
-            if isinstance(child, dict | list):
-                stack.append((child, depth + 1))
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)
+            if type(child) is dict or type(child) is list
+        ]
     return False
 
 
