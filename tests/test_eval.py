@@ -282,3 +282,19 @@ def test_the_burst_clock_replays_at_the_present_time(dataset: Path, tmp_path: Pa
         assert created[0] >= started - 1 and created[-1] - created[0] < 60  # all of it within a minute, now
     else:
         assert created[0] < dt.datetime(2023, 5, 9, tzinfo=dt.UTC).timestamp() < created[-1]
+
+
+@pytest.mark.parametrize("mode", ["sessions", "one-chat"])
+def test_conversations_replayed_together_score_as_one_after_another(tmp_path: Path, mode: str) -> None:
+    """``--together`` interleaves the conversations' requests, as a busy proxy stores its users' turns;
+    each user's memory is her own, so every answer scores as when they came one after another."""
+    both = tmp_path / "two.json"
+    both.write_text(json.dumps([SAMPLE, {**SAMPLE, "sample_id": "conv-y"}]), encoding="utf-8")
+    apart = run_eval(both, tmp_path, "--mode", mode)
+    together = run_eval(both, tmp_path, "--mode", mode, "--together")
+    assert together["meta"]["together"] is True and apart["meta"]["together"] is False
+    assert together["stats"]["requests"] == apart["stats"]["requests"]
+    scores = [{(a["conversation"], a["variant"], a["index"]): (a["presence"], a["cards"], a["tokens_memory"])
+               for a in r["answers"]} for r in (apart, together)]
+    assert scores[0] == scores[1] and len(scores[0]) == 18
+    assert any(p > 0 for p, _, _ in scores[1].values())

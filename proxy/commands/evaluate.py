@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--md", default=None, help="write the tables as Markdown here")
     parser.add_argument("--no-record-questions", dest="record_questions", action="store_false",
                         help="prepare each question without recording it (a memory that never sees a question)")
+    parser.add_argument("--together", action="store_true",
+                        help="locomo: replay the conversations at once, one request of each in turn (the users of a "
+                             "busy proxy), then ask each one's questions")
     parser.add_argument("--report", default=None, metavar="DIR", help="write an HTML report with plots here")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--api", choices=("chat", "responses", "messages"), default="chat",
@@ -104,7 +107,8 @@ def locomo_command(args: argparse.Namespace) -> int:
         print("paperclip eval locomo: --api is chat or messages", file=sys.stderr)
         return 2
     options = Options(mode=args.mode, embedder=args.embedder, memory=memory,
-                      record_questions=args.record_questions, api=args.api, clock=args.clock, model=args.model)
+                      record_questions=args.record_questions, api=args.api, clock=args.clock, model=args.model,
+                      together=args.together)
     bar = tqdm(total=total_steps(conversations, options), file=sys.stderr, disable=args.no_progress,
                unit="req", desc=f"eval {args.mode} {args.clock} {args.model}")
     started = time.perf_counter()
@@ -122,6 +126,7 @@ def locomo_command(args: argparse.Namespace) -> int:
         "embedder": args.embedder,
         "record_questions": args.record_questions,
         "api": args.api,
+        "together": args.together,
         "conversations": len(conversations),
         "top_k": defaults.top_k,
         "budget_tokens": defaults.budget_tokens,

@@ -69,6 +69,7 @@ class Options:
     api: Api = "chat"  # chat, or messages: each request sent as an Anthropic Messages body
     clock: ClockName = "dated"
     model: ModelName = "rules"  # the compression model's stand-in
+    together: bool = False  # the conversations replayed at once, interleaved (``replay.replay_together``)
 
 
 class Harness:

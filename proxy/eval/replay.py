@@ -25,6 +25,12 @@ real use records it, so later questions are asked over a history that holds
 the earlier ones (in one-chat the history grows by each question and reply);
 ``record_questions=False`` only prepares them, the figure of a memory that
 never sees a question.
+
+By default each conversation is replayed and questioned before the next.
+``together``: all of them are replayed at once, one request of each in turn
+(the users of a busy proxy, whose turns are stored between each other's),
+then each one's questions are asked. A user's memory is her own: the figures
+must not move.
 """
 
 from __future__ import annotations
@@ -171,13 +177,32 @@ async def replay(
     h: Harness, conv: Conversation, mode: Mode, stats: Stats, tick: Tick, times: Sequence[float]
 ) -> None:
     """Send the conversation's requests at ``times`` (one per request, see ``schedule``)."""
-    timeline = stats.timeline.setdefault(conv.id, [])
-    for request, at in zip(requests(conv, mode), times, strict=True):
-        timeline.append(await h.send(conv.id, request.messages, at, request.reply))
-        stats.requests += 1
-        tick(1)
-    chats = [s.turns for s in conv.sessions] if mode == "sessions" else [[t for s in conv.sessions for t in s.turns]]
-    stats.unindexed_turns += sum(unindexed(turns) for turns in chats)
+    await replay_together(h, [conv], mode, stats, tick, [times])
+
+
+async def replay_together(
+    h: Harness,
+    conversations: Sequence[Conversation],
+    mode: Mode,
+    stats: Stats,
+    tick: Tick,
+    times: Sequence[Sequence[float]],
+) -> None:
+    """Send the conversations' requests interleaved, one of each in turn, each at its time in ``times``
+    (one list per conversation): the users of a busy proxy, whose turns are stored between each other's."""
+    queues = [
+        list(zip(requests(conv, mode), at, strict=True))[::-1] for conv, at in zip(conversations, times, strict=True)
+    ]
+    while any(queues):
+        for conv, queue in zip(conversations, queues, strict=True):
+            if queue:
+                request, at = queue.pop()
+                stats.timeline.setdefault(conv.id, []).append(await h.send(conv.id, request.messages, at, request.reply))
+                stats.requests += 1
+                tick(1)
+    for conv in conversations:
+        chats = [s.turns for s in conv.sessions] if mode == "sessions" else [[t for s in conv.sessions for t in s.turns]]
+        stats.unindexed_turns += sum(unindexed(turns) for turns in chats)
 
 
 def replay_steps(conv: Conversation, mode: Mode) -> int:
@@ -291,23 +316,28 @@ async def run(
 ) -> tuple[list[Answer], Stats]:
     """Replay every conversation (one user each) into one store, then ask its questions.
 
-    On the ``burst`` clock a conversation starts at the present time (the wall clock when its replay starts).
+    On the ``burst`` clock a conversation starts at the present time (the wall clock when its replay
+    starts). ``options.together``: all conversations are replayed at once, their requests interleaved
+    (``replay_together``), then each one's questions are asked.
     """
     stats = Stats(skipped=sum(c.skipped for c in conversations))
     answers: list[Answer] = []
     with tempfile.TemporaryDirectory(prefix="paperclip-eval-") as folder:
         h = await open_harness(options, Path(folder), conversations)
         try:
-            for conv in conversations:
-                replayed, asked = schedule(conv, options.mode, options.clock, time.time())
+            # One conversation after another, or (``together``) all at once.
+            for group in [list(conversations)] if options.together else [[c] for c in conversations]:
+                now = time.time()
+                schedules = [schedule(conv, options.mode, options.clock, now) for conv in group]
                 started = time.perf_counter()
-                await replay(h, conv, options.mode, stats, tick, replayed)
+                await replay_together(h, group, options.mode, stats, tick, [replayed for replayed, _ in schedules])
                 await h.runtime.background.drain()
                 stats.replay_s += time.perf_counter() - started
                 started = time.perf_counter()
-                answers += await ask(h, conv, options, tick, stats, asked)
+                for conv, (_, asked) in zip(group, schedules, strict=True):
+                    answers += await ask(h, conv, options, tick, stats, asked)
+                    stats.questions += len(conv.questions)
                 stats.questions_s += time.perf_counter() - started
-                stats.questions += len(conv.questions)
         finally:
             h.close()
         stats.compression_calls = h.fake.calls
