@@ -119,7 +119,7 @@ def ids(cards: list) -> list[list[list[str]]]:
 
 
 def test_consecutive_turns_are_one_excerpt_and_turns_close_by_one_card() -> None:
-    # A fragment's id is its place in the user's history (``history_order``).
+    # A fragment's id stands for its place in the user's history (``packing.by_id``): one user's turns.
     a, c, b = hit(frag(4, 4), 0.9), hit(frag(5, 5), 0.7), hit(frag(6, 6), 0.8)
     assert ids(stretches([a, b])) == [[["f4"], ["f6"]]]  # two apart: one card, a gap between
     assert ids(stretches([a, c, b])) == [[["f4", "f5", "f6"]]]  # the turn between bridges them
@@ -457,3 +457,41 @@ def test_a_name_counts_where_no_sentence_begins() -> None:
     assert not names_someone("Fine! Hey there.", common)
     assert not names_someone("what did caroline paint?", common)
     assert not names_someone("卡罗琳画了什么？", common)
+
+
+async def test_a_users_cards_are_the_same_when_other_users_talk_in_between(tmp_path: Path) -> None:
+    """On a busy proxy the turns of many users are stored interleaved: between two of one user's
+    turns come dozens of other users'. A card groups turns by their distance in that user's own
+    history, so her block is what it would be were she the only user."""
+    from proxy import config
+    from proxy.memory.recall.recall import RecallRequest, recall_for
+    from proxy.memory.search.fusion import Floor
+
+    turns = [
+        ("user", "My tomato seedlings in the garden are wilting."),
+        ("assistant", "Tomato seedlings wilt when the garden soil dries out."),
+        ("user", "I water the tomato bed every morning before work."),
+        ("assistant", "Morning watering suits tomato plants well."),
+        ("user", "The garden gets full sun after noon."),
+    ]
+
+    async def block(busy: bool) -> list[str]:
+        store = open_store(str(tmp_path / f"busy-{busy}.db"), 64)
+        try:
+            index = FragmentIndex(store.fragments, HashEmbedder(64), TokenCounter(None))
+            for position, (role, text) in enumerate(turns):
+                await index.index("t", "ana", "s", [(position, role, text)], "keep", created=MAY_8)
+                if busy:  # other users' turns, stored before her next one
+                    for other in range(CARD_TURNS + 10):
+                        await index.index("t", f"u{other}", "x", [(position, "user", f"Invoice {other} is due.")],
+                                          "keep", created=MAY_8)
+            memory = config.from_dict({}, env={}).defaults.memory
+            ask = RecallRequest("t", "ana", "q", [{"role": "user", "content": "Why are my tomato seedlings wilting?"}],
+                                [], memory, MAY_8)
+            return [card.text for card in (await recall_for(index, ask, TokenCounter(None), Floor(0, 0))).cards]
+        finally:
+            store.close()
+
+    alone = await block(busy=False)
+    assert any(card.count("\n") >= 2 for card in alone)  # a card of several of her turns
+    assert await block(busy=True) == alone

@@ -1,8 +1,10 @@
 """Packing ranked hits into cards: best first, within the budget, a card per stretch of the history.
 
 A card is an item, or a *stretch* of the user's history: the turns chosen
-from it, in the order they were said (``history_order``), each at most
-``CARD_TURNS`` turns from the next (``stretches``). Consecutive turns of a
+from it, in the order they were said, each at most ``CARD_TURNS`` of the
+user's turns from the next (``stretches``). A turn's place is its place in
+that user's own history (``ScopeIndex.turn_of``): on a busy proxy dozens of
+other users' turns are stored between two of hers, and they are no distance. Consecutive turns of a
 session form one excerpt; a ``…`` line stands between two excerpts of a
 card (two parts of a chat, or two chats one after the other). What groups
 turns is their distance in turns, never the calendar: a chat over months is
@@ -50,6 +52,7 @@ SLACK = 2
 CARD_TURNS = 40
 
 Stretch = list[list[Hit]]  # a card in the making: its excerpts, each a run of consecutive turns
+TurnOf = Callable[[Fragment], int]  # a turn's place in its user's history
 
 
 def _none(term: str) -> bool:
@@ -57,7 +60,12 @@ def _none(term: str) -> bool:
 
 
 def select(
-    ranked: Sequence[Hit], counter: TokenCounter, top_k: int, budget: int, is_common: Callable[[str], bool] = _none
+    ranked: Sequence[Hit],
+    counter: TokenCounter,
+    top_k: int,
+    budget: int,
+    is_common: Callable[[str], bool] = _none,
+    turn_of: TurnOf | None = None,
 ) -> list[Card]:
     """The cards to inject: best hits first, a card per item or stretch, within ``budget`` tokens.
 
@@ -66,9 +74,10 @@ def select(
     (``content``): the budget goes to distinct content. A hit that does not fit whole is skipped for a
     later, shorter one, so a turn is never cut short for want of room —
     except a single fragment longer than half the budget, which ``pack``
-    truncates.
+    truncates. ``turn_of``: a turn's place in the user's history (by default
+    its id, which is that place when the user's turns are the only ones stored).
     """
-    tally = Tally(counter, budget, top_k)
+    tally = Tally(counter, budget, top_k, turn_of or by_id)
     shown: list[frozenset[str]] = []  # the search terms of each turn taken
     for hit in itertools.islice(ranked, SCAN_LIMIT):  # no slice: a lazy ranking builds only the hits read
         if budget - tally.used < MIN_ROOM:
@@ -101,16 +110,17 @@ def fitted(cards: list[Card], tally: Tally, top_k: int) -> list[Card]:
     return pack(cards, tally.counter, top_k, tally.budget)
 
 
-def stretches(turns: Sequence[Hit]) -> list[Stretch]:
-    """The chosen turns, in the order of the user's history (``history_order``), as cards: a new
-    card where the next turn is more than ``CARD_TURNS`` turns on or said on another date (a header
-    shows one date), a new excerpt where it is not the next turn of the same session."""
+def stretches(turns: Sequence[Hit], turn_of: TurnOf | None = None) -> list[Stretch]:
+    """The chosen turns, in the order of the user's history (``turn_of``), as cards: a new card
+    where the next turn is more than ``CARD_TURNS`` of the user's turns on or said on another date
+    (a header shows one date), a new excerpt where it is not the next turn of the same session."""
+    turn_of = turn_of or by_id
     out: list[Stretch] = []
     last: Fragment | None = None
     for hit in turns:
         frag = hit.fragment
         assert frag is not None
-        if last is None or not _same_card(last, frag):
+        if last is None or not _same_card(last, frag, turn_of):
             out.append([[hit]])
         elif frag.session == last.session and frag.position - last.position == 1:
             out[-1][-1].append(hit)
@@ -130,8 +140,9 @@ class Tally:
     only a single turn or item may be that long, and ``pack`` truncates it.
     """
 
-    def __init__(self, counter: TokenCounter, budget: int, top_k: int) -> None:
+    def __init__(self, counter: TokenCounter, budget: int, top_k: int, turn_of: TurnOf | None = None) -> None:
         self.counter = counter
+        self.turn_of = turn_of or by_id
         self.budget = budget
         self.top_k = top_k
         self.cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
@@ -155,20 +166,20 @@ class Tally:
             self.items.append((self._take(), hit))
             return True
         turns = list(self.turns)
-        entry = (history_order(hit.fragment), self._taken, hit)
+        entry = (self.turn_of(hit.fragment), self._taken, hit)
         at = bisect.bisect(turns, entry[:2], key=lambda t: t[:2])
         turns.insert(at, entry)
         # Only the cards around the new turn change: the run of turns it is linked to on each side.
         lo, hi = at, at
-        while lo > 0 and _same_card(_frag(turns[lo - 1]), _frag(turns[lo])):
+        while lo > 0 and _same_card(_frag(turns[lo - 1]), _frag(turns[lo]), self.turn_of):
             lo -= 1
-        while hi + 1 < len(turns) and _same_card(_frag(turns[hi]), _frag(turns[hi + 1])):
+        while hi + 1 < len(turns) and _same_card(_frag(turns[hi]), _frag(turns[hi + 1]), self.turn_of):
             hi += 1
         run = [h for *_, h in turns[lo : hi + 1]]
-        after = self._cost(stretches(run))
+        after = self._cost(stretches(run, self.turn_of))
         if after is None:
             return False  # a card of several turns would pass the cap: never let pack() cut its later turns
-        before = self._cost(stretches([h for h in run if h is not hit]))
+        before = self._cost(stretches([h for h in run if h is not hit], self.turn_of))
         assert before is not None  # cards the tally took
         used = self.used - before[0] + after[0]
         count = self.cards_count - before[1] + after[1]
@@ -181,15 +192,15 @@ class Tally:
 
     def joins(self, frag: Fragment) -> bool:
         """Whether ``frag`` would join a card of the turns taken, rather than start one."""
-        at = bisect.bisect(self.turns, history_order(frag), key=lambda t: t[0])
-        before = at > 0 and _same_card(_frag(self.turns[at - 1]), frag)
-        return before or (at < len(self.turns) and _same_card(frag, _frag(self.turns[at])))
+        at = bisect.bisect(self.turns, self.turn_of(frag), key=lambda t: t[0])
+        before = at > 0 and _same_card(_frag(self.turns[at - 1]), frag, self.turn_of)
+        return before or (at < len(self.turns) and _same_card(frag, _frag(self.turns[at]), self.turn_of))
 
     def cards(self) -> list[Card]:
         """The cards of the hits taken, each where its best hit was taken: the best match first."""
         placed: list[tuple[int, Card]] = [(order, card_of(hit)) for order, hit in self.items]
         taken = {id(h): order for _, order, h in self.turns}
-        for stretch in stretches([h for *_, h in self.turns]):
+        for stretch in stretches([h for *_, h in self.turns], self.turn_of):
             members = [h for excerpt in stretch for h in excerpt]
             best = min(members, key=lambda h: taken[id(h)])
             placed.append((taken[id(best)], stretch_card(stretch, best)))
@@ -248,16 +259,15 @@ def stretch_card(stretch: Stretch, lead: Hit) -> Card:
     return Card("fragment", _source(lead), day_of(first.created), text, ids)
 
 
-def history_order(frag: Fragment) -> int:
-    """A turn's place in the user's history: fragments are numbered as they are stored, so a
-    session's turns follow each other and the next chat's come after them (other users' turns
-    stored meanwhile only make a distance longer: a card splits sooner, never joins wrongly)."""
+def by_id(frag: Fragment) -> int:
+    """A turn's place by its id: fragments are numbered as they are stored, so this is its place in
+    the user's history when no other user's turns were stored in between (a unit's hits)."""
     return frag.id
 
 
-def _same_card(last: Fragment, frag: Fragment) -> bool:
+def _same_card(last: Fragment, frag: Fragment, turn_of: TurnOf) -> bool:
     """Whether ``frag``, the next turn taken in history order after ``last``, joins its card."""
-    return history_order(frag) - history_order(last) <= CARD_TURNS and _same_date(frag, last)
+    return turn_of(frag) - turn_of(last) <= CARD_TURNS and _same_date(frag, last)
 
 
 def _frag(entry: tuple[int, int, Hit]) -> Fragment:

@@ -186,7 +186,7 @@ async def recall_for(
     ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
         ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)
-    cards = select(ranked, counter, mem.top_k, mem.budget_tokens - profile.tokens, scope.is_common)
+    cards = select(ranked, counter, mem.top_k, mem.budget_tokens - profile.tokens, scope.is_common, scope.turn_of)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *cards]

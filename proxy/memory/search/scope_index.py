@@ -71,6 +71,11 @@ class ScopeIndex:
         created[: self.size] = self.created[: self.size]
         self.matrix, self.ids, self.created = matrix, ids, created
 
+    def turn_of(self, fragment: Fragment) -> int:
+        """``fragment``'s place in this user's history: fragments load in the order they were stored,
+        so this counts her own turns only (others' stored in between are not her history)."""
+        return self.rows[fragment.id]
+
     def is_common(self, term: str) -> bool:
         df = self.df.get(term, 0)
         return df >= COMMON_MIN_DOCS and df >= COMMON_SHARE * len(self.bm25)
