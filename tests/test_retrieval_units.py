@@ -495,3 +495,33 @@ async def test_a_users_cards_are_the_same_when_other_users_talk_in_between(tmp_p
     alone = await block(busy=False)
     assert any(card.count("\n") >= 2 for card in alone)  # a card of several of her turns
     assert await block(busy=True) == alone
+
+
+async def test_the_cached_fragment_count_is_what_the_cached_users_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index keeps a running count of the fragments its users' scopes hold (for the eviction
+    bound): after searches, new turns, evictions and forgets it is the sum over the users cached."""
+    import random
+
+    monkeypatch.setattr(fragment_search, "CACHED_FRAGMENTS", 12)
+    store = open_store(str(tmp_path / "c.db"), 16)
+    try:
+        index = FragmentIndex(store.fragments, HashEmbedder(16), TokenCounter(None))
+        users = [f"u{n}" for n in range(6)]
+        turns = dict.fromkeys(users, 0)
+        rng = random.Random(7)
+        for _ in range(80):
+            user, step = rng.choice(users), rng.random()
+            if step < 0.5:
+                await index.index("t", user, "s", [(turns[user], "user", f"note {turns[user]} of {user}")], "keep")
+                turns[user] += 1
+            elif step < 0.9:
+                await index.scope("t", user)
+            else:
+                index.forget_scope("t", user)
+            held = [index.cached("t", u) for u in users]
+            assert index.cached_fragments == sum(s.size for s in held if s is not None)
+            assert index.cached_fragments <= 12 or sum(s is not None for s in held) == 1
+    finally:
+        store.close()

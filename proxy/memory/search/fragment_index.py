@@ -80,6 +80,9 @@ class FragmentIndex:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="paperclip-embed")
         self._query_pool = ThreadPoolExecutor(1, thread_name_prefix="paperclip-embed-query")
         self._scopes: OrderedDict[tuple[str, str], ScopeIndex] = OrderedDict()
+        # The fragments the scopes in ``_scopes`` hold, kept as they change: summing them on every
+        # search cost ~0.3 ms a request with 10,000 users cached.
+        self._cached = 0
         self._held = embedder.cached if isinstance(embedder, Cached) else None
         self._queries = 0  # query embeddings submitted and not yet done (counted on the event loop)
 
@@ -174,6 +177,7 @@ class FragmentIndex:
             # Older fragments went away or were hidden: start again, in a new
             # object (a search already holding the old one finishes with it).
             if self._scopes.get(key) is scope:
+                self._cached -= scope.size
                 self._scopes[key] = ScopeIndex(self.embedder.dim)
             return await self.scope(tenant, user)
         self._evict()
@@ -198,18 +202,26 @@ class FragmentIndex:
             scope.generation = generation
             for row in rows:
                 scope.add(row.fragment, row.terms.split(), row.vector)
+            if self._scopes.get((tenant, user)) is scope:  # not dropped while the rows were read
+                self._cached += len(rows)
             if len(rows) < _LOAD_BATCH:
                 return True
 
+    @property
+    def cached_fragments(self) -> int:
+        """How many fragments the users' in-memory indexes hold."""
+        return self._cached
+
     def _evict(self) -> None:
         """Drop the least recently searched users while over ``CACHED_FRAGMENTS`` (never the latest)."""
-        total = sum(s.size for s in self._scopes.values())
-        while total > CACHED_FRAGMENTS and len(self._scopes) > 1:
+        while self._cached > CACHED_FRAGMENTS and len(self._scopes) > 1:
             _, gone = self._scopes.popitem(last=False)
-            total -= gone.size
+            self._cached -= gone.size
 
     def forget_scope(self, tenant: str, user: str) -> None:
-        self._scopes.pop((tenant, user), None)
+        gone = self._scopes.pop((tenant, user), None)
+        if gone is not None:
+            self._cached -= gone.size
 
 
 def new_fragments(
