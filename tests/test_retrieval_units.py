@@ -204,6 +204,32 @@ def test_the_tally_counts_the_block_as_the_tokenizer_does(turns: list[tuple[int,
     assert tally.cards_count == len(tally.cards())
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 90), st.sampled_from(LINES), st.integers(1, 12)), min_size=1, max_size=30,
+                unique_by=lambda t: t[0]),
+       st.integers(60, 600))
+def test_the_tally_counts_turns_taken_in_any_order_as_the_tokenizer_does(
+    turns: list[tuple[int, str, int]], cap_budget: int
+) -> None:
+    """Hits come best first, so a turn lands anywhere among those taken: before, after or between
+    them, joining a card, bridging two or standing alone. Turns are dated as they were stored (a day
+    every 30). Whatever the tally takes, it counts as the rendered block; what it refuses would not
+    fit (a card of several turns past half the budget, or the block past it)."""
+    counter = TokenCounter("gpt-4o-mini")
+    tally = Tally(counter, cap_budget, 100)
+    for place, text, times in turns:
+        h = hit(frag(place + 1, place, f"{text} " * times, session=f"s{place // 7}",
+                     created=MAY_8 + (place // 30) * 86400), 0.5)
+        before = (tally.used, tally.cards_count, len(tally.turns))
+        if tally.add(h):
+            assert tally.used <= cap_budget
+            if not tally.capped:  # else one turn counts as half the budget, and ``pack`` cuts it to that
+                assert tally.used == counter.text(render_block(tally.cards()))
+        else:
+            assert (tally.used, tally.cards_count, len(tally.turns)) == before
+    assert tally.cards_count == len(tally.cards())
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 20), st.sampled_from(LINES), st.integers(1, 60)),
                 min_size=1, max_size=30),

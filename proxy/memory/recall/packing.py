@@ -21,7 +21,7 @@ import bisect
 import functools
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ...store.records import Fragment
 from ...tokens import TokenCounter
@@ -90,6 +90,8 @@ def select(
             continue  # its own text is too long for the room left, alone or joined to a card
         if tally.cards_count >= top_k and not tally.joins(frag):
             continue  # no room for another card, and it would be one (what ``add`` finds, cheaply)
+        if tally.past_cap(hit):
+            continue  # the card it would join is full (what ``add`` finds first, before reading it)
         terms = terms_of(frag.text)
         if not informative(terms, is_common) or near_duplicate(terms, shown):
             continue  # it tells nothing the block does not (``content``)
@@ -138,6 +140,9 @@ class Tally:
     never joins it to the line before; ``fitted`` counts the finished block
     once to check. A card over half the budget (``cap``) counts as ``cap``:
     only a single turn or item may be that long, and ``pack`` truncates it.
+    Each card of turns keeps its size (``_Span``), so a hit next to a card
+    that is full already is refused without counting the card again
+    (``past_cap``): in a long chat most hits are.
     """
 
     def __init__(self, counter: TokenCounter, budget: int, top_k: int, turn_of: TurnOf | None = None) -> None:
@@ -153,6 +158,8 @@ class Tally:
         self.turns: list[tuple[int, int, Hit]] = []  # (place in the history, order taken, hit), in history order
         self._taken = 0
         self._lines: dict[int, int] = {}  # a turn's line: its tokens (by fragment id)
+        self._cards_of: dict[int, _Span] = {}  # each turn taken (by id of its hit): its card as taken
+        self._largest = 0  # no card of turns is larger (tokens, not capped)
 
     def add(self, hit: Hit) -> bool:
         """Count ``hit`` in, alone or joining its session's cards, if the block still fits."""
@@ -165,9 +172,11 @@ class Tally:
             self.cards_count += 1
             self.items.append((self._take(), hit))
             return True
-        turns = list(self.turns)
         entry = (self.turn_of(hit.fragment), self._taken, hit)
-        at = bisect.bisect(turns, entry[:2], key=lambda t: t[:2])
+        at = bisect.bisect(self.turns, entry[:2], key=lambda t: t[:2])
+        if self._past_cap(at, hit):
+            return False  # a card of several turns would pass the cap, whatever else joins it
+        turns = list(self.turns)
         turns.insert(at, entry)
         # Only the cards around the new turn change: the run of turns it is linked to on each side.
         lo, hi = at, at
@@ -188,7 +197,70 @@ class Tally:
         self.used, self.cards_count, self.capped = used, count, self.capped or after[2]
         self.turns = turns
         self._take()
+        prev = _frag(turns[at - 1]) if at > 0 else None
+        following = _frag(turns[at + 1]) if at + 1 < len(turns) else None
+        if prev is not None and following is not None and _same_card(prev, following, self.turn_of) and (
+            lo == at or hi == at
+        ):  # the turn cut a card in two (its span holds turns of two dates): every card counted again
+            every = self._spans(stretches([h for *_, h in turns], self.turn_of))
+            self._cards_of = {id(h): span for span in every for h in span.members}
+            self._largest = max(span.size for span in every)
+        else:  # the run is the one card that changed
+            (span,) = self._spans(stretches(run, self.turn_of))
+            self._cards_of.update((id(h), span) for h in span.members)
+            self._largest = max(self._largest, span.size)
         return True
+
+    def past_cap(self, hit: Hit) -> bool:
+        """Whether ``hit`` would join a card that it would take past the cap (``add`` refuses it)."""
+        assert hit.fragment is not None
+        return self._past_cap(bisect.bisect(self.turns, (self.turn_of(hit.fragment), self._taken),
+                                            key=lambda t: t[:2]), hit)
+
+    def _past_cap(self, at: int, hit: Hit) -> bool:
+        """Whether the card ``hit`` would join at ``at`` is surely past the cap, from the size of a
+        card it takes in whole: most hits of a long chat are near a card that is full already, and
+        refusing them must not cost a count of that card each.
+
+        A card taken in whole keeps its header (turns of one card share a date) and its lines, and
+        gains the turn's line; its excerpts gain one gap, or lose one where the turn falls between two
+        of its turns; what else joins only adds. It is taken in whole when the turn links to it and it
+        ends (or begins) beside the turn, or when the turn links on both sides.
+        """
+        frag = hit.fragment
+        assert frag is not None
+        line = self._line_tokens(hit)
+        if self._largest + line + self._gap <= self.cap:
+            return False  # no card is that close to it
+        least = 0
+        if at > 0 and _same_card(_frag(self.turns[at - 1]), frag, self.turn_of):
+            prev = self.turns[at - 1][2]
+            span = self._cards_of[id(prev)]
+            if span.last is prev:  # the card ends beside the turn: the turn extends it, or starts an excerpt
+                least = span.size + line + (0 if _next_turn(prev, hit) else self._gap)
+            elif at < len(self.turns) and _same_card(frag, _frag(self.turns[at]), self.turn_of):
+                least = span.size + line - self._gap  # between two of its turns
+        if at < len(self.turns) and _same_card(frag, _frag(self.turns[at]), self.turn_of):
+            after = self.turns[at][2]
+            span = self._cards_of[id(after)]
+            if span.first is after:
+                least = max(least, span.size + line + (0 if _next_turn(hit, after) else self._gap))
+        return least > self.cap
+
+    def _spans(self, cards: list[Stretch]) -> list[_Span]:
+        """``cards`` with their sizes (not capped)."""
+        out = []
+        for stretch in cards:
+            members = [h for excerpt in stretch for h in excerpt]
+            out.append(_Span(members[0], members[-1], members, self._size(stretch)))
+        return out
+
+    def _size(self, stretch: Stretch) -> int:
+        """A card's tokens: its header's, a gap line's between two excerpts, its lines'."""
+        first = stretch[0][0].fragment
+        assert first is not None
+        size = self._header(day_of(first.created)) + self._gap * (len(stretch) - 1)
+        return size + sum(self._line_tokens(h) for excerpt in stretch for h in excerpt)
 
     def joins(self, frag: Fragment) -> bool:
         """Whether ``frag`` would join a card of the turns taken, rather than start one."""
@@ -212,10 +284,7 @@ class Tally:
         turns is over the cap."""
         tokens, capped = 0, False
         for stretch in cards:
-            first = stretch[0][0].fragment
-            assert first is not None
-            size = self._header(day_of(first.created)) + self._gap * (len(stretch) - 1)
-            size += sum(self._line_tokens(h) for excerpt in stretch for h in excerpt)
+            size = self._size(stretch)
             if size > self.cap:
                 if len(stretch) > 1 or len(stretch[0]) > 1:
                     return None
@@ -244,6 +313,16 @@ class Tally:
         return self._taken - 1
 
 
+@dataclass(frozen=True)
+class _Span:
+    """A card of the turns taken: its first and last hit in history order, its members, its tokens."""
+
+    first: Hit
+    last: Hit
+    members: list[Hit]
+    size: int  # not capped
+
+
 @functools.lru_cache(maxsize=20_000)
 def _tokens(counter: TokenCounter, line: str) -> int:
     """A line's tokens, remembered across requests: the same turns come back in many blocks."""
@@ -268,6 +347,12 @@ def by_id(frag: Fragment) -> int:
 def _same_card(last: Fragment, frag: Fragment, turn_of: TurnOf) -> bool:
     """Whether ``frag``, the next turn taken in history order after ``last``, joins its card."""
     return turn_of(frag) - turn_of(last) <= CARD_TURNS and _same_date(frag, last)
+
+
+def _next_turn(a: Hit, b: Hit) -> bool:
+    """Whether ``b`` is the turn after ``a`` in ``a``'s session (one excerpt)."""
+    assert a.fragment is not None and b.fragment is not None
+    return a.fragment.session == b.fragment.session and b.fragment.position - a.fragment.position == 1
 
 
 def _frag(entry: tuple[int, int, Hit]) -> Fragment:
