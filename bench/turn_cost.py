@@ -5,7 +5,7 @@ Usage (from the repo root, in its virtualenv)::
     python bench/turn_cost.py                          # 50 users x 60 turns, memory on, bundled model
     python bench/turn_cost.py --memory off
     ../before/.venv/bin/python bench/turn_cost.py --repo ../before   # another checkout's proxy
-    py-spy record --format raw -o /tmp/turns.txt -- python bench/turn_cost.py   # where it goes
+    py-spy record --format raw -o turns.txt -- python bench/turn_cost.py   # where it goes
 
 The workload is ``bench/load.py``'s: ``--users`` conversations, each growing
 by one user message and the streamed answer per turn (so the memory layer
