@@ -53,6 +53,7 @@ CARD_TURNS = 40
 
 Stretch = list[list[Hit]]  # a card in the making: its excerpts, each a run of consecutive turns
 TurnOf = Callable[[Fragment], int]  # a turn's place in its user's history
+Entry = tuple[int, int, "Hit"]  # a turn: its place in the history, the order it was taken, its hit
 
 
 def _none(term: str) -> bool:
@@ -88,7 +89,7 @@ def select(
             continue
         if min(frag.tokens - SLACK, tally.cap) > budget - tally.used:
             continue  # its own text is too long for the room left, alone or joined to a card
-        if tally.cards_count >= top_k and not tally.joins(frag):
+        if tally.cards_count >= top_k and not tally.joins(hit):
             continue  # no room for another card, and it would be one (what ``add`` finds, cheaply)
         if tally.past_cap(hit):
             continue  # the card it would join is full (what ``add`` finds first, before reading it)
@@ -116,19 +117,23 @@ def stretches(turns: Sequence[Hit], turn_of: TurnOf | None = None) -> list[Stret
     """The chosen turns, in the order of the user's history (``turn_of``), as cards: a new card
     where the next turn is more than ``CARD_TURNS`` of the user's turns on or said on another date
     (a header shows one date), a new excerpt where it is not the next turn of the same session."""
-    turn_of = turn_of or by_id
+    order = turn_of or by_id
+    return _stretches([(order(_fragment(h)), 0, h) for h in turns])
+
+
+def _stretches(entries: Sequence[Entry]) -> list[Stretch]:
+    """``stretches`` of turns whose places are known: (place in the history, order taken, hit)."""
     out: list[Stretch] = []
-    last: Fragment | None = None
-    for hit in turns:
-        frag = hit.fragment
-        assert frag is not None
-        if last is None or not _same_card(last, frag, turn_of):
+    last: Entry | None = None
+    for entry in entries:
+        hit = entry[2]
+        if last is None or not _linked(last, entry):
             out.append([[hit]])
-        elif frag.session == last.session and frag.position - last.position == 1:
+        elif _next_turn(last[2], hit):
             out[-1][-1].append(hit)
         else:
             out[-1].append([hit])
-        last = frag
+        last = entry
     return out
 
 
@@ -156,6 +161,7 @@ class Tally:
         self.capped = False  # a card counted as ``cap``: ``pack`` must truncate it
         self.items: list[tuple[int, Hit]] = []  # (order taken, hit)
         self.turns: list[tuple[int, int, Hit]] = []  # (place in the history, order taken, hit), in history order
+        self._places: list[int] = []  # the turns' places, for bisect (a later one of a place goes after)
         self._taken = 0
         self._lines: dict[int, int] = {}  # a turn's line: its tokens (by fragment id)
         self._cards_of: dict[int, _Span] = {}  # each turn taken (by id of its hit): its card as taken
@@ -173,22 +179,22 @@ class Tally:
             self.items.append((self._take(), hit))
             return True
         entry = (self.turn_of(hit.fragment), self._taken, hit)
-        at = bisect.bisect(self.turns, entry[:2], key=lambda t: t[:2])
+        at = bisect.bisect(self._places, entry[0])
         if self._past_cap(at, hit):
             return False  # a card of several turns would pass the cap, whatever else joins it
         turns = list(self.turns)
         turns.insert(at, entry)
         # Only the cards around the new turn change: the run of turns it is linked to on each side.
         lo, hi = at, at
-        while lo > 0 and _same_card(_frag(turns[lo - 1]), _frag(turns[lo]), self.turn_of):
+        while lo > 0 and _linked(turns[lo - 1], turns[lo]):
             lo -= 1
-        while hi + 1 < len(turns) and _same_card(_frag(turns[hi]), _frag(turns[hi + 1]), self.turn_of):
+        while hi + 1 < len(turns) and _linked(turns[hi], turns[hi + 1]):
             hi += 1
-        run = [h for *_, h in turns[lo : hi + 1]]
-        after = self._cost(stretches(run, self.turn_of))
+        run = turns[lo : hi + 1]
+        after = self._cost(_stretches(run))
         if after is None:
             return False  # a card of several turns would pass the cap: never let pack() cut its later turns
-        before = self._cost(stretches([h for h in run if h is not hit], self.turn_of))
+        before = self._cost(_stretches([e for e in run if e is not entry]))
         assert before is not None  # cards the tally took
         used = self.used - before[0] + after[0]
         count = self.cards_count - before[1] + after[1]
@@ -196,17 +202,15 @@ class Tally:
             return False
         self.used, self.cards_count, self.capped = used, count, self.capped or after[2]
         self.turns = turns
+        self._places.insert(at, entry[0])
         self._take()
-        prev = _frag(turns[at - 1]) if at > 0 else None
-        following = _frag(turns[at + 1]) if at + 1 < len(turns) else None
-        if prev is not None and following is not None and _same_card(prev, following, self.turn_of) and (
-            lo == at or hi == at
-        ):  # the turn cut a card in two (its span holds turns of two dates): every card counted again
-            every = self._spans(stretches([h for *_, h in turns], self.turn_of))
+        if 0 < at < len(turns) - 1 and _linked(turns[at - 1], turns[at + 1]) and (lo == at or hi == at):
+            # the turn cut a card in two (its span holds turns of two dates): every card counted again
+            every = self._spans(_stretches(turns))
             self._cards_of = {id(h): span for span in every for h in span.members}
             self._largest = max(span.size for span in every)
         else:  # the run is the one card that changed
-            (span,) = self._spans(stretches(run, self.turn_of))
+            (span,) = self._spans(_stretches(run))
             self._cards_of.update((id(h), span) for h in span.members)
             self._largest = max(self._largest, span.size)
         return True
@@ -214,8 +218,7 @@ class Tally:
     def past_cap(self, hit: Hit) -> bool:
         """Whether ``hit`` would join a card that it would take past the cap (``add`` refuses it)."""
         assert hit.fragment is not None
-        return self._past_cap(bisect.bisect(self.turns, (self.turn_of(hit.fragment), self._taken),
-                                            key=lambda t: t[:2]), hit)
+        return self._past_cap(bisect.bisect(self._places, self.turn_of(hit.fragment)), hit)
 
     def _past_cap(self, at: int, hit: Hit) -> bool:
         """Whether the card ``hit`` would join at ``at`` is surely past the cap, from the size of a
@@ -227,21 +230,24 @@ class Tally:
         of its turns; what else joins only adds. It is taken in whole when the turn links to it and it
         ends (or begins) beside the turn, or when the turn links on both sides.
         """
-        frag = hit.fragment
-        assert frag is not None
+        entry = (self.turn_of(_fragment(hit)), self._taken, hit)
+        prev = self.turns[at - 1][2] if at > 0 else None
+        after = self.turns[at][2] if at < len(self.turns) else None
+        left = prev is not None and _linked(self.turns[at - 1], entry)
+        right = after is not None and _linked(entry, self.turns[at])
+        if not (left or right):
+            return False  # it joins no card (its line is counted only if it is taken)
         line = self._line_tokens(hit)
         if self._largest + line + self._gap <= self.cap:
             return False  # no card is that close to it
         least = 0
-        if at > 0 and _same_card(_frag(self.turns[at - 1]), frag, self.turn_of):
-            prev = self.turns[at - 1][2]
+        if left and prev is not None:
             span = self._cards_of[id(prev)]
             if span.last is prev:  # the card ends beside the turn: the turn extends it, or starts an excerpt
                 least = span.size + line + (0 if _next_turn(prev, hit) else self._gap)
-            elif at < len(self.turns) and _same_card(frag, _frag(self.turns[at]), self.turn_of):
+            elif right:
                 least = span.size + line - self._gap  # between two of its turns
-        if at < len(self.turns) and _same_card(frag, _frag(self.turns[at]), self.turn_of):
-            after = self.turns[at][2]
+        if right and after is not None:
             span = self._cards_of[id(after)]
             if span.first is after:
                 least = max(least, span.size + line + (0 if _next_turn(hit, after) else self._gap))
@@ -262,17 +268,18 @@ class Tally:
         size = self._header(day_of(first.created)) + self._gap * (len(stretch) - 1)
         return size + sum(self._line_tokens(h) for excerpt in stretch for h in excerpt)
 
-    def joins(self, frag: Fragment) -> bool:
-        """Whether ``frag`` would join a card of the turns taken, rather than start one."""
-        at = bisect.bisect(self.turns, self.turn_of(frag), key=lambda t: t[0])
-        before = at > 0 and _same_card(_frag(self.turns[at - 1]), frag, self.turn_of)
-        return before or (at < len(self.turns) and _same_card(frag, _frag(self.turns[at]), self.turn_of))
+    def joins(self, hit: Hit) -> bool:
+        """Whether ``hit`` (a turn) would join a card of the turns taken, rather than start one."""
+        entry = (self.turn_of(_fragment(hit)), self._taken, hit)
+        at = bisect.bisect(self._places, entry[0])
+        return (at > 0 and _linked(self.turns[at - 1], entry)) or (
+            at < len(self.turns) and _linked(entry, self.turns[at]))
 
     def cards(self) -> list[Card]:
         """The cards of the hits taken, each where its best hit was taken: the best match first."""
         placed: list[tuple[int, Card]] = [(order, card_of(hit)) for order, hit in self.items]
         taken = {id(h): order for _, order, h in self.turns}
-        for stretch in stretches([h for *_, h in self.turns], self.turn_of):
+        for stretch in _stretches(self.turns):
             members = [h for excerpt in stretch for h in excerpt]
             best = min(members, key=lambda h: taken[id(h)])
             placed.append((taken[id(best)], stretch_card(stretch, best)))
@@ -344,9 +351,14 @@ def by_id(frag: Fragment) -> int:
     return frag.id
 
 
-def _same_card(last: Fragment, frag: Fragment, turn_of: TurnOf) -> bool:
-    """Whether ``frag``, the next turn taken in history order after ``last``, joins its card."""
-    return turn_of(frag) - turn_of(last) <= CARD_TURNS and _same_date(frag, last)
+def _linked(last: Entry, entry: Entry) -> bool:
+    """Whether ``entry``, the next turn in history order after ``last``, joins its card."""
+    return entry[0] - last[0] <= CARD_TURNS and _same_date(_frag(last), _frag(entry))
+
+
+def _fragment(hit: Hit) -> Fragment:
+    assert hit.fragment is not None
+    return hit.fragment
 
 
 def _next_turn(a: Hit, b: Hit) -> bool:
