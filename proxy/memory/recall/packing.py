@@ -4,12 +4,12 @@ A card is an item, or a *stretch* of the user's history: the turns chosen
 from it, in the order they were said, each at most ``CARD_TURNS`` of the
 user's turns from the next (``stretches``). A turn's place is its place in
 that user's own history (``ScopeIndex.turn_of``): on a busy proxy dozens of
-other users' turns are stored between two of hers, and they are no distance. Consecutive turns of a
-session form one excerpt; a ``…`` line stands between two excerpts of a
-card (two parts of a chat, or two chats one after the other). What groups
-turns is their distance in turns, never the calendar: a chat over months is
-one history whose far turns are far apart, and five chats of one morning
-are five parts of it. A card's header shows the date its turns were said,
+other users' turns are stored between two of hers, and they are no
+distance. Consecutive turns of a session form one excerpt; a ``…`` line
+stands between two excerpts of a card (two parts of a chat, or two chats
+one after the other). What groups turns is their distance in turns, never
+the calendar: a chat over months is one history whose far turns are far
+apart, and five chats of one morning are five parts of it. A card's header shows the date its turns were said,
 so a date change also starts a new card (a header names one date). Turns
 that tell nothing the block does not are left out (``content``). Cards
 stand in the order of their best hit: the best match leads the block.
@@ -53,7 +53,7 @@ CARD_TURNS = 40
 
 Stretch = list[list[Hit]]  # a card in the making: its excerpts, each a run of consecutive turns
 TurnOf = Callable[[Fragment], int]  # a turn's place in its user's history
-Entry = tuple[int, int, "Hit"]  # a turn: its place in the history, the order it was taken, its hit
+Entry = tuple[int, int, Hit]  # a turn: its place in the history, the order it was taken, its hit
 
 
 def _none(term: str) -> bool:
@@ -78,7 +78,7 @@ def select(
     truncates. ``turn_of``: a turn's place in the user's history (by default
     its id, which is that place when the user's turns are the only ones stored).
     """
-    tally = Tally(counter, budget, top_k, turn_of or by_id)
+    tally = Tally(counter, budget, top_k, turn_of)
     shown: list[frozenset[str]] = []  # the search terms of each turn taken
     for hit in itertools.islice(ranked, SCAN_LIMIT):  # no slice: a lazy ranking builds only the hits read
         if budget - tally.used < MIN_ROOM:
@@ -160,7 +160,7 @@ class Tally:
         self.cards_count = 0
         self.capped = False  # a card counted as ``cap``: ``pack`` must truncate it
         self.items: list[tuple[int, Hit]] = []  # (order taken, hit)
-        self.turns: list[tuple[int, int, Hit]] = []  # (place in the history, order taken, hit), in history order
+        self.turns: list[Entry] = []  # in history order
         self._places: list[int] = []  # the turns' places, for bisect (a later one of a place goes after)
         self._taken = 0
         self._lines: dict[int, int] = {}  # a turn's line: its tokens (by fragment id)
@@ -367,7 +367,7 @@ def _next_turn(a: Hit, b: Hit) -> bool:
     return a.fragment.session == b.fragment.session and b.fragment.position - a.fragment.position == 1
 
 
-def _frag(entry: tuple[int, int, Hit]) -> Fragment:
+def _frag(entry: Entry) -> Fragment:
     frag = entry[2].fragment
     assert frag is not None
     return frag
