@@ -9,10 +9,11 @@ distance. Consecutive turns of a session form one excerpt; a ``…`` line
 stands between two excerpts of a card (two parts of a chat, or two chats
 one after the other). What groups turns is their distance in turns, never
 the calendar: a chat over months is one history whose far turns are far
-apart, and five chats of one morning are five parts of it. A card's header shows the date its turns were said,
-so a date change also starts a new card (a header names one date). Turns
-that tell nothing the block does not are left out (``content``). Cards
-stand in the order of their best hit: the best match leads the block.
+apart, and five chats of one morning are five parts of it. A card's header
+shows the date its turns were said, so a date change also starts a new card
+(a header names one date). Turns that tell nothing the block does not are
+left out (``content``). Cards stand in the order of their best hit: the
+best match leads the block.
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ def stretches(turns: Sequence[Hit], turn_of: TurnOf | None = None) -> list[Stret
     """The chosen turns, in the order of the user's history (``turn_of``), as cards: a new card
     where the next turn is more than ``CARD_TURNS`` of the user's turns on or said on another date
     (a header shows one date), a new excerpt where it is not the next turn of the same session."""
-    order = turn_of or by_id
-    return _stretches([(order(_fragment(h)), 0, h) for h in turns])
+    place = turn_of or by_id
+    return _stretches([(place(_fragment(h)), 0, h) for h in turns])
 
 
 def _stretches(entries: Sequence[Entry]) -> list[Stretch]:
@@ -178,10 +179,8 @@ class Tally:
             self.cards_count += 1
             self.items.append((self._take(), hit))
             return True
-        entry = (self.turn_of(hit.fragment), self._taken, hit)
+        entry = self._entry(hit)
         at = bisect.bisect(self._places, entry[0])
-        if self._past_cap(at, hit):
-            return False  # a card of several turns would pass the cap, whatever else joins it
         turns = list(self.turns)
         turns.insert(at, entry)
         # Only the cards around the new turn change: the run of turns it is linked to on each side.
@@ -216,42 +215,45 @@ class Tally:
         return True
 
     def past_cap(self, hit: Hit) -> bool:
-        """Whether ``hit`` would join a card that it would take past the cap (``add`` refuses it)."""
-        assert hit.fragment is not None
-        return self._past_cap(bisect.bisect(self._places, self.turn_of(hit.fragment)), hit)
-
-    def _past_cap(self, at: int, hit: Hit) -> bool:
-        """Whether the card ``hit`` would join at ``at`` is surely past the cap, from the size of a
-        card it takes in whole: most hits of a long chat are near a card that is full already, and
-        refusing them must not cost a count of that card each.
+        """Whether ``hit`` (a turn) would join a card and surely take it past the cap, so that ``add``
+        refuses it: told from the size of a card it takes in whole, without counting that card again.
+        Most hits of a long chat are near a card that is full already.
 
         A card taken in whole keeps its header (turns of one card share a date) and its lines, and
         gains the turn's line; its excerpts gain one gap, or lose one where the turn falls between two
         of its turns; what else joins only adds. It is taken in whole when the turn links to it and it
         ends (or begins) beside the turn, or when the turn links on both sides.
         """
-        entry = (self.turn_of(_fragment(hit)), self._taken, hit)
-        prev = self.turns[at - 1][2] if at > 0 else None
-        after = self.turns[at][2] if at < len(self.turns) else None
-        left = prev is not None and _linked(self.turns[at - 1], entry)
-        right = after is not None and _linked(entry, self.turns[at])
-        if not (left or right):
+        prev, after = self._neighbours(self._entry(hit))
+        if prev is None and after is None:
             return False  # it joins no card (its line is counted only if it is taken)
         line = self._line_tokens(hit)
         if self._largest + line + self._gap <= self.cap:
             return False  # no card is that close to it
         least = 0
-        if left and prev is not None:
+        if prev is not None:
             span = self._cards_of[id(prev)]
             if span.last is prev:  # the card ends beside the turn: the turn extends it, or starts an excerpt
                 least = span.size + line + (0 if _next_turn(prev, hit) else self._gap)
-            elif right:
+            elif after is not None:
                 least = span.size + line - self._gap  # between two of its turns
-        if right and after is not None:
+        if after is not None:
             span = self._cards_of[id(after)]
             if span.first is after:
                 least = max(least, span.size + line + (0 if _next_turn(hit, after) else self._gap))
         return least > self.cap
+
+    def _entry(self, hit: Hit) -> Entry:
+        """``hit`` as a turn the tally would take next: its place in the history, the order taken."""
+        return self.turn_of(_fragment(hit)), self._taken, hit
+
+    def _neighbours(self, entry: Entry) -> tuple[Hit | None, Hit | None]:
+        """The turns taken just before and after ``entry`` in the history that it links to (else None)."""
+        at = bisect.bisect(self._places, entry[0])
+        before = self.turns[at - 1] if at > 0 else None
+        after = self.turns[at] if at < len(self.turns) else None
+        return (before[2] if before is not None and _linked(before, entry) else None,
+                after[2] if after is not None and _linked(entry, after) else None)
 
     def _spans(self, cards: list[Stretch]) -> list[_Span]:
         """``cards`` with their sizes (not capped)."""
@@ -270,10 +272,8 @@ class Tally:
 
     def joins(self, hit: Hit) -> bool:
         """Whether ``hit`` (a turn) would join a card of the turns taken, rather than start one."""
-        entry = (self.turn_of(_fragment(hit)), self._taken, hit)
-        at = bisect.bisect(self._places, entry[0])
-        return (at > 0 and _linked(self.turns[at - 1], entry)) or (
-            at < len(self.turns) and _linked(entry, self.turns[at]))
+        prev, after = self._neighbours(self._entry(hit))
+        return prev is not None or after is not None
 
     def cards(self) -> list[Card]:
         """The cards of the hits taken, each where its best hit was taken: the best match first."""
@@ -368,9 +368,7 @@ def _next_turn(a: Hit, b: Hit) -> bool:
 
 
 def _frag(entry: Entry) -> Fragment:
-    frag = entry[2].fragment
-    assert frag is not None
-    return frag
+    return _fragment(entry[2])
 
 
 def _same_date(a: Fragment, b: Fragment) -> bool:
@@ -391,9 +389,4 @@ def _source(hit: Hit) -> CardSource:
 def card_of(hit: Hit) -> Card:
     if hit.item is not None:
         return replace(item_card(hit.item), id=hit.id)
-    return Card("fragment", _source(hit), day_of(_created(hit)), _line(hit.fragment), hit.id)
-
-
-def _created(hit: Hit) -> float:
-    assert hit.fragment is not None
-    return hit.fragment.created
+    return Card("fragment", _source(hit), day_of(_fragment(hit).created), _line(hit.fragment), hit.id)
