@@ -28,6 +28,7 @@ class Gate:
         self.running = {"prepare": 0, "record": 0}
         self.most = {"prepare": 0, "record": 0}
         self.recorded = 0
+        self.order: list[tuple[str, bool]] = []  # (trace, covered) of each record, as it started
         self.prepared = 0
         self.records = asyncio.Event()
         self.prepares = asyncio.Event()
@@ -55,15 +56,17 @@ class Gate:
         self.prepared += 1
         return Prepared(messages=None, tokens_in=1, tokens_forwarded=1)
 
-    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
-        await self._held("record", self.records)
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
+        self.order.append((call.trace_id, covered))
+        if not covered:  # what a covered record keeps is its own few writes: it is not held here
+            await self._held("record", self.records)
         self.recorded += 1
 
 
-def a_call(trace: str = "t-1") -> ChatCall:
+def a_call(trace: str = "t-1", session: str = "s", provider_state: str | None = None) -> ChatCall:
     settings = config.from_dict({}, env={})
     tenant = Tenant("t", settings.defaults, None, passthrough=True)
-    return ChatCall(tenant, "u", "s", trace, {}, [], None, {})
+    return ChatCall(tenant, "u", session, trace, {}, [], None, {}, provider_state=provider_state)
 
 
 async def test_at_most_n_prepares_run_at_once_the_rest_wait_in_turn() -> None:
@@ -83,7 +86,7 @@ async def test_at_most_n_records_run_at_once_the_rest_wait_and_all_complete() ->
     inner = Gate()
     pipeline = BoundedPipeline(inner, records=2, waiting=10)
     prepared = Prepared(None, 1, 1)
-    records = [asyncio.ensure_future(pipeline.record(a_call(f"t-{i}"), prepared, Reply(200))) for i in range(5)]
+    records = [asyncio.ensure_future(pipeline.record(a_call(f"t-{i}", f"s-{i}"), prepared, Reply(200))) for i in range(5)]
     await inner.wait_running("record", 2)
     await asyncio.sleep(0.1)
     assert inner.running["record"] == 2 and pipeline.backlog == 5
@@ -96,7 +99,7 @@ async def test_a_full_record_queue_holds_new_requests_until_a_record_finishes() 
     inner = Gate()
     pipeline = BoundedPipeline(inner, records=1, waiting=1)
     prepared = Prepared(None, 1, 1)
-    held = [asyncio.ensure_future(pipeline.record(a_call(f"t-{i}"), prepared, Reply(200))) for i in range(2)]
+    held = [asyncio.ensure_future(pipeline.record(a_call(f"t-{i}", f"s-{i}"), prepared, Reply(200))) for i in range(2)]
     await inner.wait_running("record", 1)
     waiting = asyncio.ensure_future(pipeline.prepare(a_call("t-next")))
     await asyncio.sleep(0.2)  # room for it to be prepared, were it let through
@@ -117,6 +120,91 @@ async def test_a_request_that_finds_no_room_in_time_goes_out_without_memory() ->
     inner.records.set()
     await held
     assert (await pipeline.prepare(a_call("t-after"))).tokens_in == 1  # room again
+
+
+async def test_a_sessions_records_run_one_after_the_other_while_other_sessions_run_beside() -> None:
+    inner = Gate()
+    pipeline = BoundedPipeline(inner, records=4, waiting=10)
+    prepared = Prepared(None, 1, 1)
+    first = asyncio.ensure_future(pipeline.record(a_call("a-1", "a"), prepared, Reply(200)))
+    await inner.wait_running("record", 1)
+    second = asyncio.ensure_future(pipeline.record(a_call("a-2", "a"), prepared, Reply(200)))
+    other = asyncio.ensure_future(pipeline.record(a_call("b-1", "b"), prepared, Reply(200)))
+    await inner.wait_running("record", 2)
+    await asyncio.sleep(0.1)  # slots are free: room for a-2 to start, were it allowed to
+    assert inner.order == [("a-1", False), ("b-1", False)] and pipeline.backlog == 3
+    inner.records.set()
+    await asyncio.gather(first, second, other)
+    assert inner.order == [("a-1", False), ("b-1", False), ("a-2", False)] and pipeline.backlog == 0
+
+
+async def test_a_sessions_waiting_record_gives_way_to_its_newer_one_which_records_for_both() -> None:
+    inner = Gate()
+    pipeline = BoundedPipeline(inner, records=1, waiting=10)
+    prepared = Prepared(None, 1, 1)
+    running = asyncio.ensure_future(pipeline.record(a_call("t-0"), prepared, Reply(200)))
+    await inner.wait_running("record", 1)
+    later = []
+    for i in range(1, 5):  # the client goes on talking while its first turn is recorded
+        later.append(asyncio.ensure_future(pipeline.record(a_call(f"t-{i}"), prepared, Reply(200))))
+        await asyncio.sleep(0.01)
+    # t-1..t-3 kept what was their own at once; t-4 waits, the one record the session still owes.
+    assert inner.order == [("t-0", False), ("t-1", True), ("t-2", True), ("t-3", True)]
+    assert pipeline.backlog == 2 and pipeline.covered == 3 and all(r.done() for r in later[:3])
+    inner.records.set()
+    await asyncio.gather(running, *later)
+    assert inner.order[-1] == ("t-4", False) and inner.recorded == 5 and pipeline.backlog == 0
+    assert not pipeline._sessions  # nothing kept of a session with no record left
+
+
+async def test_a_session_that_falls_behind_holds_one_waiting_record_so_new_requests_keep_their_memory() -> None:
+    inner = Gate()
+    pipeline = BoundedPipeline(inner, records=1, waiting=2, room_wait_s=0.05)
+    prepared = Prepared(None, 1, 1)
+    records = [asyncio.ensure_future(pipeline.record(a_call("t-0"), prepared, Reply(200)))]
+    await inner.wait_running("record", 1)
+    records += [asyncio.ensure_future(pipeline.record(a_call(f"t-{i}"), prepared, Reply(200))) for i in range(1, 20)]
+    await asyncio.sleep(0.05)
+    assert pipeline.backlog == 2  # one running, one waiting: 18 gave way
+    assert (await pipeline.prepare(a_call("t-next"))).tokens_in == 1  # room: no memory_busy
+    inner.records.set()
+    await asyncio.gather(*records)
+    assert [t for t, covered in inner.order if not covered] == ["t-0", "t-19"]
+
+
+async def test_records_of_a_conversation_the_provider_holds_each_run_whole() -> None:
+    inner = Gate()
+    pipeline = BoundedPipeline(inner, records=1, waiting=10)
+    prepared = Prepared(None, 1, 1)
+    records = [
+        asyncio.ensure_future(pipeline.record(a_call(f"t-{i}", provider_state="previous_response_id"), prepared,
+                                              Reply(200)))
+        for i in range(3)
+    ]
+    await inner.wait_running("record", 1)
+    await asyncio.sleep(0.05)
+    assert pipeline.backlog == 3 and pipeline.covered == 0
+    inner.records.set()
+    await asyncio.gather(*records)
+    assert inner.order == [("t-0", False), ("t-1", False), ("t-2", False)]
+
+
+async def test_a_record_cancelled_while_it_waits_leaves_no_slot_taken_and_no_session_behind() -> None:
+    inner = Gate()
+    pipeline = BoundedPipeline(inner, records=1, waiting=10)
+    prepared = Prepared(None, 1, 1)
+    running = asyncio.ensure_future(pipeline.record(a_call("t-0"), prepared, Reply(200)))
+    await inner.wait_running("record", 1)
+    waiting = asyncio.ensure_future(pipeline.record(a_call("t-1"), prepared, Reply(200)))
+    await asyncio.sleep(0.05)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    inner.records.set()
+    await running
+    assert pipeline.backlog == 0 and not pipeline._sessions
+    await pipeline.record(a_call("t-2", "other"), prepared, Reply(200))  # the one slot is free
+    assert inner.order[-1] == ("t-2", False)
 
 
 def test_healthz_answers_while_every_prepare_slot_is_taken(make_proxy: Callable[..., Proxy]) -> None:

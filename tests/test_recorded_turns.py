@@ -123,3 +123,36 @@ def test_a_views_forwarded_messages_count_as_the_counter_counts_them() -> None:
         at = dataclasses.replace(view, state=PrefixState(upto, view.chain[upto - 1] if upto else "", ()))
         for out in (at.assemble(), at.assemble("a memory"), inject(at.assemble(), "<memory>notes</memory>", "last_user")):
             assert asyncio.run(at.tokens_of(out, counter)) == counter.total(out)
+
+
+def test_a_covered_record_keeps_its_trace_and_its_newer_one_indexes_what_both_said(tmp_path: Path) -> None:
+    layer, tenant = open_layer(tmp_path)
+
+    def call(conv: list[dict[str, Any]], trace: str) -> ChatCall:
+        fresh = [dict(m) for m in conv]
+        return ChatCall(tenant, "mia", "s-1", trace, {"messages": fresh}, fresh, "gpt-4o-mini", {})
+
+    async def scenario() -> tuple[set[str], bool, set[str], set[str]]:
+        first = [{"role": "user", "content": "My sister Ada lives in Lyon."}]
+        older = call(first, "t-older")
+        await layer.pipeline.record(
+            older, await layer.pipeline.prepare(older), Reply(200, json.dumps(completion("Lyon is lovely.")).encode()),
+            covered=True,
+        )
+        said = [fragment_hash("user", first[0]["content"]), fragment_hash("assistant", "Lyon is lovely.")]
+        after_older = await layer.store.fragments.known("acme", "mia", said)
+        traced = await layer.store.traces.get("acme", "t-older") is not None
+        second = [*first, {"role": "assistant", "content": "Lyon is lovely."}, {"role": "user", "content": "And Bo?"}]
+        newer = call(second, "t-newer")
+        await layer.pipeline.record(
+            newer, await layer.pipeline.prepare(newer), Reply(200, json.dumps(completion("Bo is in Oslo.")).encode())
+        )
+        both = [*said, fragment_hash("user", "And Bo?"), fragment_hash("assistant", "Bo is in Oslo.")]
+        return set(both), traced, after_older, await layer.store.fragments.known("acme", "mia", both)
+
+    try:
+        both, traced, after_older, after_newer = asyncio.run(scenario())
+    finally:
+        layer.close()
+    assert traced and after_older == set()  # its own trace kept; its words left to the newer record
+    assert after_newer == both

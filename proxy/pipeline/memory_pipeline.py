@@ -161,7 +161,13 @@ class MemoryPipeline:
 
     # --- after the response -----------------------------------------------------
 
-    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
+        """Keep the turn: its trace, its response id, the memories it used; then index, extract, compress.
+
+        ``covered``: the session's newer request, resent with all of this one's
+        conversation and its answer, records those for both (``BoundedPipeline``): only
+        what is this request's own is kept.
+        """
         plan = prepared.plan
         if plan is None:
             return
@@ -173,17 +179,17 @@ class MemoryPipeline:
         if answer.id is not None and self.responses is not None:
             upto = call.offset + len(plan.view.conv) + 1
             await self.responses.save(call.tenant.id, call.user, answer.id, call.session, upto)
-        if st.memory.enabled:
+        if st.memory.enabled and plan.recall is not None and plan.recall.touched and self.items is not None:
+            # Recall never writes: the injected items' access is recorded here, after the response.
+            await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
+        if st.memory.enabled and not covered:
             key, generation = (call.tenant.id, call.user, call.session), self._generation(call)
             turns, fresh = await self.recorded.turns(key, plan.view, generation)
             new = _at(call, [t for t in turns if t[0] >= fresh], len(plan.view.conv), answer.text)
             await self._index(call, new, unseen=fresh > 0)
             self.recorded.recorded(key, plan.view, turns, generation, answer.text)
             await self._extract(call, plan.view, force=False, answer=answer.text, turns=turns)
-            if plan.recall is not None and plan.recall.touched and self.items is not None:
-                # Recall never writes: the injected items' access is recorded here, after the response.
-                await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
-        compressing = st.context.enabled and call.provider_state is None
+        compressing = st.context.enabled and call.provider_state is None and not covered
         if compressing and st.context.compression_mode == "background" and plan.view.over_watermark():
             await self._compress(call, plan.view, plan.counter)
         overrun = self._overrun.pop(call.trace_id, None)

@@ -46,4 +46,6 @@ class Prepared:
 class Pipeline(Protocol):
     async def prepare(self, call: ChatCall) -> Prepared: ...
 
-    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None: ...
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
+        """After the response. ``covered``: the session's newer request, which resends all of
+        this one, records its conversation; keep only what is this request's own."""

@@ -27,6 +27,6 @@ class CountingPipeline:
         tokens = sum(counter.messages(call.messages[:n])) + history.tokens + REPLY_PRIMING
         return Prepared(messages=None, tokens_in=tokens, tokens_forwarded=tokens)
 
-    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
+    async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
         return None
 
