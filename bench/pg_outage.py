@@ -15,9 +15,14 @@ again ``--down`` seconds later; the run goes on ``--after`` seconds more.
 
 Reported: the requests started while the database was down — how many, the
 longest and p99 time to a complete answer, how many came back degraded and
-why, errors; how long ``/readyz`` took to say 503 after the stop and 200 after
-the start; and how long after the start memory came back: the last request
-started after it that was still degraded, counted from the start.
+why, errors — and the longest of those in flight when it stopped; how long
+``/readyz`` took to say 503 after the stop and 200 after the start; how long
+after the start memory came back: the last request started after it that
+was still degraded, counted from the start; and, by 5 s after the start,
+how many requests started and their median time, against the same before
+the stop (the conversations are longer after: they grew while it was down,
+and their turns of that time are indexed with each session's first request
+after).
 """
 
 from __future__ import annotations
@@ -116,6 +121,11 @@ def report(out: Timeline, stopped: float, restarted: float) -> dict[str, Any]:
     times = sorted(s.seconds for s in during)
     after = [s for s in out.sent if s.started >= restarted]
     still = [s.started - restarted for s in after if s.degraded]
+    in_flight = [s.seconds for s in out.sent if s.started < stopped < s.started + s.seconds]
+    before = [s for s in out.sent if stopped - 10 <= s.started < stopped]
+    by_5s: dict[int, list[float]] = collections.defaultdict(list)
+    for s in after:
+        by_5s[int((s.started - restarted) // 5) * 5].append(s.seconds)
     false_at = next((t for t, ok in out.ready if t >= stopped and not ok), None)
     true_at = next((t for t, ok in out.ready if t >= restarted and ok), None)
     return {
@@ -124,6 +134,7 @@ def report(out: Timeline, stopped: float, restarted: float) -> dict[str, Any]:
         "longest_while_down_s": round(times[-1], 2) if times else None,
         "p99_while_down_s": round(times[min(len(times) - 1, int(0.99 * len(times)))], 2) if times else None,
         "median_while_down_s": round(statistics.median(times), 3) if times else None,
+        "longest_in_flight_at_stop_s": round(max(in_flight), 2) if in_flight else None,
         "degraded_while_down": dict(collections.Counter(s.degraded or "none" for s in during)),
         "statuses_while_down": dict(collections.Counter(s.status for s in during)),
         "readyz_false_after_stop_s": round(false_at - stopped, 2) if false_at is not None else None,
@@ -132,6 +143,10 @@ def report(out: Timeline, stopped: float, restarted: float) -> dict[str, Any]:
         "degraded_after_start": dict(collections.Counter(s.degraded or "none" for s in after)),
         "median_after_start_s": round(statistics.median(s.seconds for s in after), 3) if after else None,
         "requests_after_start": len(after),
+        "per_s_before_stop": round(len(before) / 10, 1),
+        "median_before_stop_s": round(statistics.median(s.seconds for s in before), 3) if before else None,
+        "after_start_by_5s": {f"{t}-{t + 5}s": {"per_s": round(len(v) / 5, 1), "median_s": round(statistics.median(v), 3)}
+                              for t, v in sorted(by_5s.items())},
         "errors": sum(1 for s in out.sent if s.status != "200"),
         "requests": len(out.sent),
     }

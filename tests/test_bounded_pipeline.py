@@ -69,6 +69,18 @@ def a_call(trace: str = "t-1", session: str = "s", provider_state: str | None = 
     return ChatCall(tenant, "u", session, trace, {}, [], None, {}, provider_state=provider_state)
 
 
+def recording(pipeline: BoundedPipeline, call: ChatCall) -> asyncio.Future[None]:
+    """``call``'s record, started."""
+    return asyncio.ensure_future(pipeline.record(call, Prepared(None, 1, 1), Reply(200)))
+
+
+async def one_running(inner: Gate, pipeline: BoundedPipeline) -> asyncio.Future[None]:
+    """Session ``s``'s record ``t-0``, started and held running."""
+    running = recording(pipeline, a_call("t-0"))
+    await inner.wait_running("record", 1)
+    return running
+
+
 async def test_at_most_n_prepares_run_at_once_the_rest_wait_in_turn() -> None:
     inner = Gate()
     inner.prepares.clear()
@@ -125,11 +137,10 @@ async def test_a_request_that_finds_no_room_in_time_goes_out_without_memory() ->
 async def test_a_sessions_records_run_one_after_the_other_while_other_sessions_run_beside() -> None:
     inner = Gate()
     pipeline = BoundedPipeline(inner, records=4, waiting=10)
-    prepared = Prepared(None, 1, 1)
-    first = asyncio.ensure_future(pipeline.record(a_call("a-1", "a"), prepared, Reply(200)))
+    first = recording(pipeline, a_call("a-1", "a"))
     await inner.wait_running("record", 1)
-    second = asyncio.ensure_future(pipeline.record(a_call("a-2", "a"), prepared, Reply(200)))
-    other = asyncio.ensure_future(pipeline.record(a_call("b-1", "b"), prepared, Reply(200)))
+    second = recording(pipeline, a_call("a-2", "a"))
+    other = recording(pipeline, a_call("b-1", "b"))
     await inner.wait_running("record", 2)
     await asyncio.sleep(0.1)  # slots are free: room for a-2 to start, were it allowed to
     assert inner.order == [("a-1", False), ("b-1", False)] and pipeline.backlog == 3
@@ -141,12 +152,10 @@ async def test_a_sessions_records_run_one_after_the_other_while_other_sessions_r
 async def test_a_sessions_waiting_record_gives_way_to_its_newer_one_which_records_for_both() -> None:
     inner = Gate()
     pipeline = BoundedPipeline(inner, records=1, waiting=10)
-    prepared = Prepared(None, 1, 1)
-    running = asyncio.ensure_future(pipeline.record(a_call("t-0"), prepared, Reply(200)))
-    await inner.wait_running("record", 1)
+    running = await one_running(inner, pipeline)
     later = []
     for i in range(1, 5):  # the client goes on talking while its first turn is recorded
-        later.append(asyncio.ensure_future(pipeline.record(a_call(f"t-{i}"), prepared, Reply(200))))
+        later.append(recording(pipeline, a_call(f"t-{i}")))
         await asyncio.sleep(0.01)
     # t-1..t-3 kept what was their own at once; t-4 waits, the one record the session still owes.
     assert inner.order == [("t-0", False), ("t-1", True), ("t-2", True), ("t-3", True)]
@@ -154,16 +163,14 @@ async def test_a_sessions_waiting_record_gives_way_to_its_newer_one_which_record
     inner.records.set()
     await asyncio.gather(running, *later)
     assert inner.order[-1] == ("t-4", False) and inner.recorded == 5 and pipeline.backlog == 0
-    assert not pipeline._sessions  # nothing kept of a session with no record left
+    assert pipeline.sessions_recording == 0  # nothing kept of a session with no record left
 
 
 async def test_a_session_that_falls_behind_holds_one_waiting_record_so_new_requests_keep_their_memory() -> None:
     inner = Gate()
     pipeline = BoundedPipeline(inner, records=1, waiting=2, room_wait_s=0.05)
-    prepared = Prepared(None, 1, 1)
-    records = [asyncio.ensure_future(pipeline.record(a_call("t-0"), prepared, Reply(200)))]
-    await inner.wait_running("record", 1)
-    records += [asyncio.ensure_future(pipeline.record(a_call(f"t-{i}"), prepared, Reply(200))) for i in range(1, 20)]
+    records = [await one_running(inner, pipeline)]
+    records += [recording(pipeline, a_call(f"t-{i}")) for i in range(1, 20)]
     await asyncio.sleep(0.05)
     assert pipeline.backlog == 2  # one running, one waiting: 18 gave way
     assert (await pipeline.prepare(a_call("t-next"))).tokens_in == 1  # room: no memory_busy
@@ -175,12 +182,7 @@ async def test_a_session_that_falls_behind_holds_one_waiting_record_so_new_reque
 async def test_records_of_a_conversation_the_provider_holds_each_run_whole() -> None:
     inner = Gate()
     pipeline = BoundedPipeline(inner, records=1, waiting=10)
-    prepared = Prepared(None, 1, 1)
-    records = [
-        asyncio.ensure_future(pipeline.record(a_call(f"t-{i}", provider_state="previous_response_id"), prepared,
-                                              Reply(200)))
-        for i in range(3)
-    ]
+    records = [recording(pipeline, a_call(f"t-{i}", provider_state="previous_response_id")) for i in range(3)]
     await inner.wait_running("record", 1)
     await asyncio.sleep(0.05)
     assert pipeline.backlog == 3 and pipeline.covered == 0
@@ -192,18 +194,16 @@ async def test_records_of_a_conversation_the_provider_holds_each_run_whole() -> 
 async def test_a_record_cancelled_while_it_waits_leaves_no_slot_taken_and_no_session_behind() -> None:
     inner = Gate()
     pipeline = BoundedPipeline(inner, records=1, waiting=10)
-    prepared = Prepared(None, 1, 1)
-    running = asyncio.ensure_future(pipeline.record(a_call("t-0"), prepared, Reply(200)))
-    await inner.wait_running("record", 1)
-    waiting = asyncio.ensure_future(pipeline.record(a_call("t-1"), prepared, Reply(200)))
+    running = await one_running(inner, pipeline)
+    waiting = recording(pipeline, a_call("t-1"))
     await asyncio.sleep(0.05)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
     inner.records.set()
     await running
-    assert pipeline.backlog == 0 and not pipeline._sessions
-    await pipeline.record(a_call("t-2", "other"), prepared, Reply(200))  # the one slot is free
+    assert pipeline.backlog == 0 and pipeline.sessions_recording == 0
+    await recording(pipeline, a_call("t-2", "other"))  # the one slot is free
     assert inner.order[-1] == ("t-2", False)
 
 

@@ -85,6 +85,33 @@ async def test_a_bounded_postgresql_call_gives_up_and_the_pool_serves_on(storage
         await db.close()
 
 
+async def test_a_dropped_connection_makes_bounded_calls_give_up_at_once_until_a_ping_finds_the_database(
+    storage_url: str,
+) -> None:
+    import psycopg
+
+    db = await PgDatabase.open(storage_url, 8)
+    try:
+        async with await psycopg.AsyncConnection.connect(storage_url, autocommit=True) as other:
+            with pytest.raises(DatabaseUnavailable):
+                async with db.bounded(60).connection() as conn:
+                    await other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+                    await conn.execute("SELECT 1")
+        # The database is up, yet taken for gone: no bounded call waits for the pool meanwhile.
+        assert db.reach.gone is not None and "PostgreSQL is unavailable" in db.reach.gone
+        with pytest.raises(DatabaseUnavailable):
+            async with db.bounded(60).connection():
+                pass
+        async with db.connection() as conn:  # the admin API and maintenance wait, as ever
+            assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
+        await db.ping()
+        assert db.reach.gone is None
+        async with db.bounded(60).connection() as conn:
+            assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
+    finally:
+        await db.close()
+
+
 @pytest.fixture
 def sqlite_db(tmp_path: Path) -> Iterator[Database]:
     db = Database(str(tmp_path / "locked.db"))

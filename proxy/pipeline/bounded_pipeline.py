@@ -82,6 +82,11 @@ class BoundedPipeline:
         self._room = asyncio.Condition()
         self._sessions: dict[SessionKey, _Session] = {}
 
+    @property
+    def sessions_recording(self) -> int:
+        """How many sessions have a record running or waiting."""
+        return len(self._sessions)
+
     async def prepare(self, call: ChatCall) -> Prepared:
         if self.backlog >= self.limit:
             try:

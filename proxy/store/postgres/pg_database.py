@@ -17,11 +17,16 @@ lock in one process.
 ``bounded(timeout_s)`` is the same pool whose calls give up after
 ``timeout_s`` — waiting for a connection, or for the database's answer —
 with ``DatabaseUnavailable``, as do calls on a connection the database
-dropped. ``ping`` tells whether the database answers now. A database that
-stopped and came back is used again without a restart: the pool's idle
-connections that died with it are replaced at once once ``ping`` finds it
-back (``check``), and the pool's own reconnection never waits longer than
-``RECONNECT_TIMEOUT_S`` between attempts.
+dropped. A dropped or refused connection means the database is gone, not
+slow: from then on every bounded call gives up at once (``Reachability``),
+rather than each waiting ``timeout_s`` for a connection the pool cannot
+make — so requests that queued behind the first ones do not wait a timeout
+each — until ``ping`` finds the database answering again. A call that only
+took too long gives up alone. ``ping`` tells whether the database answers
+now. A database that stopped and came back is used again without a
+restart: the pool's idle connections that died with it are replaced at once
+once ``ping`` finds it back (``check``), and the pool's own reconnection
+never waits longer than ``RECONNECT_TIMEOUT_S`` between attempts.
 """
 
 from __future__ import annotations
@@ -51,15 +56,23 @@ RECONNECT_TIMEOUT_S = 10.0
 PING_TIMEOUT_S = 1.0
 
 
+class Reachability:
+    """Whether the database was found gone (a connection dropped or refused), shared by a pool's views."""
+
+    def __init__(self) -> None:
+        self.gone: str | None = None  # why, until a ping finds it answering
+
+
 class PgDatabase:
-    def __init__(self, pool: Any, dim: int | None, url: str = "") -> None:
+    def __init__(self, pool: Any, dim: int | None, url: str = "", reach: Reachability | None = None) -> None:
         self.pool = pool
         self.dim = dim
         self.url = url
         self.timeout_s: float | None = None
+        self.reach = reach or Reachability()
 
     def bounded(self, timeout_s: float) -> PgDatabase:
-        view = PgDatabase(self.pool, self.dim, self.url)
+        view = PgDatabase(self.pool, self.dim, self.url, self.reach)
         view.timeout_s = timeout_s
         return view
 
@@ -101,6 +114,8 @@ class PgDatabase:
             async with self.pool.connection() as conn:
                 yield conn
             return
+        if self.reach.gone is not None:
+            raise DatabaseUnavailable(self.reach.gone)
         async with self._bounded(), self.pool.connection(timeout=self.timeout_s) as conn:
             yield conn
 
@@ -123,7 +138,8 @@ class PgDatabase:
             raise DatabaseUnavailable(f"PostgreSQL did not answer within {self.timeout_s:g} s") from exc
         except Exception as exc:
             if _unavailable(exc):
-                raise DatabaseUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+                self.reach.gone = f"PostgreSQL is unavailable: {exc}"
+                raise DatabaseUnavailable(self.reach.gone) from exc
             raise
 
     async def ping(self) -> None:
@@ -135,12 +151,13 @@ class PgDatabase:
         """
         import psycopg
 
-        try:
-            async with self.bounded(PING_TIMEOUT_S).connection() as conn:
-                await conn.execute("SELECT 1")
-            return
-        except DatabaseUnavailable:
-            pass
+        if self.reach.gone is None:
+            try:
+                async with self.bounded(PING_TIMEOUT_S).connection() as conn:
+                    await conn.execute("SELECT 1")
+                return
+            except DatabaseUnavailable:
+                pass
         try:
             async with asyncio.timeout(PING_TIMEOUT_S):
                 conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
@@ -149,6 +166,7 @@ class PgDatabase:
         except Exception as exc:
             raise DatabaseUnavailable(f"PostgreSQL is unavailable: {exc or type(exc).__name__}") from exc
         await self.pool.check()
+        self.reach.gone = None
 
     async def close(self) -> None:
         await self.pool.close()
