@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -56,6 +57,11 @@ class Gate:
         self.prepared += 1
         return Prepared(messages=None, tokens_in=1, tokens_forwarded=1)
 
+    def covers(self, newer: Prepared, older: Prepared) -> bool:
+        """A conversation (the messages of ``Prepared``, here) covers those it continues."""
+        new, old = newer.messages or [], older.messages or []
+        return bool(old) and new[: len(old)] == old
+
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
         self.order.append((call.trace_id, covered))
         if not covered:  # what a covered record keeps is its own few writes: it is not held here
@@ -69,14 +75,24 @@ def a_call(trace: str = "t-1", session: str = "s", provider_state: str | None = 
     return ChatCall(tenant, "u", session, trace, {}, [], None, {}, provider_state=provider_state)
 
 
-def recording(pipeline: BoundedPipeline, call: ChatCall) -> asyncio.Future[None]:
-    """``call``'s record, started."""
-    return asyncio.ensure_future(pipeline.record(call, Prepared(None, 1, 1), Reply(200)))
+def said(*texts: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": t} for t in texts]
+
+
+def recording(pipeline: BoundedPipeline, call: ChatCall, conversation: list[dict[str, Any]] | None = None
+              ) -> asyncio.Future[None]:
+    """``call``'s record (of ``conversation``, for ``Gate.covers``), started."""
+    return asyncio.ensure_future(pipeline.record(call, Prepared(conversation, 1, 1), Reply(200)))
+
+
+def growing(n: int) -> list[dict[str, Any]]:
+    """The conversation as its ``n``-th request sends it."""
+    return said(*(f"turn {i}" for i in range(n + 1)))
 
 
 async def one_running(inner: Gate, pipeline: BoundedPipeline) -> asyncio.Future[None]:
     """Session ``s``'s record ``t-0``, started and held running."""
-    running = recording(pipeline, a_call("t-0"))
+    running = recording(pipeline, a_call("t-0"), growing(0))
     await inner.wait_running("record", 1)
     return running
 
@@ -155,7 +171,7 @@ async def test_a_sessions_waiting_record_gives_way_to_its_newer_one_which_record
     running = await one_running(inner, pipeline)
     later = []
     for i in range(1, 5):  # the client goes on talking while its first turn is recorded
-        later.append(recording(pipeline, a_call(f"t-{i}")))
+        later.append(recording(pipeline, a_call(f"t-{i}"), growing(i)))
         await asyncio.sleep(0.01)
     # t-1..t-3 kept what was their own at once; t-4 waits, the one record the session still owes.
     assert inner.order == [("t-0", False), ("t-1", True), ("t-2", True), ("t-3", True)]
@@ -170,13 +186,29 @@ async def test_a_session_that_falls_behind_holds_one_waiting_record_so_new_reque
     inner = Gate()
     pipeline = BoundedPipeline(inner, records=1, waiting=2, room_wait_s=0.05)
     records = [await one_running(inner, pipeline)]
-    records += [recording(pipeline, a_call(f"t-{i}")) for i in range(1, 20)]
+    records += [recording(pipeline, a_call(f"t-{i}"), growing(i)) for i in range(1, 20)]
     await asyncio.sleep(0.05)
     assert pipeline.backlog == 2  # one running, one waiting: 18 gave way
     assert (await pipeline.prepare(a_call("t-next"))).tokens_in == 1  # room: no memory_busy
     inner.records.set()
     await asyncio.gather(*records)
     assert [t for t, covered in inner.order if not covered] == ["t-0", "t-19"]
+
+
+async def test_chats_that_share_a_session_id_but_not_their_history_cover_nothing_of_each_other() -> None:
+    inner = Gate()
+    pipeline = BoundedPipeline(inner, records=1, waiting=10)
+    running = await one_running(inner, pipeline)
+    tab_a = recording(pipeline, a_call("a-1"), said("hi", "plan my trip to Oslo"))
+    tab_b = recording(pipeline, a_call("b-1"), said("hi", "fix my bike"))
+    await asyncio.sleep(0.05)
+    assert pipeline.covered == 0 and pipeline.backlog == 3
+    tab_a_again = recording(pipeline, a_call("a-2"), said("hi", "plan my trip to Oslo", "in May"))
+    await asyncio.sleep(0.05)
+    assert tab_a.done() and pipeline.covered == 1  # a-2 continues a-1's chat, not b-1's
+    inner.records.set()
+    await asyncio.gather(running, tab_b, tab_a_again)
+    assert [t for t, covered in inner.order if not covered] == ["t-0", "b-1", "a-2"]  # in the order they came
 
 
 async def test_records_of_a_conversation_the_provider_holds_each_run_whole() -> None:

@@ -14,6 +14,7 @@ from proxy.context.watermark import View, WatermarkWindow
 from proxy.memory.recall.query import fragment_hash, indexable
 from proxy.metrics import Metrics
 from proxy.pipeline.chat_call import ChatCall, Reply
+from proxy.pipeline.pipeline_protocol import Prepared
 from proxy.pipeline.recorded_turns import RecordedTurns
 from proxy.store.records import EMPTY, PrefixState
 from proxy.tenancy import Tenant
@@ -156,3 +157,26 @@ def test_a_covered_record_keeps_its_trace_and_its_newer_one_indexes_what_both_sa
         layer.close()
     assert traced and after_older == set()  # its own trace kept; its words left to the newer record
     assert after_newer == both
+
+
+def test_a_conversation_covers_the_requests_it_continues_and_no_other(tmp_path: Path) -> None:
+    layer, tenant = open_layer(tmp_path)
+
+    async def prepared(*texts: str) -> Prepared:
+        conv = [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)]
+        return await layer.pipeline.prepare(ChatCall(tenant, "mia", "s-1", "t", {"messages": conv}, conv, "gpt-4o-mini", {}))
+
+    async def scenario() -> list[bool]:
+        first = await prepared("hi")
+        later = await prepared("hi", "Hello! How can I help?", "Plan my trip to Oslo.")
+        other_tab = await prepared("hi", "Hey there.", "Fix my bike.")  # "hi" is in it, if not first's answer
+        again = await prepared("hi")  # the same request, sent again
+        covers = layer.pipeline.covers
+        return [covers(later, first), covers(other_tab, first), covers(again, first),
+                covers(first, later), covers(other_tab, later)]
+
+    try:
+        found = asyncio.run(scenario())
+    finally:
+        layer.close()
+    assert found == [True, True, True, False, False]

@@ -13,18 +13,20 @@ inside those steps at once, not where they run:
 - at most ``RECORDS_AT_ONCE`` records run at once; the rest wait in order.
   The client already has its answer, so a waiting record costs it nothing,
   and shutdown waits for them;
-- a session's records run one after the other, and a session has at most
-  one record waiting. A client that resends its conversation sends again
-  all its older request said, the older answer included, so when a newer
-  record of the session comes, the waiting one gives way to it (the newer
-  covers it): of the older, only what is its own is kept, at once (its
-  trace, its response id, the memories it used: ``record(...,
-  covered=True)``), and the newer indexes, extracts and compresses for
-  both. A session whose records fall behind (the turns it sent while the
-  database was down, indexed with its first request after) so holds one
-  waiting record, not one per request. A conversation the provider holds
-  (``previous_response_id``) resends nothing: each of its records runs
-  whole;
+- a session's records run one after the other, in the order they came. A
+  client that resends its conversation sends again all an older request
+  said, the older answer included: a waiting record whose conversation the
+  newer one continues (``Pipeline.covers``: the same messages up to the
+  older's last) gives way to it. Of the older, only what is its own is kept,
+  at once (its trace, its response id, the memories it used:
+  ``record(..., covered=True)``), and the newer indexes, extracts and
+  compresses for both. A session whose records fall behind (the turns it
+  sent while the database was down, indexed with its first request after)
+  so holds one waiting record, not one per request. Two chats that share a
+  session id but not their history (two tabs that both began "hi") cover
+  nothing of each other: each record runs whole. A conversation the
+  provider holds (``previous_response_id``) resends nothing: each of its
+  records runs whole;
 - under sustained load recording can fall behind the requests. When
   ``RECORDS_WAITING`` records are waiting, a new request waits before it is
   prepared until one finishes: the memory layer slows new requests rather
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import MemoryBusy
 from .chat_call import ChatCall, Reply
@@ -52,12 +54,21 @@ ROOM_WAIT_S = 5.0
 SessionKey = tuple[str, str, str]  # (tenant, user, session)
 
 
-@dataclass
-class _Session:
-    """A session's record running (``running`` is set when it ends) and the one waiting for it."""
+@dataclass(eq=False)
+class _Waiting:
+    """A record waiting for its session's turn."""
 
-    running: asyncio.Event | None = None
-    waiting: asyncio.Future[None] | None = None  # done: a newer record of the session took its place
+    prepared: Prepared
+    covered: asyncio.Future[None]  # done: a newer record of the session covers it
+
+
+@dataclass(eq=False)
+class _Session:
+    """A session's records: whether one runs, and those waiting, in the order they came."""
+
+    moved: asyncio.Condition = field(default_factory=asyncio.Condition)
+    running: bool = False
+    waiting: list[_Waiting] = field(default_factory=list)
 
 
 class BoundedPipeline:
@@ -76,7 +87,7 @@ class BoundedPipeline:
         self.limit = records + waiting
         self.room_wait_s = room_wait_s
         self.backlog = 0  # records queued or running
-        self.covered = 0  # records that gave way to their session's newer one
+        self.covered = 0  # records that gave way to a newer one of their session
         self._preparing = asyncio.Semaphore(prepares)
         self._recording = asyncio.Semaphore(records)
         self._room = asyncio.Condition()
@@ -97,77 +108,95 @@ class BoundedPipeline:
         async with self._preparing:
             return await self.inner.prepare(call)
 
+    def covers(self, newer: Prepared, older: Prepared) -> bool:
+        return self.inner.covers(newer, older)
+
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
         self.backlog += 1
         try:
             key = resent(call)
-            if covered:  # the caller knows a newer record of the session covers this one
+            if covered:  # the caller knows a newer record covers this one
                 await self.inner.record(call, prepared, reply, covered=True)
             elif key is None:
                 async with self._recording:
                     await self.inner.record(call, prepared, reply)
-            elif await self._turn(key):
-                try:
-                    await self.inner.record(call, prepared, reply)
-                finally:
-                    self._recording.release()
-                    self._ended(key)
             else:
-                self.covered += 1
-                await self.inner.record(call, prepared, reply, covered=True)
+                await self._in_turn(key, call, prepared, reply)
         finally:
             self.backlog -= 1
             async with self._room:
                 self._room.notify_all()
 
-    async def _turn(self, key: SessionKey) -> bool:
-        """Wait for the session's running record and a free slot: True, holding the slot; False when a
-        newer record of the session took this one's place meanwhile."""
+    async def _in_turn(self, key: SessionKey, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
+        """Record when the session's earlier records are done and a slot is free, or, once a newer
+        record covers this one, keep only what is this one's own, at once."""
         session = self._sessions.setdefault(key, _Session())
-        if session.waiting is not None:
-            session.waiting.set_result(None)
-        ticket = session.waiting = asyncio.get_running_loop().create_future()
-
-        async def take() -> bool:
-            while session.running is not None:
-                await session.running.wait()
-            await self._recording.acquire()
-            if ticket.done():  # given way while the slot was granted
-                self._recording.release()
-                return False
-            session.waiting, session.running = None, asyncio.Event()
-            return True
-
-        taking = asyncio.ensure_future(take())
+        ticket = _Waiting(prepared, asyncio.get_running_loop().create_future())
+        async with session.moved:
+            for older in session.waiting:
+                if self.inner.covers(prepared, older.prepared):
+                    older.covered.set_result(None)
+            session.waiting = [w for w in session.waiting if not w.covered.done()]
+            session.waiting.append(ticket)
+            session.moved.notify_all()
         try:
-            await asyncio.wait({taking, ticket}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:  # shutdown: neither wait nor hold a slot
-            taking.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                if await taking:
-                    self._recording.release()
-                    self._ended(key)
-            if session.waiting is ticket:
-                session.waiting = None
-                self._forget_if_idle(key, session)
+            first = await self._first(session, ticket)
+        except asyncio.CancelledError:  # shutdown: leave nothing waiting behind
+            if ticket in session.waiting:
+                session.waiting.remove(ticket)
+            await self._moved(key, session)
             raise
-        if taking.done():
-            return taking.result()
-        taking.cancel()
+        if not first:
+            self.covered += 1
+            self._forget_if_idle(key, session)
+            await self.inner.record(call, prepared, reply, covered=True)
+            return
+        try:
+            async with self._recording:
+                await self.inner.record(call, prepared, reply)
+        finally:
+            session.running = False
+            await self._moved(key, session)
+
+    @staticmethod
+    async def _first(session: _Session, ticket: _Waiting) -> bool:
+        """True once ``ticket`` is the session's next record and none runs (it then runs: no newer one
+        can cover it); False when a newer one covers it first."""
+
+        async def its_turn() -> None:
+            async with session.moved:
+                await session.moved.wait_for(
+                    lambda: not session.running and bool(session.waiting) and session.waiting[0] is ticket
+                )
+                session.waiting.pop(0)
+                session.running = True
+
+        turn = asyncio.ensure_future(its_turn())
+        try:
+            await asyncio.wait({turn, ticket.covered}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            turn.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await turn
+            if turn.done() and not turn.cancelled():  # it had begun: its turn passes on
+                session.running = False
+            raise
+        if turn.done():
+            turn.result()
+            return True
+        turn.cancel()  # covered: it left the queue, so its turn can never come
         with contextlib.suppress(asyncio.CancelledError):
-            await taking  # it checks the ticket after taking a slot: cancelled or False, never holding one
-        self._forget_if_idle(key, session)
+            await turn
         return False
 
-    def _ended(self, key: SessionKey) -> None:
-        session = self._sessions[key]
-        ended, session.running = session.running, None
-        if ended is not None:
-            ended.set()
+    async def _moved(self, key: SessionKey, session: _Session) -> None:
+        """The session's queue moved: its next record may run; a session with none left is forgotten."""
+        async with session.moved:
+            session.moved.notify_all()
         self._forget_if_idle(key, session)
 
     def _forget_if_idle(self, key: SessionKey, session: _Session) -> None:
-        if session.running is None and session.waiting is None and self._sessions.get(key) is session:
+        if not session.running and not session.waiting and self._sessions.get(key) is session:
             del self._sessions[key]
 
 

@@ -196,6 +196,15 @@ class MemoryPipeline:
         if overrun is not None:
             await overrun
 
+    def covers(self, newer: Prepared, older: Prepared) -> bool:
+        """Whether ``newer``'s conversation continues ``older``'s: the same messages up to the older's
+        last (a retry of the same conversation too). Its record then indexes, extracts and compresses
+        all the older's would; the older's answer is there if the client kept it."""
+        if newer.plan is None or older.plan is None:
+            return False
+        new, old = newer.plan.view.chain, older.plan.view.chain
+        return bool(old) and len(new) >= len(old) and new[len(old) - 1] == old[-1]
+
     async def _index(self, call: ChatCall, turns: list[tuple[int, str, str]], *, unseen: bool = False) -> None:
         pii = call.tenant.settings.memory.pii
         await self.index.index(

@@ -47,5 +47,9 @@ class Pipeline(Protocol):
     async def prepare(self, call: ChatCall) -> Prepared: ...
 
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
-        """After the response. ``covered``: the session's newer request, which resends all of
-        this one, records its conversation; keep only what is this request's own."""
+        """After the response. ``covered``: a newer request of the session, which resends all of
+        this one (``covers``), records its conversation; keep only what is this request's own."""
+
+    def covers(self, newer: Prepared, older: Prepared) -> bool:
+        """Whether recording ``newer`` records all that recording ``older`` would (a record that waits
+        may then give way to it: ``BoundedPipeline``)."""
