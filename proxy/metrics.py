@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -45,6 +45,14 @@ class Metrics:
         )
         self.background_errors = Counter(
             "paperclip_background_errors", "Failures of after-response work", ["stage"], registry=r
+        )
+        self.records = Gauge(
+            "paperclip_records", "After-response records running or waiting (BoundedPipeline's backlog)", registry=r
+        )
+        self.records_covered = Counter(
+            "paperclip_records_covered",
+            "Waiting records that gave way to a newer request of their session, which resent their conversation",
+            registry=r,
         )
         self.held_turns = Counter(
             "paperclip_held_turns",

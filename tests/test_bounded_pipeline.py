@@ -167,7 +167,8 @@ async def test_a_sessions_records_run_one_after_the_other_while_other_sessions_r
 
 async def test_a_sessions_waiting_record_gives_way_to_its_newer_one_which_records_for_both() -> None:
     inner = Gate()
-    pipeline = BoundedPipeline(inner, records=1, waiting=10)
+    told: list[None] = []
+    pipeline = BoundedPipeline(inner, records=1, waiting=10, on_covered=lambda: told.append(None))
     running = await one_running(inner, pipeline)
     later = []
     for i in range(1, 5):  # the client goes on talking while its first turn is recorded
@@ -175,7 +176,7 @@ async def test_a_sessions_waiting_record_gives_way_to_its_newer_one_which_record
         await asyncio.sleep(0.01)
     # t-1..t-3 kept what was their own at once; t-4 waits, the one record the session still owes.
     assert inner.order == [("t-0", False), ("t-1", True), ("t-2", True), ("t-3", True)]
-    assert pipeline.backlog == 2 and pipeline.covered == 3 and all(r.done() for r in later[:3])
+    assert pipeline.backlog == 2 and pipeline.covered == len(told) == 3 and all(r.done() for r in later[:3])
     inner.records.set()
     await asyncio.gather(running, *later)
     assert inner.order[-1] == ("t-4", False) and inner.recorded == 5 and pipeline.backlog == 0
@@ -282,5 +283,8 @@ def test_the_memory_layer_is_served_bounded_on_the_servers_loop_over_either_stor
     )
     proxy.drain()
     assert served.backlog == 0
+    with httpx.Client(base_url=proxy.url, timeout=10) as http:
+        shown = http.get("/metrics").text
+    assert "\npaperclip_records 0.0\n" in shown and "\npaperclip_records_covered_total 0.0\n" in shown
     known = proxy.server.call(proxy.store.fragments.known("acme", "cat-owner", [fragment_hash("user", said)]))
     assert known == {fragment_hash("user", said)}

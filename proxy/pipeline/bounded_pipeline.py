@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import MemoryBusy
@@ -82,8 +83,10 @@ class BoundedPipeline:
         records: int = RECORDS_AT_ONCE,
         waiting: int = RECORDS_WAITING,
         room_wait_s: float = ROOM_WAIT_S,
+        on_covered: Callable[[], object] | None = None,
     ) -> None:
         self.inner = inner
+        self.on_covered = on_covered  # told of each record that gave way (a metric)
         self.limit = records + waiting
         self.room_wait_s = room_wait_s
         self.backlog = 0  # records queued or running
@@ -148,6 +151,8 @@ class BoundedPipeline:
             raise
         if not first:
             self.covered += 1
+            if self.on_covered is not None:
+                self.on_covered()
             self._forget_if_idle(key, session)
             await self.inner.record(call, prepared, reply, covered=True)
             return

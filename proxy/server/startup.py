@@ -52,7 +52,9 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
             trace_candidates=settings.traces.candidates,
             store_timeout_s=settings.storage.timeout_s,
         )
-        runtime.memory.ready(BoundedPipeline(layer.pipeline), layer, database_file(settings))
+        served = BoundedPipeline(layer.pipeline, on_covered=runtime.metrics.records_covered.inc)
+        runtime.metrics.records.set_function(lambda: served.backlog)
+        runtime.memory.ready(served, layer, database_file(settings))
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
         await store.aclose()
