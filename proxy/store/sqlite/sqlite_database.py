@@ -19,6 +19,7 @@ import contextlib
 import copy
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -95,10 +96,12 @@ class Database:
     """Async façade: ``await db.write(fn)`` runs ``fn(conn)`` in a transaction on the writer thread.
 
     ``bounded(timeout_s)`` is the same database whose calls give up after
-    ``timeout_s`` (``DatabaseUnavailable``): a write waits that long at most
-    for another process's write lock, and a call that has not finished by
-    then — queued behind others, or slow — is abandoned by its caller (one
-    not yet started never runs).
+    ``timeout_s`` (``DatabaseUnavailable``), counted from the call: a write
+    waits for another process's write lock only for what is left of that
+    time when the writer thread takes it up, and a call that has not finished
+    by then — queued behind others, or slow — is abandoned by its caller (one
+    not yet started never runs; a write whose caller gave up rolls back
+    rather than commit, so what the caller was told failed is not stored).
     """
 
     def __init__(self, path: str, *, readers: int = 4) -> None:
@@ -113,20 +116,33 @@ class Database:
         view.timeout_s = timeout_s
         return view
 
-    def write_sync(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn`` in one transaction on the writer connection, from the calling thread."""
+    def write_sync(self, fn: Callable[[Connection], T], deadline: _Deadline | None = None) -> T:
+        """Run ``fn`` in one transaction on the writer connection, from the calling thread.
+
+        ``deadline``: a bounded write's, when its caller gives up (``bounded``).
+        """
         with self._conns.write_lock:
             conn = self._conns.writer_conn()
             if self.timeout_s is None:
                 return _transaction(conn, fn)
-            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+            left = deadline.left() if deadline is not None else self.timeout_s
+            if left <= 0:
+                raise DatabaseUnavailable(f"the SQLite database did not answer within {self.timeout_s:g} s")
+            conn.execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")
             try:
-                return _transaction(conn, fn)
+                return _transaction(conn, fn, deadline)
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
-        return await self._call(self._conns.writer, self.write_sync, fn)
+        if self.timeout_s is None:
+            return await self._call(self._conns.writer, self.write_sync, fn)
+        deadline = _Deadline(time.monotonic() + self.timeout_s)
+        try:
+            return await self._call(self._conns.writer, self.write_sync, fn, deadline)
+        except DatabaseUnavailable:
+            deadline.abandoned.set()  # a write still under way rolls back
+            raise
 
     async def read(self, fn: Callable[[Connection], T]) -> T:
         return await self._call(self._conns.readers, lambda: fn(self._conns.reader_conn()))
@@ -162,10 +178,23 @@ class Database:
         self._conns.all.clear()
 
 
-def _transaction(conn: Connection, fn: Callable[[Connection], T]) -> T:
+class _Deadline:
+    """When a bounded write's caller gives up, and whether it has."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at  # time.monotonic()
+        self.abandoned = threading.Event()
+
+    def left(self) -> float:
+        return 0.0 if self.abandoned.is_set() else self.at - time.monotonic()
+
+
+def _transaction(conn: Connection, fn: Callable[[Connection], T], deadline: _Deadline | None = None) -> T:
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = fn(conn)
+        if deadline is not None and deadline.abandoned.is_set():
+            raise DatabaseUnavailable("the caller gave up before the write was committed")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
