@@ -112,6 +112,23 @@ async def test_a_dropped_connection_makes_bounded_calls_give_up_at_once_until_a_
         await db.close()
 
 
+async def test_a_statement_the_server_cancels_gives_up_alone(storage_url: str) -> None:
+    db = await PgDatabase.open(storage_url, 8)
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            async with db.bounded(60).connection() as conn:
+                await conn.execute("SET statement_timeout = '50ms'")
+                try:
+                    await conn.execute("SELECT pg_sleep(2)")
+                finally:
+                    await conn.execute("RESET statement_timeout")
+        assert db.reach.gone is None  # slow, not gone
+        async with db.bounded(60).connection() as conn:
+            assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
+    finally:
+        await db.close()
+
+
 @pytest.fixture
 def sqlite_db(tmp_path: Path) -> Iterator[Database]:
     db = Database(str(tmp_path / "locked.db"))

@@ -164,9 +164,9 @@ class MemoryPipeline:
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
         """Keep the turn: its trace, its response id, the memories it used; then index, extract, compress.
 
-        ``covered``: the session's newer request, resent with all of this one's
-        conversation and its answer, records those for both (``BoundedPipeline``): only
-        what is this request's own is kept.
+        ``covered``: a newer request of the session resent all of this one's conversation
+        (``covers``; its answer too, if the client kept it) and records it for both
+        (``BoundedPipeline``): only what is this request's own is kept.
         """
         plan = prepared.plan
         if plan is None:

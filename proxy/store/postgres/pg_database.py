@@ -138,8 +138,10 @@ class PgDatabase:
             raise DatabaseUnavailable(f"PostgreSQL did not answer within {self.timeout_s:g} s") from exc
         except Exception as exc:
             if _unavailable(exc):
-                self.reach.gone = f"PostgreSQL is unavailable: {exc}"
-                raise DatabaseUnavailable(self.reach.gone) from exc
+                why = f"PostgreSQL is unavailable: {exc}"
+                if _gone(exc):
+                    self.reach.gone = why
+                raise DatabaseUnavailable(why) from exc
             raise
 
     async def ping(self) -> None:
@@ -211,6 +213,23 @@ def _unavailable(exc: Exception) -> bool:
     if isinstance(exc, psycopg.errors.TransactionRollback):  # a deadlock or a serialization failure
         return False
     return isinstance(exc, psycopg.OperationalError)
+
+
+# What a server says as it goes: shutting down (by an operator, after a crash) or not accepting
+# connections yet. Class 08 is a failed or refused connection.
+_GOING = frozenset({"57P01", "57P02", "57P03"})
+
+
+def _gone(exc: Exception) -> bool:
+    """Of the ``_unavailable`` failures, those that mean the database itself is gone, not that one
+    statement failed: a connection dropped or refused (no SQLSTATE: the client lost it), a server
+    shutting down or starting up. A statement cancelled for taking too long is not one of them."""
+    import psycopg
+
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    return isinstance(exc, psycopg.OperationalError) and (state is None or state.startswith("08") or state in _GOING)
 
 
 def _vector_adapters(oid: int) -> tuple[type, type]:
