@@ -4,7 +4,7 @@ false, and is used again without a restart once it answers (SPEC §9; issue 26, 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -73,60 +73,53 @@ def test_a_stopped_postgresql_degrades_requests_and_is_used_again_once_it_is_bac
     assert proxy.server.call(proxy.store.fragments.known("acme", "ola", said)) == set(said)
 
 
-async def test_a_bounded_postgresql_call_gives_up_and_the_pool_serves_on(storage_url: str) -> None:
+@pytest.fixture
+async def pg_db(storage_url: str) -> AsyncIterator[PgDatabase]:
     db = await PgDatabase.open(storage_url, 8)
-    try:
-        with pytest.raises(DatabaseUnavailable):
-            async with db.bounded(0.2).connection() as conn:
-                await conn.execute("SELECT pg_sleep(5)")
-        async with db.bounded(2).connection() as conn:
-            assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
-    finally:
-        await db.close()
+    yield db
+    await db.close()
+
+
+async def answers(db: PgDatabase) -> bool:
+    async with db.connection() as conn:
+        return bool(await (await conn.execute("SELECT 1")).fetchone() == (1,))
+
+
+async def test_a_bounded_postgresql_call_gives_up_and_the_pool_serves_on(pg_db: PgDatabase) -> None:
+    with pytest.raises(DatabaseUnavailable):
+        async with pg_db.bounded(0.2).connection() as conn:
+            await conn.execute("SELECT pg_sleep(5)")
+    assert await answers(pg_db.bounded(2))
 
 
 async def test_a_dropped_connection_makes_bounded_calls_give_up_at_once_until_a_ping_finds_the_database(
-    storage_url: str,
+    pg_db: PgDatabase, storage_url: str
 ) -> None:
     import psycopg
 
-    db = await PgDatabase.open(storage_url, 8)
-    try:
-        async with await psycopg.AsyncConnection.connect(storage_url, autocommit=True) as other:
-            with pytest.raises(DatabaseUnavailable):
-                async with db.bounded(60).connection() as conn:
-                    await other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
-                    await conn.execute("SELECT 1")
-        # The database is up, yet taken for gone: no bounded call waits for the pool meanwhile.
-        assert db.reach.gone is not None and "PostgreSQL is unavailable" in db.reach.gone
+    async with await psycopg.AsyncConnection.connect(storage_url, autocommit=True) as other:
         with pytest.raises(DatabaseUnavailable):
-            async with db.bounded(60).connection():
-                pass
-        async with db.connection() as conn:  # the admin API and maintenance wait, as ever
-            assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
-        await db.ping()
-        assert db.reach.gone is None
-        async with db.bounded(60).connection() as conn:
-            assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
-    finally:
-        await db.close()
+            async with pg_db.bounded(60).connection() as conn:
+                await other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+                await conn.execute("SELECT 1")
+    # The database is up, yet taken for gone: no bounded call waits for the pool meanwhile.
+    assert pg_db.reach.gone is not None and "PostgreSQL is unavailable" in pg_db.reach.gone
+    with pytest.raises(DatabaseUnavailable):
+        await answers(pg_db.bounded(60))
+    assert await answers(pg_db)  # the admin API and maintenance wait, as ever
+    await pg_db.ping()
+    assert pg_db.reach.gone is None and await answers(pg_db.bounded(60))
 
 
-async def test_a_statement_the_server_cancels_gives_up_alone(storage_url: str) -> None:
-    db = await PgDatabase.open(storage_url, 8)
-    try:
-        with pytest.raises(DatabaseUnavailable):
-            async with db.bounded(60).connection() as conn:
-                await conn.execute("SET statement_timeout = '50ms'")
-                try:
-                    await conn.execute("SELECT pg_sleep(2)")
-                finally:
-                    await conn.execute("RESET statement_timeout")
-        assert db.reach.gone is None  # slow, not gone
-        async with db.bounded(60).connection() as conn:
-            assert await (await conn.execute("SELECT 1")).fetchone() == (1,)
-    finally:
-        await db.close()
+async def test_a_statement_the_server_cancels_gives_up_alone(pg_db: PgDatabase) -> None:
+    with pytest.raises(DatabaseUnavailable):
+        async with pg_db.bounded(60).connection() as conn:
+            await conn.execute("SET statement_timeout = '50ms'")
+            try:
+                await conn.execute("SELECT pg_sleep(2)")
+            finally:
+                await conn.execute("RESET statement_timeout")
+    assert pg_db.reach.gone is None and await answers(pg_db.bounded(60))  # slow, not gone
 
 
 @pytest.fixture
