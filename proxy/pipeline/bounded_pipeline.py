@@ -133,17 +133,23 @@ class BoundedPipeline:
     async def _in_turn(self, key: SessionKey, call: ChatCall, prepared: Prepared, reply: Reply) -> None:
         """Record when the session's earlier records are done and a slot is free, or, once a newer
         record covers this one, keep only what is this one's own, at once."""
-        session = self._sessions.setdefault(key, _Session())
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = _Session()
         ticket = _Waiting(prepared, asyncio.get_running_loop().create_future())
         async with session.moved:
             for older in session.waiting:
                 if self.inner.covers(prepared, older.prepared):
                     older.covered.set_result(None)
             session.waiting = [w for w in session.waiting if not w.covered.done()]
-            session.waiting.append(ticket)
-            session.moved.notify_all()
+            alone = not session.running and not session.waiting  # the common case: its turn at once
+            if alone:
+                session.running = True
+            else:
+                session.waiting.append(ticket)
+                session.moved.notify_all()
         try:
-            first = await self._first(session, ticket)
+            first = alone or await self._first(session, ticket)
         except asyncio.CancelledError:  # shutdown: leave nothing waiting behind
             if ticket in session.waiting:
                 session.waiting.remove(ticket)
