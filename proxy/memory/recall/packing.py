@@ -165,6 +165,7 @@ class Tally:
         self._places: list[int] = []  # the turns' places, for bisect (a later one of a place goes after)
         self._taken = 0
         self._lines: dict[int, int] = {}  # a turn's line: its tokens (by fragment id)
+        self._headers: dict[str, int] = {}  # a card's header: its tokens (by date)
         self._cards_of: dict[int, _Span] = {}  # each turn taken (by id of its hit): its card as taken
         self._largest = 0  # no card of turns is larger (tokens, not capped)
 
@@ -190,10 +191,11 @@ class Tally:
         while hi + 1 < len(turns) and _linked(turns[hi], turns[hi + 1]):
             hi += 1
         run = turns[lo : hi + 1]
-        after = self._cost(_stretches(run))
+        changed = self._spans(_stretches(run))
+        after = self._cost(changed)
         if after is None:
             return False  # a card of several turns would pass the cap: never let pack() cut its later turns
-        before = self._cost(_stretches([e for e in run if e is not entry]))
+        before = self._cost(self._spans(_stretches([e for e in run if e is not entry])))
         assert before is not None  # cards the tally took
         used = self.used - before[0] + after[0]
         count = self.cards_count - before[1] + after[1]
@@ -209,7 +211,7 @@ class Tally:
             self._cards_of = {id(h): span for span in every for h in span.members}
             self._largest = max(span.size for span in every)
         else:  # the run is the one card that changed
-            (span,) = self._spans(_stretches(run))
+            (span,) = changed
             self._cards_of.update((id(h), span) for h in span.members)
             self._largest = max(self._largest, span.size)
         return True
@@ -286,17 +288,16 @@ class Tally:
         placed.sort(key=lambda p: p[0])
         return [card for _, card in placed]
 
-    def _cost(self, cards: list[Stretch]) -> tuple[int, int, bool] | None:
+    def _cost(self, cards: list[_Span]) -> tuple[int, int, bool] | None:
         """(tokens, cards, any counted at the cap) of the turns' cards; None when a card of several
         turns is over the cap."""
         tokens, capped = 0, False
-        for stretch in cards:
-            size = self._size(stretch)
-            if size > self.cap:
-                if len(stretch) > 1 or len(stretch[0]) > 1:
+        for card in cards:
+            if card.size > self.cap:
+                if len(card.members) > 1:
                     return None
                 capped = True
-            tokens += min(size, self.cap)
+            tokens += min(card.size, self.cap)
         return tokens, len(cards), capped
 
     def _line_tokens(self, hit: Hit) -> int:
@@ -309,7 +310,12 @@ class Tally:
         return found
 
     def _header(self, date: str) -> int:
-        return _tokens(self.counter, render_card(Card("fragment", "user said", date, "", "")) + "\n")
+        found = self._headers.get(date)
+        if found is None:
+            found = self._headers[date] = _tokens(
+                self.counter, render_card(Card("fragment", "user said", date, "", "")) + "\n"
+            )
+        return found
 
     @functools.cached_property
     def _gap(self) -> int:
@@ -363,8 +369,8 @@ def _fragment(hit: Hit) -> Fragment:
 
 def _next_turn(a: Hit, b: Hit) -> bool:
     """Whether ``b`` is the turn after ``a`` in ``a``'s session (one excerpt)."""
-    assert a.fragment is not None and b.fragment is not None
-    return a.fragment.session == b.fragment.session and b.fragment.position - a.fragment.position == 1
+    first, then = _fragment(a), _fragment(b)
+    return first.session == then.session and then.position - first.position == 1
 
 
 def _frag(entry: Entry) -> Fragment:
