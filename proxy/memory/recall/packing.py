@@ -54,7 +54,9 @@ CARD_TURNS = 40
 
 Stretch = list[list[Hit]]  # a card in the making: its excerpts, each a run of consecutive turns
 TurnOf = Callable[[Fragment], int]  # a turn's place in its user's history
-Entry = tuple[int, int, Hit]  # a turn: its place in the history, the order it was taken, its hit
+# A turn: its place in the history, the order it was taken, its hit, the day it was said (a card's header
+# shows one date: turns said on two days are two cards).
+Entry = tuple[int, int, Hit, float]
 
 
 def _none(term: str) -> bool:
@@ -90,10 +92,8 @@ def select(
             continue
         if min(frag.tokens - SLACK, tally.cap) > budget - tally.used:
             continue  # its own text is too long for the room left, alone or joined to a card
-        if tally.cards_count >= top_k and not tally.joins(hit):
-            continue  # no room for another card, and it would be one (what ``add`` finds, cheaply)
-        if tally.past_cap(hit):
-            continue  # the card it would join is full (what ``add`` finds first, before reading it)
+        if tally.refuses(hit):
+            continue  # it would be a card past top_k, or join a full one (what ``add`` finds, cheaply)
         terms = terms_of(frag.text)
         if not informative(terms, is_common) or near_duplicate(terms, shown):
             continue  # it tells nothing the block does not (``content``)
@@ -119,7 +119,7 @@ def stretches(turns: Sequence[Hit], turn_of: TurnOf | None = None) -> list[Stret
     where the next turn is more than ``CARD_TURNS`` of the user's turns on or said on another date
     (a header shows one date), a new excerpt where it is not the next turn of the same session."""
     place = turn_of or by_id
-    return _stretches([(place(_fragment(h)), 0, h) for h in turns])
+    return _stretches([_as_entry(place, h, 0) for h in turns])
 
 
 def _stretches(entries: Sequence[Entry]) -> list[Stretch]:
@@ -148,7 +148,7 @@ class Tally:
     only a single turn or item may be that long, and ``pack`` truncates it.
     Each card of turns keeps its size (``_Span``), so a hit next to a card
     that is full already is refused without counting the card again
-    (``past_cap``): in a long chat most hits are.
+    (``refuses``): in a long chat most hits are.
     """
 
     def __init__(self, counter: TokenCounter, budget: int, top_k: int, turn_of: TurnOf | None = None) -> None:
@@ -216,19 +216,24 @@ class Tally:
             self._largest = max(self._largest, span.size)
         return True
 
-    def past_cap(self, hit: Hit) -> bool:
-        """Whether ``hit`` (a turn) would join a card and surely take it past the cap, so that ``add``
-        refuses it: told from the size of a card it takes in whole, without counting that card again.
-        Most hits of a long chat are near a card that is full already.
+    def refuses(self, hit: Hit) -> bool:
+        """Whether ``add`` would surely refuse ``hit`` (a turn), told without counting a card: it would
+        start a card when ``top_k`` are taken, or it would join a card and take it past the cap."""
+        prev, after = self._neighbours(self._entry(hit))
+        if prev is None and after is None:
+            return self.cards_count >= self.top_k
+        return self._past_cap(hit, prev, after)
+
+    def _past_cap(self, hit: Hit, prev: Hit | None, after: Hit | None) -> bool:
+        """Whether ``hit``, a turn that links to ``prev`` or ``after`` (the turns taken beside it), would
+        surely take the card it joins past the cap: told from the size of a card it takes in whole,
+        without counting that card again. Most hits of a long chat are near a card that is full already.
 
         A card taken in whole keeps its header (turns of one card share a date) and its lines, and
         gains the turn's line; its excerpts gain one gap, or lose one where the turn falls between two
         of its turns; what else joins only adds. It is taken in whole when the turn links to it and it
         ends (or begins) beside the turn, or when the turn links on both sides.
         """
-        prev, after = self._neighbours(self._entry(hit))
-        if prev is None and after is None:
-            return False  # it joins no card (its line is counted only if it is taken)
         line = self._line_tokens(hit)
         if self._largest + line + self._gap <= self.cap:
             return False  # no card is that close to it
@@ -247,7 +252,7 @@ class Tally:
 
     def _entry(self, hit: Hit) -> Entry:
         """``hit`` as a turn the tally would take next: its place in the history, the order taken."""
-        return self.turn_of(_fragment(hit)), self._taken, hit
+        return _as_entry(self.turn_of, hit, self._taken)
 
     def _neighbours(self, entry: Entry) -> tuple[Hit | None, Hit | None]:
         """The turns taken just before and after ``entry`` in the history that it links to (else None)."""
@@ -272,15 +277,10 @@ class Tally:
         size = self._header(day_of(first.created)) + self._gap * (len(stretch) - 1)
         return size + sum(self._line_tokens(h) for excerpt in stretch for h in excerpt)
 
-    def joins(self, hit: Hit) -> bool:
-        """Whether ``hit`` (a turn) would join a card of the turns taken, rather than start one."""
-        prev, after = self._neighbours(self._entry(hit))
-        return prev is not None or after is not None
-
     def cards(self) -> list[Card]:
         """The cards of the hits taken, each where its best hit was taken: the best match first."""
         placed: list[tuple[int, Card]] = [(order, card_of(hit)) for order, hit in self.items]
-        taken = {id(h): order for _, order, h in self.turns}
+        taken = {id(entry[2]): entry[1] for entry in self.turns}
         for stretch in _stretches(self.turns):
             members = [h for excerpt in stretch for h in excerpt]
             best = min(members, key=lambda h: taken[id(h)])
@@ -357,9 +357,16 @@ def by_id(frag: Fragment) -> int:
     return frag.id
 
 
+def _as_entry(place: TurnOf, hit: Hit, order: int) -> Entry:
+    frag = hit.fragment
+    assert frag is not None
+    return place(frag), order, hit, frag.created // 86_400
+
+
 def _linked(last: Entry, entry: Entry) -> bool:
-    """Whether ``entry``, the next turn in history order after ``last``, joins its card."""
-    return entry[0] - last[0] <= CARD_TURNS and _same_date(_frag(last), _frag(entry))
+    """Whether ``entry``, the next turn in history order after ``last``, joins its card: near enough
+    in the history, and said the same day (a header names one date)."""
+    return entry[0] - last[0] <= CARD_TURNS and entry[3] == last[3]
 
 
 def _fragment(hit: Hit) -> Fragment:
@@ -371,15 +378,6 @@ def _next_turn(a: Hit, b: Hit) -> bool:
     """Whether ``b`` is the turn after ``a`` in ``a``'s session (one excerpt)."""
     first, then = _fragment(a), _fragment(b)
     return first.session == then.session and then.position - first.position == 1
-
-
-def _frag(entry: Entry) -> Fragment:
-    return _fragment(entry[2])
-
-
-def _same_date(a: Fragment, b: Fragment) -> bool:
-    # A card's header shows one date: turns said on two dates are two cards.
-    return a.created // 86_400 == b.created // 86_400
 
 
 def _line(frag: Fragment | None) -> str:

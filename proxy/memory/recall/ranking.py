@@ -8,7 +8,7 @@ best turn nearby in the same session.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, overload
 
@@ -92,6 +92,10 @@ class Hits(Sequence[Hit]):
             c, score, dated = self._ranking[i]
             hit = self._built[i] = Hit(self._fused.scored(c.at), c.fragment, c.item, score, dated)
         return hit
+
+    def __iter__(self) -> Iterator[Hit]:  # the Sequence default probes each index for IndexError
+        for i in range(len(self._ranking)):
+            yield self[i]
 
 
 def candidates(
@@ -179,7 +183,10 @@ def rank(
         weight = 1.0 if frag is None else question_weight(frag.role, frag.text) * speaker_weight(frag.role, speaker)
         dated.append(d)
         base.append((score + (PERIOD_BONUS if d else 0.0)) * weight)
-    final = [b + n + d for b, n, d in zip(base, neighbour_support(cands, base), nearby_support(cands, base), strict=True)]
+    sessions = _by_session(cands)
+    final = [b + n + d for b, n, d in zip(
+        base, neighbour_support(cands, base, sessions), nearby_support(cands, base, sessions), strict=True
+    )]
     # Best first; reverse=True keeps ties in fused order as a stable sort does.
     order = sorted(range(len(cands)), key=final.__getitem__, reverse=True)
     out = []
@@ -190,7 +197,21 @@ def rank(
     return out
 
 
-def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+def _by_session(cands: Sequence[Candidate]) -> list[list[tuple[int, int]]]:
+    """Each session's fragment candidates as (position, index), in order of position (then index)."""
+    sessions: dict[str, list[tuple[int, int]]] = {}
+    for j, (_, _, frag, _) in enumerate(cands):
+        if frag is not None:
+            sessions.setdefault(frag.session, []).append((frag.position, j))
+    out = list(sessions.values())
+    for turns in out:
+        turns.sort()
+    return out
+
+
+def neighbour_support(
+    cands: Sequence[Candidate], base: Sequence[float], sessions: list[list[tuple[int, int]]] | None = None
+) -> list[float]:
     """What each candidate inherits from a nearby one, added to its base score in ``rank``: the most of
     ``NEIGHBOUR_WEIGHT`` × an adjacent one's base score and ``SECOND_NEIGHBOUR_WEIGHT`` × one two
     positions away.
@@ -203,12 +224,9 @@ def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list
     one, so such a turn inherits a smaller part.
     Items and isolated turns inherit nothing.
     """
-    sessions: dict[str, dict[int, int]] = {}  # a session's turns: position → index, the last one kept
-    for j, (_, _, frag, _) in enumerate(cands):
-        if frag is not None:
-            sessions.setdefault(frag.session, {})[frag.position] = j
     out = [0.0] * len(base)
-    for at in sessions.values():
+    for turns in _by_session(cands) if sessions is None else sessions:
+        at = dict(turns)  # position → index, the last one kept
         for position, j in at.items():  # each pair once, from its earlier turn
             for offset, weight in ((1, NEIGHBOUR_WEIGHT), (2, SECOND_NEIGHBOUR_WEIGHT)):
                 n = at.get(position + offset)
@@ -221,7 +239,9 @@ def neighbour_support(cands: Sequence[Candidate], base: Sequence[float]) -> list
     return out
 
 
-def nearby_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[float]:
+def nearby_support(
+    cands: Sequence[Candidate], base: Sequence[float], sessions: list[list[tuple[int, int]]] | None = None
+) -> list[float]:
     """What each candidate inherits from the conversation around it, added to its base score in
     ``rank``: ``NEARBY_WEIGHT`` × the best base score among the other candidates of its session
     at most ``NEARBY_TURNS`` turns away.
@@ -235,15 +255,10 @@ def nearby_support(cands: Sequence[Candidate], base: Sequence[float]) -> list[fl
     ten chats of one morning are ten sessions, a long chat over months is one
     session whose far turns are far. Items inherit nothing.
     """
-    sessions: dict[str, list[tuple[int, int]]] = {}  # a session's candidates: (position, index)
-    for j, (_, _, frag, _) in enumerate(cands):
-        if frag is not None:
-            sessions.setdefault(frag.session, []).append((frag.position, j))
     out = [0.0] * len(base)
-    for turns in sessions.values():
+    for turns in _by_session(cands) if sessions is None else sessions:
         if len(turns) < 2:
             continue
-        turns.sort()
         before = _window_best(turns, base, NEARBY_TURNS)
         after = _window_best([(-p, j) for p, j in reversed(turns)], base, NEARBY_TURNS)[::-1]
         for (_, j), b, a in zip(turns, before, after, strict=True):
