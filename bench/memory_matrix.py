@@ -14,7 +14,10 @@ resumes). ``--lock FILE`` runs each replay under ``flock FILE``, so that a
 shared machine runs one heavy job at a time and the others wait between
 replays, not for the whole matrix. The table gives, for the fusion retriever
 of each combination and half, evidence presence and answer presence over
-categories 1–4 and the memory block's tokens per question; no ``--half``:
+categories 1–4, evidence presence over the questions of categories 1–4 that
+name no calendar day or month (how many, in brackets: under ``--clock
+burst`` every session happened today, so a day a question names never came)
+and the memory block's tokens per question; no ``--half``:
 the whole file as one half.
 """
 
@@ -56,8 +59,9 @@ def replay(args: argparse.Namespace, out: Path, mode: str, clock: str, model: st
 
 def table(files: dict[tuple[str, str, str], Path], halves: dict[str, list[str]]) -> str:
     lines = [
-        "| mode | clock | model | half | evidence (cats 1-4) | answers (cats 1-4) | memory tok | questions |",
-        "|---|---|---|---|---|---|---|---|",
+        "| mode | clock | model | half | evidence (cats 1-4) | answers (cats 1-4) | evidence, no date named (n) "
+        "| memory tok | questions |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (mode, clock, model), path in files.items():
         _, answers = report.read_answers(path)
@@ -65,9 +69,15 @@ def table(files: dict[tuple[str, str, str], Path], halves: dict[str, list[str]])
         for half, row in report.by_half(answers, groups).items():
             lines.append(
                 f"| {mode} | {clock} | {model} | {half} | {row['cats 1-4']:.3f} | {row['answers 1-4']:.3f} "
+                f"| {report.cell('', row['cats 1-4, no date named'])} ({undated(row)}) "
                 f"| {row['memory tok']:.0f} | {row['questions']} |"
             )
     return "\n".join(lines)
+
+
+def undated(row: dict[str, int]) -> int:
+    """How many of a half's scored questions name no calendar day or month."""
+    return row["scored"] - row["date named"]
 
 
 def main() -> int:

@@ -298,3 +298,19 @@ def test_conversations_replayed_together_score_as_one_after_another(tmp_path: Pa
                for a in r["answers"]} for r in (apart, together)]
     assert scores[0] == scores[1] and len(scores[0]) == 18
     assert any(p > 0 for p, _, _ in scores[1].values())
+
+
+@pytest.mark.parametrize("clock", ["dated", "burst"])
+def test_questions_that_name_a_day_are_counted_apart(tmp_path: Path, clock: str) -> None:
+    sample = json.loads(json.dumps(SAMPLE))
+    sample["qa"].insert(1, {"question": "What did Ana adopt on 8 May, 2023?", "answer": "a greyhound",
+                            "evidence": ["D1:1"], "category": 2})
+    dataset = tmp_path / "dated-question.json"
+    dataset.write_text(json.dumps([sample]), encoding="utf-8")
+    result = run_eval(dataset, tmp_path, "--clock", clock)
+    fusion = [a for a in result["answers"] if a["variant"] == "fusion"]
+    assert [a["names_date"] for a in fusion] == [False, True, False, False]
+    row = result["summary"]["fusion"]
+    assert row["date named"] == 1 and row["scored"] == 4
+    undated = [a["presence"] for a in fusion if not a["names_date"]]
+    assert row["cats 1-4, no date named"] == pytest.approx(sum(undated) / len(undated))

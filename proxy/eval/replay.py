@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..memory.recall.query import text_of
+from ..memory.recall.query import periods_in, text_of
 from ..memory.recall.recall import Recall
 from ..memory.redaction import redact
 from ..pipeline.pipeline_protocol import Prepared
@@ -75,6 +75,9 @@ class Answer:
     tokens_forwarded: int
     tokens_memory: int
     cards: int
+    # The question names a calendar day or month ("on 16 June, 2023"): under ``--clock burst`` every
+    # session happened today, so the day it names never came, and only the words can find the turns.
+    names_date: bool = False
 
 
 @dataclass
@@ -308,6 +311,7 @@ def measure(
         tokens_forwarded=prepared.tokens_forwarded,
         tokens_memory=counter.text(recall.block) if recall and recall.block else 0,
         cards=prepared.memories,
+        names_date=bool(periods_in(q.text)),
     )
 
 

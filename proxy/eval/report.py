@@ -13,7 +13,7 @@ from .locomo import ANSWERABLE, CATEGORIES
 from .replay import NDCG_K, RECALL_KS, Answer, Stats
 
 COLUMNS = [
-    "cats 1-4", "answers 1-4", *CATEGORIES.values(), *(f"R@{k}" for k in RECALL_KS), f"NDCG@{NDCG_K}",
+    "cats 1-4", "answers 1-4", "cats 1-4, no date named", *CATEGORIES.values(), *(f"R@{k}" for k in RECALL_KS), f"NDCG@{NDCG_K}",
     "memory tok", "max memory tok", "forwarded tok", "no memory",
 ]
 
@@ -33,6 +33,10 @@ def summarise(answers: Sequence[Answer]) -> dict[str, dict[str, Any]]:
             "questions": len(rows),
             "cats 1-4": _mean([a.presence for a in scored]),
             "answers 1-4": _mean([a.answer_presence for a in scored]),
+            # What a clock cannot move: the questions that do not name the day they ask about.
+            "cats 1-4, no date named": _mean([a.presence for a in scored if not a.names_date]),
+            "date named": sum(a.names_date for a in scored),
+            "scored": len(scored),
             **{
                 name: _mean([a.presence for a in rows if a.category == cat])
                 for cat, name in CATEGORIES.items()
@@ -100,7 +104,9 @@ def forwarded_against_sent(client: int, forwarded: int) -> str:
 def markdown(meta: Mapping[str, Any], stats: Stats, summary: Mapping[str, Mapping[str, Any]]) -> str:
     notes = (
         "Evidence presence per category and over cats 1–4; answers 1–4: the share of "
-        "questions whose answer (normalised) is in what was forwarded; R@k and NDCG over the ranked candidates "
+        "questions whose answer (normalised) is in what was forwarded; cats 1-4, no date named: evidence "
+        "presence over the questions that name no calendar day or month (under --clock burst the day a "
+        "question names never came); R@k and NDCG over the ranked candidates "
         "(evidence already in the verbatim window excluded); tokens per question "
         "(all categories)."
     )
