@@ -75,7 +75,7 @@ class Answer:
     tokens_forwarded: int
     tokens_memory: int
     cards: int
-    # The question names a calendar day or month ("on 16 June, 2023"): under ``--clock burst`` every
+    # The question names a calendar day or month with its year ("on 16 June, 2023"; ``periods_in``): under ``--clock burst`` every
     # session happened today, so the day it names never came, and only the words can find the turns.
     names_date: bool = False
 

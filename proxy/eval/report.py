@@ -105,8 +105,8 @@ def markdown(meta: Mapping[str, Any], stats: Stats, summary: Mapping[str, Mappin
     notes = (
         "Evidence presence per category and over cats 1–4; answers 1–4: the share of "
         "questions whose answer (normalised) is in what was forwarded; cats 1-4, no date named: evidence "
-        "presence over the questions that name no calendar day or month (under --clock burst the day a "
-        "question names never came); R@k and NDCG over the ranked candidates "
+        "presence over the questions that name no calendar day or month with its year (under --clock burst "
+        "the day a question names never came); R@k and NDCG over the ranked candidates "
         "(evidence already in the verbatim window excluded); tokens per question "
         "(all categories)."
     )
