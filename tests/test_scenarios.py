@@ -90,17 +90,21 @@ def test_report_writes_a_page_with_its_plots(tmp_path: Path, capsys: pytest.Capt
     assert "<td>all</td><td>2</td><td>0.5</td>" in page  # the summary
 
 
-# The frozen half's text, pinned: it is never edited (tune on the tuning half; add new cases there).
-FROZEN_SHA256 = "146fc68b8735c0708663df4ef5443a6b0309a2eecbead9b4996f628b848e9cf8"
+# The frozen halves' texts, pinned: they are never edited (tune on the tuning half; add new cases there).
+FROZEN_SHA256 = {
+    scenarios.DATA: "146fc68b8735c0708663df4ef5443a6b0309a2eecbead9b4996f628b848e9cf8",
+    scenarios.SECOND_FROZEN: "6bedcda76ff145d664c3f554055cb51fabaf6c3b69977b585fda74403bb9ac60",
+}
 
 
-def test_the_frozen_half_is_frozen_and_well_formed() -> None:
-    raw = json.loads(scenarios.DATA.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("path", list(FROZEN_SHA256), ids=lambda p: p.name)
+def test_the_frozen_half_is_frozen_and_well_formed(path: Path) -> None:
+    raw = json.loads(path.read_text(encoding="utf-8"))
     pinned = hashlib.sha256(json.dumps(raw["frozen"], ensure_ascii=False, sort_keys=True).encode()).hexdigest()
-    assert pinned == FROZEN_SHA256, "the frozen half was edited: never change it, nor a rule because of it"
-    suite = scenarios.load()
+    assert pinned == FROZEN_SHA256[path], "the frozen half was edited: never change it, nor a rule because of it"
+    suite = scenarios.load(path)
     kinds = Counter((s.kind, s.lang) for s in suite.frozen)
-    assert all(kinds[(k, lang)] >= 4 for k in ("standing", "changed", "moment") for lang in ("en", "zh"))
+    assert all(kinds[(k, lang)] >= 3 for k in ("standing", "changed", "moment") for lang in ("en", "zh"))
     assert not {s.id for s in suite.frozen} & {s.id for s in suite.scenarios}
     said: list[str] = []
     for s in suite.frozen:
@@ -116,8 +120,10 @@ def test_the_frozen_half_is_frozen_and_well_formed() -> None:
             new = (s.extraction[-1][0] + " " + latest).lower()
             assert not any(f.lower() in new for f in s.forbid), s.id  # the new value never names the old
         if s.kind == "moment":
-            assert s.moment and not s.expect
-            assert not any(i.get("standing") for _, items in s.extraction for i in items), s.id
+            # A moment, maybe beside a standing fact of the same chat: what a model reads of the moment stands not.
+            assert s.moment
+            assert not any(i.get("standing") and any(m.lower() in str(i["content"]).lower() for m in s.moment)
+                           for _, items in s.extraction for i in items), s.id
     assert len(said) == len(set(said))  # a fact's turn names one case: the stand-in finds it by its text
 
 
