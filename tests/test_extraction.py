@@ -244,6 +244,7 @@ def test_the_native_language_is_an_identity_slot() -> None:
         ("user.language", "The user's native language is Spanish."),
         ("user.language", "The user's native language is German."),
         ("user.language", "用户的母语是粤语。"),
+        ("user.language.spoken.french", "The user speaks French."),  # spoken, not native: a slot of its own
     ]
 
 

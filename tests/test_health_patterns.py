@@ -109,3 +109,58 @@ def test_a_remark_of_the_moment_is_no_health_fact(said: str) -> None:
 def test_a_diet_ended_takes_the_diet_slot() -> None:
     first, second = rule_extract([(1, "user", "I'm strictly vegetarian."), (5, "user", "I'm no longer vegetarian.")], NOW)
     assert first.key == second.key == "user.diet" and "no longer" in second.content
+
+
+@pytest.mark.parametrize(
+    ("said", "key", "content"),
+    [
+        ("I take levothyroxine every morning.", "user.health.medication.levothyroxine", "The user takes levothyroxine."),
+        ("I was prescribed sertraline last year.", "user.health.medication.sertraline", "The user takes sertraline."),
+        ("I'm on lisinopril for my blood pressure.", "user.health.medication.lisinopril", "The user takes lisinopril."),
+        ("医生给我开了阿司匹林。", "user.health.medication.阿司匹林", "用户在服用阿司匹林。"),
+        ("I use a walker to get around.", "user.health.mobility", "The user uses a walker."),
+        ("I get around in a mobility scooter.", "user.health.mobility", "The user uses a mobility scooter."),
+        ("I rely on crutches.", "user.health.mobility", "The user uses crutches."),
+        ("我出门要坐轮椅。", "user.health.mobility", "用户使用轮椅。"),
+        ("I can't manage stairs.", "user.health.mobility.limit", "The user can't manage stairs."),
+        ("I can't walk far.", "user.health.mobility.limit", "The user can't walk far."),
+        ("我爬不了楼梯。", "user.health.mobility.limit", "用户说：“我爬不了楼梯”。"),
+        ("I'm hard of hearing.", "user.health.hearing", "The user is hard of hearing."),
+        ("I'm partially deaf in my left ear.", "user.health.hearing", "The user is partially deaf in their left ear."),
+        ("I wear hearing aids.", "user.health.hearing", "The user wears hearing aids."),
+        ("I'm partially sighted.", "user.health.vision", "The user is partially sighted."),
+        ("我听力不太好。", "user.health.hearing", "用户说：“我听力不太好”。"),
+        ("I was diagnosed with multiple sclerosis in 2019.", "user.health.multiple_sclerosis",
+         "The user has multiple sclerosis."),
+        ("I have arthritis in my hands.", "user.health.arthritis", "The user has arthritis."),
+        ("I have Crohn's disease.", "user.health.crohn_s_disease", "The user has Crohn's disease."),
+        ("I suffer from migraines.", "user.health.migraine", "The user has migraines."),
+    ],
+)
+def test_a_medicine_an_aid_a_sense_or_a_condition_told_by_how_it_is_said(said: str, key: str, content: str) -> None:
+    """Named by the way it is said (how a medicine is taken, the aid one moves with, a condition's form),
+    not by a list of names: a medicine or condition the rules never heard of is read all the same."""
+    (item,) = [i for i in rule_extract([(2, "user", said)], NOW) if i.key == key]
+    assert item.content == content and item.expires_at is None
+    assert health(item)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "I take walks every morning.", "I take notes daily.", "I take the train every day.", "I'm deaf to your excuses.",
+        "I have a cold.", "I have tonsillitis.", "I was diagnosed with flu yesterday.", "I suffer from stress at work.",
+        "I have a meeting at noon.", "I need a wheelchair at the airport tomorrow.", "I'm on antibiotics this week.",
+        "I can't walk far today, my ankle hurts.", "My husband uses a wheelchair.", "I speak up when something is wrong.",
+        "I don't eat much when I'm stressed.", "我今天走不了远路。",
+    ],
+)
+def test_what_is_not_a_lasting_health_fact_of_the_user_is_not_read_as_one(said: str) -> None:
+    assert [(i.key, i.content) for i in rule_extract([(1, "user", said)], NOW)
+            if i.standing and i.category == "health"] == []
+
+
+def test_these_days_is_lately_but_this_week_is_for_now() -> None:
+    (lately,) = rule_extract([(1, "user", "I use a walker to get around these days.")], NOW)
+    assert (lately.key, lately.standing) == ("user.health.mobility", True)
+    assert rule_extract([(1, "user", "I use a walker this week, after the operation.")], NOW) == []

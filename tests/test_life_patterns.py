@@ -101,3 +101,32 @@ def test_an_office_move_said_later_leaves_the_home_alone() -> None:
 def test_a_fact_of_someone_in_the_users_care_says_whom_it_is_about(said: str, about: str, category: str) -> None:
     (item,) = [i for i in rule_extract([(1, "user", said)], NOW) if not i.key.endswith(".name")]
     assert (item.about, item.category, item.standing) == (about, category, True)
+
+
+@pytest.mark.parametrize(
+    ("said", "key", "content"),
+    [
+        ("I speak German and a little French.", "user.language.spoken.german", "The user speaks German."),
+        ("I speak German and a little French.", "user.language.spoken.french", "The user speaks French."),
+        ("我会说粤语。", "user.language.spoken.粤语", "用户会说粤语。"),
+        ("My pronouns are they/them.", "user.pronouns", "The user's pronouns are they/them."),
+        ("I use she/her pronouns.", "user.pronouns", "The user's pronouns are she/her."),
+        ("My name's Priya.", "user.name", "The user's name is Priya."),
+        ("Home for me is Dublin.", "user.location.home", "The user lives in Dublin."),
+        ("The office is in Chicago but I live in Evanston.", "user.location.home", "The user lives in Evanston."),
+        ("I work nights at the hospital.", "user.work.schedule", "The user works nights."),
+        ("我一直上夜班。", "user.work.schedule", "用户一直上夜班。"),
+    ],
+)
+def test_languages_pronouns_a_home_and_a_way_of_working(said: str, key: str, content: str) -> None:
+    (item,) = [i for i in rule_extract([(4, "user", said)], NOW) if i.key == key]
+    assert (item.content, item.expires_at) == (content, None) and kind(item) == "identity"
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["I speak to my manager every day.", "I work nights this week.", "My company is based in Berlin.",
+     "Our office moved to the fifth floor.", "我们公司搬到了五楼。"],
+)
+def test_a_way_of_speaking_a_week_of_nights_or_the_office_is_no_identity_fact(said: str) -> None:
+    assert [(i.key, i.content) for i in rule_extract([(1, "user", said)], NOW) if kind(i) == "identity"] == []

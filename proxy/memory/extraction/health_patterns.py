@@ -18,7 +18,21 @@ import re
 from datetime import datetime
 
 from ..memory_schema import USER, Category
-from .rule_patterns import CARE, ZH_CARE, Rule, RuleHit, allergy, first_group, listed, slug, whose
+from .rule_patterns import (
+    CARE,
+    NOT_A_FOOD,
+    ZH_CARE,
+    Rule,
+    RuleHit,
+    allergy,
+    clause,
+    first_group,
+    for_now,
+    listed,
+    slug,
+    third_person_object,
+    whose,
+)
 
 _DIETS = r"vegetarian|vegan|pescatarian|pescetarian|plant-based|kosher|halal"
 _ADVERBS = r"(?:(?:now|strictly|strict|fully|completely|been|always|mostly|a|an|totally)\s+){0,3}"
@@ -32,10 +46,6 @@ _MEDICATIONS = (r"blood thinners|anticoagulants|warfarin|coumadin|eliquis|xarelt
                 r"|chemotherapy|chemo|methotrexate|isotretinoin|accutane|immunosuppressants|prednisone|steroids"
                 r"|blood pressure (?:medication|meds|pills|tablets)|heart medication|seizure medication")
 _ZH_MEDICATIONS = "华法林|抗凝药|胰岛素|二甲双胍|降压药|抗抑郁药|锂盐|化疗药|激素|抗癫痫药|免疫抑制剂"
-# What the user (or someone in their care) cannot eat: not a remark about the moment ("another bite").
-_NOT_A_FOOD = frozenset({"another", "any", "anything", "more", "much", "that", "this", "it", "now", "too", "all",
-                         "right", "enough", "there", "here", "yet", "so", "out", "the", "today", "tonight",
-                         "tomorrow", "again", "anymore", "alone", "like", "what", "these", "those"})
 # Where the food ends: "pork for religious reasons", "alcohol while on these pills".
 _FOOD_END = re.compile(r"\s+(?:for|while|during|at|on|with|until|after|before|any ?more|these days|now|anyway"
                        r"|either|at all)\b.*|(?:因为|由于|所以).*", re.I)
@@ -44,6 +54,32 @@ _CONDITIONS = (r"(?:type [12] )?diabetes|c(?:o)?eliac disease|asthma|epilepsy|hi
 _STATES = r"lactose intolerant|gluten intolerant|diabetic|c(?:o)?eliac|asthmatic|epileptic"
 _ZH_CONDITIONS = "糖尿病|高血压|哮喘|癫痫|心脏病|乳糖不耐受|痛风"
 _HEALTH_IMPORTANCE = 0.9
+# The aids a user moves with: the category's own vocabulary, not a brand.
+_AIDS = (r"(?:electric |powered |manual )?wheelchair|power chair|powerchair|mobility scooter|walker|rollator"
+         r"|walking frame|zimmer frame|cane|walking stick|crutches|prosthetic leg|prosthesis")
+_ZH_AIDS = "电动轮椅|轮椅|助行器|拐杖|拐棍|手杖|假肢"
+# How a medicine is taken: the schedule or the reason ("every morning", "for my heart").
+_DOSING = (r"(?:every|each) (?:day|morning|evening|night)|daily|nightly|twice a day|once a day"
+           r"|(?:two|three|four) times a day|for my [a-z]+(?: [a-z]+)?")
+# What else is "taken" on a schedule: not a medicine.
+_NOT_A_MEDICINE = frozenset({"walks", "walk", "naps", "nap", "breaks", "break", "showers", "shower", "baths", "bath",
+                             "notes", "photos", "pictures", "classes", "lessons", "turns", "time", "care", "calls",
+                             "orders", "risks", "steps", "selfies", "trains", "buses", "taxis", "lunch", "dinner",
+                             "breakfast", "coffee", "tea", "the", "my", "our", "some", "them", "it", "this", "that"})
+# Illnesses that pass: a diagnosis of one is of the moment, whatever its name's form.
+_ACUTE = frozenset({"flu", "the flu", "a cold", "cold", "covid", "covid-19", "a virus", "an infection", "fever",
+                    "a fever", "food poisoning", "strep", "strep throat", "pneumonia", "a chest infection",
+                    "tonsillitis", "conjunctivitis", "gastroenteritis", "a stomach bug", "norovirus", "chickenpox",
+                    "measles", "mumps", "laryngitis", "sinusitis", "a sprain", "a concussion", "jet lag"})
+# What "I suffer from" is said of that is no condition ("stress at work", "a lack of sleep").
+_NOT_A_CONDITION = frozenset({*NOT_A_FOOD, "stress", "boredom", "jet", "lack", "nerves", "fomo", "guilt", "it",
+                              "some", "bad", "terrible", "awful", "serious", "severe"})
+# Where a condition's name ends: a time or a place ("diabetes since last year", "pain at work").
+_WHEN = re.compile(r"\s+(?:yesterday|today|last|this|since|in|at|after|a (?:few|couple of)|\d+|when|while|from"
+                   r"|for)\b.*", re.I)
+# Named as a condition is named: by its suffix or its head noun.
+_CONDITION_FORM = (r"(?:[a-z]+ )?[a-z]+(?:itis|osis|emia|aemia|pathy|algia)"
+                   r"|(?:[a-z']+ ){0,2}(?:disease|syndrome|disorder)")
 
 
 def _diet(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
@@ -89,7 +125,7 @@ def _foods(said: str) -> list[str]:
     """The foods of "pork for religious reasons", "dairy or eggs": none for "another bite" or "tonight"."""
     out = []
     for what in (_FOOD_END.split(w)[0].strip() for w in listed(said)):
-        if not what or what.split(" ", 1)[0].lower() in _NOT_A_FOOD or len(what.split()) > 3:
+        if not what or what.split(" ", 1)[0].lower() in NOT_A_FOOD or len(what.split()) > 3:
             break
         out.append(what)
     return out
@@ -110,7 +146,67 @@ def _condition(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 
 def _mobility(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
-    return [RuleHit("entity", "health", "user.health.mobility", "The user uses a wheelchair.", _HEALTH_IMPORTANCE)]
+    """"I use a wheelchair", "I get around with a walker", "我坐轮椅": the aid the user moves with."""
+    if for_now(s):
+        return []  # said for now ("this week", "today"): not a standing fact
+    aid = " ".join(m.group("aid").lower().split())
+    if re.search(r"[\u4e00-\u9fff]", aid):
+        return [RuleHit("entity", "health", "user.health.mobility", f"用户使用{aid}。", _HEALTH_IMPORTANCE)]
+    article = "" if aid.endswith("s") and aid != "mobility scooters" else "an " if aid[0] in "aeiou" else "a "
+    return [RuleHit("entity", "health", "user.health.mobility", f"The user uses {article}{aid}.", _HEALTH_IMPORTANCE)]
+
+
+def _mobility_limit(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """"I can't manage stairs", "I can't walk far", "我爬不了楼梯": what the user's body cannot do."""
+    if for_now(s):
+        return []  # said for now ("this week", "today"): not a standing fact
+    said = m.group().rstrip("。，,.!！")
+    if re.search(r"[\u4e00-\u9fff]", said):
+        return [RuleHit("constraint", "health", "user.health.mobility.limit", f"用户说：“{said}”。", _HEALTH_IMPORTANCE)]
+    limit = re.sub(r"^I\s+", "", said, flags=re.I)
+    return [RuleHit("constraint", "health", "user.health.mobility.limit", f"The user {third_person_object(limit)}.",
+                    _HEALTH_IMPORTANCE)]
+
+
+def _senses(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """"I'm hard of hearing", "I wear hearing aids", "I'm partially sighted", "我听力不好": hearing and sight."""
+    if for_now(s):
+        return []  # said for now ("this week", "today"): not a standing fact
+    said = m.group()
+    sense = "vision" if re.search(r"blind|sight|vision|visual|see|视|看|盲", said, re.I) else "hearing"
+    if re.search(r"[\u4e00-\u9fff]", said):
+        return [RuleHit("entity", "health", f"user.health.{sense}", f"用户说：“{said}”。", _HEALTH_IMPORTANCE)]
+    state = re.sub(r"^I(?:'m| am)\s+", "is ", said, flags=re.I)
+    state = re.sub(r"^I (wear|use|have)\b", lambda v: {"wear": "wears", "use": "uses", "have": "has"}[v.group(1).lower()],
+                   state, flags=re.I)
+    return [RuleHit("entity", "health", f"user.health.{sense}", f"The user {third_person_object(state)}.",
+                    _HEALTH_IMPORTANCE)]
+
+
+def _prescribed(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """A medicine told by how it is taken, whatever its name: "I was prescribed X", "I take X twice a
+    day", "I'm on X for my heart", "医生给我开了X", "我长期服用X"."""
+    if for_now(s):
+        return []  # said for now ("this week", "today"): not a standing fact
+    what = first_group(m, "what", "what2").strip()
+    if re.search(r"[\u4e00-\u9fff]", what):
+        return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"用户在服用{what}。",
+                        _HEALTH_IMPORTANCE)]
+    if what.lower() in _NOT_A_MEDICINE or len(what) < 4:
+        return []
+    return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"The user takes {what}.",
+                    _HEALTH_IMPORTANCE)]
+
+
+def _diagnosed(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """A condition told by how it is said, whatever its name: "I was diagnosed with X", "I suffer from
+    X", "I have X" when X is named as a condition is ("…itis", "… disease", "… syndrome")."""
+    if for_now(s):
+        return []  # said for now ("this week", "today"): not a standing fact
+    what = _WHEN.split(clause(first_group(m, "what", "what2", "what3")))[0].strip()
+    if not what or len(what.split()) > 4 or what.split()[0].lower() in _NOT_A_CONDITION or what.lower() in _ACUTE:
+        return []
+    return [RuleHit("entity", "health", f"user.health.{slug(what)}", f"The user has {what}.", _HEALTH_IMPORTANCE)]
 
 
 HEALTH_RULES: list[tuple[re.Pattern[str], Rule]] = [
@@ -141,5 +237,27 @@ HEALTH_RULES: list[tuple[re.Pattern[str], Rule]] = [
                 f"(?P<what>{_CONDITIONS})\\b", re.I), _condition),
     (re.compile(r"\bI(?:'m| am)\s+(?:(?:severely|very|quite)\s+)?" f"(?P<what>{_STATES})\\b", re.I), _condition),
     (re.compile(f"我(?:有|患有|得了|是)?(?P<what>{_ZH_CONDITIONS})"), _condition),
-    (re.compile(r"\bI (?:use|am in|'m in) a wheelchair\b", re.I), _mobility),
+    (re.compile(r"\bI (?:use|am in|'m in|need|rely on|get around (?:in|on|with)|walk with|depend on)"
+                rf" (?:an? )?(?:(?:folding|new|old) )?(?P<aid>{_AIDS})\b", re.I), _mobility),
+    (re.compile(f"我(?:一直|现在|出门|平时)?(?:要|得|需要)?(?:坐|用|拄|靠|使用)(?:着)?(?P<aid>{_ZH_AIDS})"), _mobility),
+    (re.compile(r"\bI (?:can't|cannot|can not|am unable to|'m unable to) (?:manage|climb|do|use|take|handle|walk up)"
+                r" (?:the )?(?:stairs|steps|staircases)\b"
+                r"|\bI (?:can't|cannot|can not) (?:walk|stand) (?:far|for long|long distances|very far|much)\b",
+                re.I), _mobility_limit),
+    (re.compile(r"我(?:爬不了|上不了|不能爬|没法爬|没法上|不能上)楼梯|我(?:走不了|不能走)(?:远路|太远|很远)"), _mobility_limit),
+    (re.compile(r"\bI(?:'m| am) (?:(?:completely|partially|totally|profoundly|legally|a bit|slightly) )?(?:deaf|blind"
+                r"|hard of hearing|partially sighted|visually impaired|hearing impaired)(?: in (?:one|my (?:left|right)) ear)?"
+                r"(?=$|[.,;!?]| (?:and|so|but|since|from|now|too)\b)"
+                r"|\bI (?:wear|use|have) (?:a )?hearing aids?\b"
+                r"|\bI have (?:a |some )?(?:hearing|sight|vision) (?:loss|impairment|problems)\b", re.I), _senses),
+    (re.compile(r"我(?:是)?(?:聋人|听障|盲人|视障)|我(?:的)?听力(?:不好|不太好|很差|有问题|受损|下降)"
+                r"|我(?:戴|用)(?:着)?助听器|我(?:的)?视力(?:不好|很差|有问题)"), _senses),
+    (re.compile(r"\bI(?:'ve| have| was| am|'m| got)? (?:been )?prescribed (?P<what>[A-Za-z][a-z-]{3,})\b"
+                rf"|\bI(?: take| am on|'m on) (?P<what2>[A-Za-z][a-z-]{{3,}}) (?:{_DOSING})\b", re.I), _prescribed),
+    (re.compile(r"医生(?:给我)?开了(?P<what>[\u4e00-\u9fffA-Za-z]{2,8}?)(?=$|[，。！？,.!?；;\s]|给我)"
+                r"|我(?:每天|长期|一直|正在|在)?服用(?P<what2>[\u4e00-\u9fffA-Za-z]{2,8}?)(?=$|[，。！？,.!?；;\s])"),
+     _prescribed),
+    (re.compile(r"\bI(?:'ve| have| was| am|'m| got)? (?:been )?diagnosed with (?P<what>[^.,;!?\n]+)"
+                r"|\bI suffer from (?P<what2>[^.,;!?\n]+)"
+                rf"|\bI (?:have|'ve got) (?:an? )?(?P<what3>{_CONDITION_FORM})\b", re.I), _diagnosed),
 ]

@@ -35,6 +35,7 @@ from .rule_patterns import (
     clause,
     expiry,
     first_group,
+    for_now,
     said_on,
     slug,
     third_person_object,
@@ -75,7 +76,7 @@ def _reply_language(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _home(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """A home however it is said: a move, "now live in", an address. One slot, so a move supersedes it."""
-    if _WORKPLACE.search(s):
+    if _WORKPLACE.search(_clause_of(s, m)):
         return []  # "I'm based in the Shanghai office", "our building's address is ...": not the user's home
     if address := m.groupdict().get("address"):
         where = address.strip().rstrip(",")
@@ -86,6 +87,43 @@ def _home(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     if re.search(r"[\u4e00-\u9fff]", place):
         return [RuleHit("entity", "identity", "user.location.home", f"用户住在{place}。", 0.6)]
     return [RuleHit("entity", "identity", "user.location.home", f"The user lives in {place}.", 0.6)]
+
+
+def _clause_of(s: str, m: re.Match[str]) -> str:
+    """The clause of ``s`` that holds the match: "The office is in Chicago but I live in Evanston" is
+    two statements, and only the first is about the office."""
+    bounds = [0, *(b.end() for b in _CLAUSE_BREAK.finditer(s)), len(s)]
+    start = max(b for b in bounds if b <= m.start())
+    end = min((b.start() for b in _CLAUSE_BREAK.finditer(s) if b.start() >= m.end()), default=len(s))
+    return s[start:end]
+
+
+def _spoken(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """"I speak German and some French", "我会说粤语": each language the user speaks, a slot of its own."""
+    if for_now(s):
+        return []  # said for now ("this week", "today"): not a standing fact
+    found = [lang for lang in re.findall(r"[A-Z][a-z]+|[\u4e00-\u9fff]{1,4}?(?:语|话|文)", m.group("langs"))
+             if lang in _LANGUAGES or re.search(r"[\u4e00-\u9fff]", lang)]
+    if re.search(r"[\u4e00-\u9fff]", m.group()):
+        return [RuleHit("entity", "identity", f"user.language.spoken.{slug(lang)}", f"用户会说{lang}。", 0.7)
+                for lang in found]
+    return [RuleHit("entity", "identity", f"user.language.spoken.{slug(lang)}", f"The user speaks {lang}.", 0.7)
+            for lang in found]
+
+
+def _pronouns(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    said = m.group("p").lower()
+    return [RuleHit("entity", "identity", "user.pronouns", f"The user's pronouns are {said}.", 0.8)]
+
+
+def _schedule(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    """"I work nights", "I work from home", "我上夜班": how the user works, which shapes when and where."""
+    if for_now(s):
+        return []  # said for now ("this week", "today"): not a standing fact
+    if re.search(r"[\u4e00-\u9fff]", m.group()):
+        return [RuleHit("entity", "identity", "user.work.schedule", f"用户{m.group().removeprefix('我')}。", 0.6)]
+    how = " ".join(m.group("how").lower().split())
+    return [RuleHit("entity", "identity", "user.work.schedule", f"The user works {how}.", 0.6)]
 
 
 def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
@@ -140,6 +178,18 @@ _WORKPLACE = re.compile(r"\b(?:office|offices|company|firm|employer|team|departm
                         r"|headquarters|HQ|branch|factory|warehouse|store|shop|school|startup|workplace|coworking"
                         r"|tower|suite|unit|room|wing|level|desk|lab|studio|site|business)\b"
                         r"|公司|办公室|大楼|楼层|部门|单位|工厂|学校|\d+楼|[一二三四五六七八九十]+楼", re.I)
+# Where one statement of a sentence ends and another begins.
+_CLAUSE_BREAK = re.compile(r",?\s+(?:but|while|whereas|although|though)\s+|;\s*|，|；|但是?|不过")
+_LANGUAGES = frozenset({
+    "English", "Spanish", "French", "German", "Italian", "Portuguese", "Dutch", "Russian", "Polish", "Ukrainian",
+    "Czech", "Greek", "Turkish", "Arabic", "Hebrew", "Persian", "Farsi", "Hindi", "Urdu", "Bengali", "Punjabi",
+    "Tamil", "Telugu", "Marathi", "Gujarati", "Chinese", "Mandarin", "Cantonese", "Japanese", "Korean",
+    "Vietnamese", "Thai", "Indonesian", "Malay", "Tagalog", "Filipino", "Swahili", "Amharic", "Yoruba", "Zulu",
+    "Swedish", "Norwegian", "Danish", "Finnish", "Icelandic", "Hungarian", "Romanian", "Bulgarian", "Serbian",
+    "Croatian", "Slovak", "Slovenian", "Irish", "Welsh", "Catalan", "Basque", "Galician", "Latvian", "Lithuanian",
+    "Estonian", "Albanian", "Armenian", "Georgian", "Kurdish", "Pashto", "Nepali", "Sinhala", "Khmer", "Lao",
+    "Burmese", "Mongolian", "Haitian", "Creole", "Somali", "Hausa", "Igbo"
+})
 _NOT_A_TASTE = frozenset({"it", "that", "this", "you", "him", "her", "them", "the", "what", "how"})
 _JOBS = (r"nurse|doctor|physician|surgeon|dentist|pharmacist|paramedic|midwife|vet|veterinarian|therapist"
          r"|teacher|professor|lecturer|tutor|student|lawyer|attorney|judge|accountant|engineer|software engineer"
@@ -208,4 +258,16 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
                 r"|\b(?i:I speak) (?P<lang3>[A-Z][a-z]+) (?i:natively|as my (?:first|native|mother) (?:language|tongue))"),
      _language),
     (re.compile(r"我的(?:母语|第一语言)是(?P<lang>[\u4e00-\u9fff]{1,4}?(?:语|话|文))"), _language),
+    # "I speak German and a little French" (not "I speak to my boss", "I speak up"): languages by name.
+    (re.compile(r"\bI (?:also |only |mainly |mostly )?speak (?P<langs>(?:(?:a (?:little|bit of)|some|basic|fluent"
+                r"|good|decent|conversational|only)\s+)?[A-Z][a-z]+(?:(?:,\s*| and | or )(?:(?:a (?:little|bit of)"
+                r"|some|basic|fluent|good|decent|conversational)\s+)?[A-Z][a-z]+)*)"), _spoken),
+    (re.compile(r"我(?:也|只|还)?会(?:说|讲)(?P<langs>[\u4e00-\u9fff]{1,4}?(?:语|话|文)(?:和[\u4e00-\u9fff]{1,4}?(?:语|话|文))*)"),
+     _spoken),
+    (re.compile(r"\b(?i:my pronouns are|I use|I go by) (?P<p>(?:she|he|they|ze|xe)/(?:her|him|them|hir|zir|xem)"
+                r"(?:/(?:hers|his|theirs))?)(?: (?i:pronouns))?"), _pronouns),
+    (re.compile(r"\b(?i:home (?:for me |for us )?is|I call) " + _PLACE + r"(?i: home)?\b"), _home),
+    (re.compile(r"\bI (?:usually |mostly |always |only )?work (?P<how>nights|night shifts|the night shift|evenings"
+                r"|weekends|from home|remotely|part[- ]time|full[- ]time|shifts)\b", re.I), _schedule),
+    (re.compile(r"我(?:一直|平时|经常|现在)?(?:上|值)夜班|我(?:一直|平时|现在)?在家(?:办公|工作)"), _schedule),
 ]

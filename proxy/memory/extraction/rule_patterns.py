@@ -52,6 +52,12 @@ _FILLER = re.compile(r"(?:\s+(?:any ?more|now|too|as well|a lot|so much|very muc
 _REFERENTS = re.compile(r"^(?:to|it|that|this|these|those|you|him|her|them|what|how|when|the|all|my|our|his"
                         r"|their)\b|\byour?\b"
                         r"|\b(?:option|idea|answer|suggestion|version|approach|one|way)s?\b")
+# The first word of what is (not) eaten or drunk that names no food or drink: a remark about the moment
+# ("I can't eat another bite", "I don't eat much when I'm stressed", "I don't drink after 8").
+NOT_A_FOOD = frozenset({"another", "any", "anything", "more", "much", "that", "this", "it", "now", "too", "all",
+                        "right", "enough", "there", "here", "yet", "so", "out", "the", "today", "tonight",
+                        "tomorrow", "again", "anymore", "alone", "like", "what", "these", "those", "after",
+                        "before", "until", "late", "a", "properly", "well", "when", "while"})
 _ZH_END = "[^，。！？,.!?；;\\s]"
 ZH_PARTICLES = "了的啊呀哦呢吧"
 
@@ -165,6 +171,8 @@ def _preference(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     if not what or len(what.split()) > 5 or _REFERENTS.search(what.lower()):
         return []
     verb = _third_person(m.group("verb"))
+    if re.search(r"\b(?:eat|drink)", verb) and what.split(" ", 1)[0].lower() in NOT_A_FOOD:
+        return []  # "I don't eat much when I'm stressed": how, not what
     return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"The user {verb} {third_person_object(what)}.", 0.6)]
 
 
@@ -252,6 +260,13 @@ def expiry(sentence: str, now: datetime) -> str | None:
     return None if days is None else (now + timedelta(days=days)).isoformat()
 
 
+def for_now(sentence: str) -> bool:
+    """Whether ``sentence`` is said of a time frame that ends soon ("today", "this week", "这几天"): a
+    standing fact read from it would not stand. Not "these days", which says "lately" as often as "for now"
+    ("I use a walker these days")."""
+    return lasts_days(re.sub(r"\bthese days\b", "", sentence, flags=re.I)) is not None
+
+
 def lasts_days(sentence: str) -> int | None:
     """How many days a temporary statement stays true ("today": 1, "this week": 7), None when it is not one."""
     return next((d for rx, d in _TEMPORARY if rx.search(sentence)), None)
@@ -277,7 +292,7 @@ ZH_CARE = "猫咪|狗狗|猫|狗|鹦鹉|兔子|仓鼠|宠物|女儿|儿子|孩�
 ZH_ADV = "(?:现在|已经|从此|以后|也|还|很|非常|特别|超级|最|挺|比较|真的|一直)?"
 
 RULES: list[tuple[re.Pattern[str], Rule]] = [
-    (re.compile(r"\b(?i:my name is) " + NAME_EN), _name),
+    (re.compile(r"\b(?i:my name is|my name's) " + NAME_EN), _name),
     (re.compile(r"\b(?i:call me) (?P<v>[A-Z][\w'-]*)"), _name),
     (re.compile(r"(?:我叫|我名叫|我的名字(?:是|叫))" + NAME_ZH), _name),
     (re.compile(r"\b(?:I'm|I am|Im|(?:my|our) (?P<who>" + CARE + r")(?: is| are|'s)) (?:(?:very|severely|mildly"
@@ -288,7 +303,7 @@ RULES: list[tuple[re.Pattern[str], Rule]] = [
                 r"(?P<what>[^，。！？,.!?；;\s]{1,12}?)(?:有点|非常|很|严重|也)?过敏"), allergy),
     (re.compile(r"\bI(?:'ve| have)? (?:really |also |absolutely |just |do |still |always )?(?P<verb>love|like"
                 r"|enjoy|prefer|adore|hate|dislike|can't stand|cannot stand|don't like|do not like|don't eat"
-                r"|do not eat|don't drink|no longer (?:eat|like|drink)|stopped (?:eating|drinking)"
+                r"|do not eat|don't drink|never (?:eat|drink)|no longer (?:eat|like|drink)|stopped (?:eating|drinking)"
                 r"|quit|given up|gave up) " + _OBJ, re.I),
      _preference),
     (re.compile(f"我{ZH_ADV}(?:不再|再也不|不)(?:太)?(?:喜欢|吃|喝){_ZH_OBJ}"), _preference),

@@ -2,7 +2,7 @@
 
 It stands in when the extraction model is unreachable or its output cannot be
 repaired. Conservative on purpose: only patterns a user uses to state a fact
-about themselves (``rule_patterns``, ``health_patterns``, ``life_patterns``,
+about themselves (``rule_patterns``, ``health_patterns``, ``life_patterns``, ``preference_patterns``,
 ``activity_patterns``).
 """
 
@@ -17,11 +17,12 @@ from .activity_patterns import ACTIVITY_RULES
 from .health_patterns import HEALTH_RULES
 from .item_parser import Turn, strip_blocks
 from .life_patterns import LIFE_RULES
+from .preference_patterns import PREFERENCE_RULES
 from .rule_patterns import RULES, RuleHit, expiry, lasts_days, remind
 
 SHORT_DAYS = 2  # a task or deadline of today or tomorrow is of the moment: it does not stand
 
-_ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES, *ACTIVITY_RULES]
+_ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES, *PREFERENCE_RULES, *ACTIVITY_RULES]
 
 
 def _sentences(text: str) -> Iterator[str]:
