@@ -114,10 +114,11 @@ def test_a_diet_ended_takes_the_diet_slot() -> None:
 @pytest.mark.parametrize(
     ("said", "key", "content"),
     [
-        ("I take levothyroxine every morning.", "user.health.medication.levothyroxine", "The user takes levothyroxine."),
+        ("I take levothyroxine once a day.", "user.health.medication.levothyroxine", "The user takes levothyroxine."),
+        ("I take my thyroid pills every morning.", "user.health.medication.thyroid", "The user takes thyroid pills."),
         ("I was prescribed sertraline last year.", "user.health.medication.sertraline", "The user takes sertraline."),
         ("I'm on lisinopril for my blood pressure.", "user.health.medication.lisinopril", "The user takes lisinopril."),
-        ("医生给我开了阿司匹林。", "user.health.medication.阿司匹林", "用户在服用阿司匹林。"),
+        ("我长期服用阿司匹林。", "user.health.medication.阿司匹林", "用户在服用阿司匹林。"),
         ("I use a walker to get around.", "user.health.mobility", "The user uses a walker."),
         ("I get around in a mobility scooter.", "user.health.mobility", "The user uses a mobility scooter."),
         ("I rely on crutches.", "user.health.mobility", "The user uses crutches."),
@@ -152,7 +153,8 @@ def test_a_medicine_an_aid_a_sense_or_a_condition_told_by_how_it_is_said(said: s
         "I have a cold.", "I have tonsillitis.", "I was diagnosed with flu yesterday.", "I suffer from stress at work.",
         "I have a meeting at noon.", "I need a wheelchair at the airport tomorrow.", "I'm on antibiotics this week.",
         "I can't walk far today, my ankle hurts.", "My husband uses a wheelchair.", "I speak up when something is wrong.",
-        "I don't eat much when I'm stressed.", "我今天走不了远路。",
+        "I don't eat much when I'm stressed.", "我今天走不了远路。", "I take Uber every day.",
+        "I take Pilates every morning.", "I suffer from my neighbours' noise.", "医生给我开了病假条。",
     ],
 )
 def test_what_is_not_a_lasting_health_fact_of_the_user_is_not_read_as_one(said: str) -> None:

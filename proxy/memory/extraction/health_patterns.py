@@ -58,9 +58,11 @@ _HEALTH_IMPORTANCE = 0.9
 _AIDS = (r"(?:electric |powered |manual )?wheelchair|power chair|powerchair|mobility scooter|walker|rollator"
          r"|walking frame|zimmer frame|cane|walking stick|crutches|prosthetic leg|prosthesis")
 _ZH_AIDS = "电动轮椅|轮椅|助行器|拐杖|拐棍|手杖|假肢"
-# How a medicine is taken: the schedule or the reason ("every morning", "for my heart").
-_DOSING = (r"(?:every|each) (?:day|morning|evening|night)|daily|nightly|twice a day|once a day"
-           r"|(?:two|three|four) times a day|for my [a-z]+(?: [a-z]+)?")
+# How a medicine is taken: its dose count or its reason ("twice a day", "for my heart"). Not "every day",
+# which a routine has too ("I take Pilates every morning").
+_DOSING = r"twice a day|once a day|(?:two|three|four) times a day|for my [a-z]+(?: [a-z]+)?"
+# What a medicine comes as: "I take my thyroid pills every morning".
+_FORMS = r"pills?|tablets?|capsules?|medication|medicine|meds|injections?|inhaler|drops|patches"
 # What else is "taken" on a schedule: not a medicine.
 _NOT_A_MEDICINE = frozenset({"walks", "walk", "naps", "nap", "breaks", "break", "showers", "shower", "baths", "bath",
                              "notes", "photos", "pictures", "classes", "lessons", "turns", "time", "care", "calls",
@@ -73,7 +75,8 @@ _ACUTE = frozenset({"flu", "the flu", "a cold", "cold", "covid", "covid-19", "a 
                     "measles", "mumps", "laryngitis", "sinusitis", "a sprain", "a concussion", "jet lag"})
 # What "I suffer from" is said of that is no condition ("stress at work", "a lack of sleep").
 _NOT_A_CONDITION = frozenset({*NOT_A_FOOD, "stress", "boredom", "jet", "lack", "nerves", "fomo", "guilt", "it",
-                              "some", "bad", "terrible", "awful", "serious", "severe"})
+                              "some", "bad", "terrible", "awful", "serious", "severe", "my", "our", "his", "her",
+                              "their", "your", "people", "being", "having", "too"})
 # Where a condition's name ends: a time or a place ("diabetes since last year", "pain at work").
 _WHEN = re.compile(r"\s+(?:yesterday|today|last|this|since|in|at|after|a (?:few|couple of)|\d+|when|while|from"
                    r"|for)\b.*", re.I)
@@ -152,7 +155,7 @@ def _mobility(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     aid = " ".join(m.group("aid").lower().split())
     if re.search(r"[\u4e00-\u9fff]", aid):
         return [RuleHit("entity", "health", "user.health.mobility", f"用户使用{aid}。", _HEALTH_IMPORTANCE)]
-    article = "" if aid.endswith("s") and aid != "mobility scooters" else "an " if aid[0] in "aeiou" else "a "
+    article = "" if aid == "crutches" else "an " if aid[0] in "aeiou" else "a "
     return [RuleHit("entity", "health", "user.health.mobility", f"The user uses {article}{aid}.", _HEALTH_IMPORTANCE)]
 
 
@@ -185,16 +188,17 @@ def _senses(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _prescribed(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """A medicine told by how it is taken, whatever its name: "I was prescribed X", "I take X twice a
-    day", "I'm on X for my heart", "医生给我开了X", "我长期服用X"."""
+    day", "I'm on X for my heart", "I take my X pills", "我长期服用X"."""
     if for_now(s):
         return []  # said for now ("this week", "today"): not a standing fact
-    what = first_group(m, "what", "what2").strip()
+    what = first_group(m, "what", "what2", "what3").strip()
     if re.search(r"[\u4e00-\u9fff]", what):
         return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"用户在服用{what}。",
                         _HEALTH_IMPORTANCE)]
     if what.lower() in _NOT_A_MEDICINE or len(what) < 4:
         return []
-    return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"The user takes {what}.",
+    taken = f"{what} {m.group('form').lower()}" if m.groupdict().get("form") else what
+    return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"The user takes {taken}.",
                     _HEALTH_IMPORTANCE)]
 
 
@@ -253,9 +257,10 @@ HEALTH_RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"我(?:是)?(?:聋人|听障|盲人|视障)|我(?:的)?听力(?:不好|不太好|很差|有问题|受损|下降)"
                 r"|我(?:戴|用)(?:着)?助听器|我(?:的)?视力(?:不好|很差|有问题)"), _senses),
     (re.compile(r"\bI(?:'ve| have| was| am|'m| got)? (?:been )?prescribed (?P<what>[A-Za-z][a-z-]{3,})\b"
-                rf"|\bI(?: take| am on|'m on) (?P<what2>[A-Za-z][a-z-]{{3,}}) (?:{_DOSING})\b", re.I), _prescribed),
-    (re.compile(r"医生(?:给我)?开了(?P<what>[\u4e00-\u9fffA-Za-z]{2,8}?)(?=$|[，。！？,.!?；;\s]|给我)"
-                r"|我(?:每天|长期|一直|正在|在)?服用(?P<what2>[\u4e00-\u9fffA-Za-z]{2,8}?)(?=$|[，。！？,.!?；;\s])"),
+                rf"|\bI(?: take| am on|'m on) (?P<what2>[A-Za-z][a-z-]{{3,}}) (?:{_DOSING})\b"
+                rf"|\bI take (?:my )?(?P<what3>[A-Za-z][a-z-]{{3,}}) (?P<form>{_FORMS})\b", re.I), _prescribed),
+    # 服用 is said of medicine only (吃 of food too).
+    (re.compile(r"我(?:每天|长期|一直|正在|在)?服用(?P<what>[\u4e00-\u9fffA-Za-z]{2,8}?)(?=$|[，。！？,.!?；;\s])"),
      _prescribed),
     (re.compile(r"\bI(?:'ve| have| was| am|'m| got)? (?:been )?diagnosed with (?P<what>[^.,;!?\n]+)"
                 r"|\bI suffer from (?P<what2>[^.,;!?\n]+)"
