@@ -109,6 +109,8 @@ def test_a_fact_of_someone_in_the_users_care_says_whom_it_is_about(said: str, ab
         ("I speak German and a little French.", "user.language.spoken.german", "The user speaks German."),
         ("I speak German and a little French.", "user.language.spoken.french", "The user speaks French."),
         ("我会说粤语。", "user.language.spoken.粤语", "用户会说粤语。"),
+        ("我会说粤语和普通话。", "user.language.spoken.普通话", "用户会说普通话。"),
+        ("I call Leeds home.", "user.location.home", "The user lives in Leeds."),
         ("My pronouns are they/them.", "user.pronouns", "The user's pronouns are they/them."),
         ("I use she/her pronouns.", "user.pronouns", "The user's pronouns are she/her."),
         ("My name's Priya.", "user.name", "The user's name is Priya."),
@@ -126,7 +128,7 @@ def test_languages_pronouns_a_home_and_a_way_of_working(said: str, key: str, con
 @pytest.mark.parametrize(
     "said",
     ["I speak to my manager every day.", "I work nights this week.", "My company is based in Berlin.",
-     "Our office moved to the fifth floor.", "我们公司搬到了五楼。"],
+     "Our office moved to the fifth floor.", "我们公司搬到了五楼。", "I call Sarah every day.", "我会说实话。"],
 )
 def test_a_way_of_speaking_a_week_of_nights_or_the_office_is_no_identity_fact(said: str) -> None:
     assert [(i.key, i.content) for i in rule_extract([(1, "user", said)], NOW) if kind(i) == "identity"] == []

@@ -83,7 +83,7 @@ def _home(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
         if re.search(r"[\u4e00-\u9fff]", m.group()):
             return [RuleHit("entity", "identity", "user.location.home", f"用户的地址是{where}。", 0.6)]
         return [RuleHit("entity", "identity", "user.location.home", f"The user's home address is {where}.", 0.6)]
-    place = m.group("place").strip().rstrip(",")
+    place = first_group(m, "place", "place2").strip().rstrip(",")
     if re.search(r"[\u4e00-\u9fff]", place):
         return [RuleHit("entity", "identity", "user.location.home", f"用户住在{place}。", 0.6)]
     return [RuleHit("entity", "identity", "user.location.home", f"The user lives in {place}.", 0.6)]
@@ -102,8 +102,9 @@ def _spoken(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I speak German and some French", "我会说粤语": each language the user speaks, a slot of its own."""
     if for_now(s):
         return []  # said for now ("this week", "today"): not a standing fact
-    found = [lang for lang in re.findall(r"[A-Z][a-z]+|[\u4e00-\u9fff]{1,4}?(?:语|话|文)", m.group("langs"))
-             if lang in _LANGUAGES or re.search(r"[\u4e00-\u9fff]", lang)]
+    named = [w for part in re.split("[和、及与]", m.group("langs")) for w in re.findall(r"[A-Z][a-z]+|\S+", part)]
+    found = [lang for lang in named
+             if lang in _LANGUAGES or (re.search(r"[\u4e00-\u9fff]", lang) and lang not in _ZH_NOT_A_LANGUAGE)]
     if re.search(r"[\u4e00-\u9fff]", m.group()):
         return [RuleHit("entity", "identity", f"user.language.spoken.{slug(lang)}", f"用户会说{lang}。", 0.7)
                 for lang in found]
@@ -178,6 +179,9 @@ _WORKPLACE = re.compile(r"\b(?:office|offices|company|firm|employer|team|departm
                         r"|headquarters|HQ|branch|factory|warehouse|store|shop|school|startup|workplace|coworking"
                         r"|tower|suite|unit|room|wing|level|desk|lab|studio|site|business)\b"
                         r"|公司|办公室|大楼|楼层|部门|单位|工厂|学校|\d+楼|[一二三四五六七八九十]+楼", re.I)
+# What one "会说" that ends in 话 without being a language: "我会说实话" is "I'll tell the truth".
+_ZH_NOT_A_LANGUAGE = frozenset({"实话", "真话", "假话", "好话", "坏话", "废话", "大话", "谎话", "情话", "笑话", "闲话",
+                                "心里话", "悄悄话", "客气话", "电话", "的话", "这话", "那话", "人话"})
 # Where one statement of a sentence ends and another begins.
 _CLAUSE_BREAK = re.compile(r",?\s+(?:but|while|whereas|although|though)\s+|;\s*|，|；|但是?|不过")
 _LANGUAGES = frozenset({
@@ -266,7 +270,8 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
      _spoken),
     (re.compile(r"\b(?i:my pronouns are|I use|I go by) (?P<p>(?:she|he|they|ze|xe)/(?:her|him|them|hir|zir|xem)"
                 r"(?:/(?:hers|his|theirs))?)(?: (?i:pronouns))?"), _pronouns),
-    (re.compile(r"\b(?i:home (?:for me |for us )?is|I call) " + _PLACE + r"(?i: home)?\b"), _home),
+    (re.compile(r"\b(?i:home (?:for me |for us )?is) " + _PLACE + r"|\b(?i:I call) " + _PLACE.replace("place", "place2")
+                + r"(?i: home)\b"), _home),
     (re.compile(r"\bI (?:usually |mostly |always |only )?work (?P<how>nights|night shifts|the night shift|evenings"
                 r"|weekends|from home|remotely|part[- ]time|full[- ]time|shifts)\b", re.I), _schedule),
     (re.compile(r"我(?:一直|平时|经常|现在)?(?:上|值)夜班|我(?:一直|平时|现在)?在家(?:办公|工作)"), _schedule),
