@@ -27,7 +27,7 @@ from .rule_patterns import (
     allergy,
     clause,
     first_group,
-    for_now,
+    lasting,
     listed,
     slug,
     third_person_object,
@@ -148,10 +148,9 @@ def _condition(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     return [RuleHit("entity", "health", f"user.health.{slug(what)}", f"The user {verb} {what}.", _HEALTH_IMPORTANCE)]
 
 
+@lasting
 def _mobility(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I use a wheelchair", "I get around with a walker", "我坐轮椅": the aid the user moves with."""
-    if for_now(s):
-        return []  # said for now ("this week", "today"): not a standing fact
     aid = " ".join(m.group("aid").lower().split())
     if re.search(r"[\u4e00-\u9fff]", aid):
         return [RuleHit("entity", "health", "user.health.mobility", f"用户使用{aid}。", _HEALTH_IMPORTANCE)]
@@ -159,10 +158,9 @@ def _mobility(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     return [RuleHit("entity", "health", "user.health.mobility", f"The user uses {article}{aid}.", _HEALTH_IMPORTANCE)]
 
 
+@lasting
 def _mobility_limit(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I can't manage stairs", "I can't walk far", "我爬不了楼梯": what the user's body cannot do."""
-    if for_now(s):
-        return []  # said for now ("this week", "today"): not a standing fact
     said = m.group().rstrip("。，,.!！")
     if re.search(r"[\u4e00-\u9fff]", said):
         return [RuleHit("constraint", "health", "user.health.mobility.limit", f"用户说：“{said}”。", _HEALTH_IMPORTANCE)]
@@ -171,10 +169,9 @@ def _mobility_limit(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
                     _HEALTH_IMPORTANCE)]
 
 
+@lasting
 def _senses(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I'm hard of hearing", "I wear hearing aids", "I'm partially sighted", "我听力不好": hearing and sight."""
-    if for_now(s):
-        return []  # said for now ("this week", "today"): not a standing fact
     said = m.group()
     sense = "vision" if re.search(r"blind|sight|vision|visual|see|视|看|盲", said, re.I) else "hearing"
     if re.search(r"[\u4e00-\u9fff]", said):
@@ -186,11 +183,10 @@ def _senses(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
                     _HEALTH_IMPORTANCE)]
 
 
+@lasting
 def _prescribed(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """A medicine told by how it is taken, whatever its name: "I was prescribed X", "I take X twice a
     day", "I'm on X for my heart", "I take my X pills", "我长期服用X"."""
-    if for_now(s):
-        return []  # said for now ("this week", "today"): not a standing fact
     what = first_group(m, "what", "what2", "what3").strip()
     if re.search(r"[\u4e00-\u9fff]", what):
         return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"用户在服用{what}。",
@@ -202,11 +198,10 @@ def _prescribed(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
                     _HEALTH_IMPORTANCE)]
 
 
+@lasting
 def _diagnosed(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """A condition told by how it is said, whatever its name: "I was diagnosed with X", "I suffer from
     X", "I have X" when X is named as a condition is ("…itis", "… disease", "… syndrome")."""
-    if for_now(s):
-        return []  # said for now ("this week", "today"): not a standing fact
     what = _WHEN.split(clause(first_group(m, "what", "what2", "what3")))[0].strip()
     if not what or len(what.split()) > 4 or what.split()[0].lower() in _NOT_A_CONDITION or what.lower() in _ACUTE:
         return []

@@ -35,7 +35,7 @@ from .rule_patterns import (
     clause,
     expiry,
     first_group,
-    for_now,
+    lasting,
     said_on,
     slug,
     third_person_object,
@@ -92,16 +92,15 @@ def _home(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 def _clause_of(s: str, m: re.Match[str]) -> str:
     """The clause of ``s`` that holds the match: "The office is in Chicago but I live in Evanston" is
     two statements, and only the first is about the office."""
-    bounds = [0, *(b.end() for b in _CLAUSE_BREAK.finditer(s)), len(s)]
-    start = max(b for b in bounds if b <= m.start())
-    end = min((b.start() for b in _CLAUSE_BREAK.finditer(s) if b.start() >= m.end()), default=len(s))
+    breaks = list(_CLAUSE_BREAK.finditer(s))
+    start = max((b.end() for b in breaks if b.end() <= m.start()), default=0)
+    end = min((b.start() for b in breaks if b.start() >= m.end()), default=len(s))
     return s[start:end]
 
 
+@lasting
 def _spoken(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I speak German and some French", "我会说粤语": each language the user speaks, a slot of its own."""
-    if for_now(s):
-        return []  # said for now ("this week", "today"): not a standing fact
     named = [w for part in re.split("[和、及与]", m.group("langs")) for w in re.findall(r"[A-Z][a-z]+|\S+", part)]
     found = [lang for lang in named
              if lang in _LANGUAGES or (re.search(r"[\u4e00-\u9fff]", lang) and lang not in _ZH_NOT_A_LANGUAGE)]
@@ -117,10 +116,9 @@ def _pronouns(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     return [RuleHit("entity", "identity", "user.pronouns", f"The user's pronouns are {said}.", 0.8)]
 
 
+@lasting
 def _schedule(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I work nights", "I work from home", "我上夜班": how the user works, which shapes when and where."""
-    if for_now(s):
-        return []  # said for now ("this week", "today"): not a standing fact
     if re.search(r"[\u4e00-\u9fff]", m.group()):
         return [RuleHit("entity", "identity", "user.work.schedule", f"用户{m.group().removeprefix('我')}。", 0.6)]
     how = " ".join(m.group("how").lower().split())

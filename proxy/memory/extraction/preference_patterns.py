@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from .rule_patterns import Rule, RuleHit, first_group, for_now, slug
+from .rule_patterns import Rule, RuleHit, first_group, lasting, slug
 
 _NUMBER_WORDS = (r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty"
                  r"|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|grand|a|and|-)")
@@ -47,9 +47,8 @@ def _budget(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     return [RuleHit("constraint", "preference", key, text, 0.7)]
 
 
+@lasting
 def _channel(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
-    if for_now(s):
-        return []  # said for now ("this week", "today"): not a standing fact
     channel = m.group("ch").lower()
     if re.search(r"[\u4e00-\u9fff]", m.group()):
         return [RuleHit("preference", "preference", "user.contact.channel", f"用户希望通过{channel}联系。", 0.7)]
@@ -57,10 +56,9 @@ def _channel(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
                     f"The user wants to be contacted by {channel}.", 0.7)]
 
 
+@lasting
 def _not_by(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"Don't call me", "I don't take phone calls", "别给我打电话": no calls."""
-    if for_now(s):
-        return []  # said for now ("this week", "today"): not a standing fact
     if re.search(r"[\u4e00-\u9fff]", m.group()):
         return [RuleHit("preference", "preference", "user.contact.not.phone", "用户不希望接到电话。", 0.7)]
     return [RuleHit("preference", "preference", "user.contact.not.phone", "The user does not want phone calls.", 0.7)]

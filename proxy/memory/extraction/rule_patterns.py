@@ -267,6 +267,15 @@ def for_now(sentence: str) -> bool:
     return lasts_days(re.sub(r"\bthese days\b", "", sentence, flags=re.I)) is not None
 
 
+def lasting(rule: Rule) -> Rule:
+    """``rule`` for a fact that only stands: it reads nothing from a sentence said for now (``for_now``)."""
+
+    def read(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+        return [] if for_now(s) else rule(m, s, now)
+
+    return read
+
+
 def lasts_days(sentence: str) -> int | None:
     """How many days a temporary statement stays true ("today": 1, "this week": 7), None when it is not one."""
     return next((d for rx, d in _TEMPORARY if rx.search(sentence)), None)
