@@ -201,6 +201,28 @@ def test_questions_are_not_statements_but_reminders_still_count() -> None:
     assert (item.type, item.key) == ("task", "user.task.call_mom")
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Pretend I live in London and plan my day.", "Let's say I'm allergic to nuts.",
+        "Suppose I'm vegetarian: what would you cook?", "Someone told me I look like I live in Brooklyn.",
+        "What if I moved to Lisbon?", "Imagine I'm allergic to shellfish.", "I wish I lived in Kyoto.",
+        "如果我住在上海就好了。", "要是我住在大理就好了。", "假如我对坚果过敏。", "假设我是素食者。",
+    ],
+)
+def test_what_is_only_supposed_or_wished_is_no_fact(said: str) -> None:
+    assert rule_extract(user(said), NOW) == []
+
+
+def test_a_fact_beside_a_condition_on_someone_else_is_still_read() -> None:
+    (item,) = rule_extract(user("I'm allergic to peanuts, so tell me if the dish has any."), NOW)
+    assert item.key == "user.allergy.peanut"
+    (later,) = rule_extract(user("I just learned I'm allergic to cats, so who knows if I'll ever get one."), NOW)
+    assert later.key == "user.allergy.cat"
+    (task,) = rule_extract(user("If I forget, remind me to call mom tomorrow."), NOW)
+    assert task.type == "task"
+
+
 def test_card_ending_and_order_number() -> None:
     items = rule_extract(user("Please use my Visa card ending 8865 for order #A12345."), NOW)
     assert keys(items) == ["user.card.8865", "user.order.a12345"]

@@ -18,7 +18,7 @@ from .health_patterns import HEALTH_RULES
 from .item_parser import Turn, strip_blocks
 from .life_patterns import LIFE_RULES
 from .preference_patterns import PREFERENCE_RULES
-from .rule_patterns import RULES, RuleHit, expiry, lasts_days, remind
+from .rule_patterns import RULES, RuleHit, expiry, lasts_days, remind, supposed
 
 SHORT_DAYS = 2  # a task or deadline of today or tomorrow is of the moment: it does not stand
 
@@ -51,11 +51,14 @@ def rule_extract(turns: Sequence[Turn], now: datetime) -> list[MemoryItem]:
 
 def _hits(sentence: str, now: datetime) -> Iterator[RuleHit]:
     seen: set[str] = set()
+    # A question or a supposition states nothing; "Can you remind me to...?" is still a request.
     question = sentence.endswith(("?", "？", "吗"))
     for pattern, rule in _ALL_RULES:
-        if question and rule is not remind:  # "Can you remind me to...?" is still a request
+        if question and rule is not remind:
             continue
         for match in pattern.finditer(sentence):
+            if rule is not remind and supposed(sentence, match.start()):
+                continue
             for hit in rule(match, sentence, now):
                 if hit.key not in seen:  # one fact per slot per sentence
                     seen.add(hit.key)
