@@ -175,3 +175,13 @@ def test_the_frozen_half_is_replayed_with_a_model_that_follows_the_prompt_and_wi
     frozen = result["frozen"]
     assert frozen["model"]["all"]["standing_recalled"] == 1.0 and frozen["model"]["all"]["moments"] == 1
     assert set(frozen) == {"model", "rules"} and result["summary"]["all"]["scenarios"] == 0
+
+
+def test_the_frozen_halfs_report_names_no_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Whoever reads which frozen cases missed could no longer write rules blind to them."""
+    md = tmp_path / "out.md"
+    argv = ["eval", "scenarios", str(frozen_file(tmp_path)), "--embedder", "hash", "--no-progress", "--md", str(md)]
+    assert main([*argv, "--part", "frozen", "--report", str(tmp_path / "page")]) == 0
+    shown = capsys.readouterr().out + md.read_text() + (tmp_path / "page" / "index.html").read_text()
+    assert "| rules | all | 2 |" in shown and "mango" not in shown and "airport" not in shown
+    assert "swell" not in shown and "not named" in shown

@@ -4,8 +4,9 @@ The summary per language (recall, superseded values injected, unrelated
 questions given cards), two figures — the share of facts recalled per
 language, and the cards injected for each question beside those injected for
 its unrelated one — and a row per scenario with what it missed. Written as
-``index.html`` beside its PNGs; the suite is our own writing, so its ids and
-missed phrases are shown.
+``index.html`` beside its PNGs. Only the tuning half is drawn, its ids and
+missed phrases shown: a frozen half's cases are never named (whoever read
+which missed could no longer write rules blind to them).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _PAGE = Environment(autoescape=True).from_string("""<!doctype html>
 {{ style|safe }}
 </head><body>
 <h1>Paperclip scenarios report</h1>
-<p>{{ results|length }} scenarios: standing facts asked about indirectly in a fresh chat.</p>
+<p>{{ results|length }} scenarios of the tuning half: standing facts asked about indirectly in a fresh chat. The frozen half is never named here.</p>
 <table><tr><th>scenarios</th><th>n</th><th>recall</th><th>superseded injected</th>
 <th>unrelated questions given cards</th></tr>
 {% for name, row in table.items() %}<tr><td>{{ name }}</td><td>{{ row.scenarios }}</td><td>{{ row.recall }}</td>
@@ -54,6 +55,7 @@ def write_report(folder: str | Path, results: Sequence[Result]) -> Path:
     """Write ``index.html`` and its figures into ``folder`` (created); returns the page's path."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    results = [r for r in results if r.half == "tuning"]
     table = summary(results)
     _recall(table, out / "recall.png")
     _cards(results, out / "cards.png")
