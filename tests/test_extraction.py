@@ -217,6 +217,8 @@ def test_what_is_only_supposed_or_wished_is_no_fact(said: str) -> None:
 def test_a_fact_beside_a_condition_on_someone_else_is_still_read() -> None:
     (item,) = rule_extract(user("I'm allergic to peanuts, so tell me if the dish has any."), NOW)
     assert item.key == "user.allergy.peanut"
+    (said,) = rule_extract(user("Like I said, I'm allergic to peanuts."), NOW)
+    assert said.key == "user.allergy.peanut"
     (later,) = rule_extract(user("I just learned I'm allergic to cats, so who knows if I'll ever get one."), NOW)
     assert later.key == "user.allergy.cat"
     (task,) = rule_extract(user("If I forget, remind me to call mom tomorrow."), NOW)

@@ -268,12 +268,12 @@ def for_now(sentence: str) -> bool:
 
 
 # A first person only supposed, pretended, wished or seen from outside ("let's say I'm allergic",
-# "pretend I live in London", "如果我住在上海就好了"): what the supposition governs is no fact about
-# the user. A supposition governs what follows it ("I'm allergic to cats, so who knows if I'll ever
-# get one" still states the allergy); "就好了" (if only) the clause it ends.
+# "pretend I live in London", "如果我住在上海就好了"; not "like I said"): what the supposition
+# governs is no fact about the user. A supposition governs what follows it ("I'm allergic to cats,
+# so who knows if I'll ever get one" still states the allergy); "就好了" (if only) the clause it ends.
 _SUPPOSED = re.compile(
-    r"\b(?:if|what if|as if|as though|like|say|let's say|pretend(?:ing)?|imagin(?:e|ing)|suppos(?:e|ing)"
-    r"|assum(?:e|ing)|wish(?:ed)?|hypothetically)\s+(?:that\s+)?I\b"
+    r"\b(?:if|as if|as though|(?:looks?|looked|sounds?|sounded|feels?|felt|seems?|seemed) like|let's say"
+    r"|pretend(?:ing)?|imagin(?:e|ing)|suppos(?:e|ing)|assum(?:e|ing)|wish(?:ed)?|hypothetically)\s+(?:that\s+)?I\b"
     r"|(?:如果|假如|假设|假若|倘若|要是|万一|假装|想象|设想|但愿)我",
     re.I,
 )
