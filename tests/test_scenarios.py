@@ -94,6 +94,7 @@ def test_report_writes_a_page_with_its_plots(tmp_path: Path, capsys: pytest.Capt
 FROZEN_SHA256 = {
     scenarios.DATA: "146fc68b8735c0708663df4ef5443a6b0309a2eecbead9b4996f628b848e9cf8",
     scenarios.SECOND_FROZEN: "6bedcda76ff145d664c3f554055cb51fabaf6c3b69977b585fda74403bb9ac60",
+    scenarios.THIRD_FROZEN: "9fa07f92d2eddb8351043288ada2238309b1918b04fe8098be2b2ff48616b245",
 }
 
 

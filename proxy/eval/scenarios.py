@@ -55,8 +55,10 @@ from .harness import anthropic_message, messages_body
 from .stand_in import Fact, Item, Knowledge, StandIn
 
 DATA = Path(__file__).with_name("scenarios.json")
-# A second frozen half, written by someone who read neither the rules nor the first's results (its note).
+# More frozen halves, each written by someone who read neither the rules nor the earlier halves' cases
+# or results (its note). A half whose missed cases someone has read no longer measures the rules blind.
 SECOND_FROZEN = Path(__file__).with_name("scenarios_frozen_2.json")
+THIRD_FROZEN = Path(__file__).with_name("scenarios_frozen_3.json")
 COMPRESSOR = "fake-compressor"
 MODEL = "gpt-4o-mini"
 REPLY = "Sure, happy to help with that."
