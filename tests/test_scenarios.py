@@ -18,6 +18,7 @@ from proxy.eval.scenarios import (
     presented_as_current,
     score,
 )
+from proxy.eval.stand_in import verdicts
 from proxy.memory.recall.cards import Card, render_block
 
 
@@ -186,3 +187,19 @@ def test_the_frozen_halfs_report_names_no_case(tmp_path: Path, capsys: pytest.Ca
     shown = capsys.readouterr().out + md.read_text() + (tmp_path / "page" / "index.html").read_text()
     assert "| rules | all | 2 |" in shown and "mango" not in shown and "airport" not in shown
     assert "swell" not in shown and "not named" in shown
+
+
+def test_the_stand_in_judges_reconcile_pairs_as_the_data_says() -> None:
+    """Merge the same words, supersede what a case's later statement changed, add anything else."""
+    case = Scenario(
+        id="moved", lang="en", chats=(("I live in Leeds.",), ("I'm in Bristol now.",)), question="Walks near me?",
+        expect=(("bristol",),), forbid=("leeds",),
+        extraction=(("I live in Leeds.", ({"content": "The user lives in Leeds.", "key": "user.home_city"},)),
+                    ("I'm in Bristol now.", ({"content": "The user lives in Bristol.", "key": "user.location.home"},))),
+    )
+    known = scenarios.knowledge([case], lambda text: text)
+    pairs = ("[pair 1]\nknown: The user lives in Leeds.\nnew: The user lives in Bristol.\n\n"
+             "[pair 2]\nknown: The user likes jazz.\nnew: The user lives in Bristol.\n\n"
+             "[pair 3]\nknown: The user lives in  Bristol.\nnew: The user lives in Bristol.")
+    assert [v["decision"] for v in verdicts(pairs, known)] == ["supersede", "add", "merge"]
+    assert verdicts("", known) == []

@@ -44,8 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="send the turns as chat completions, through the Responses API (scenarios) "
                              "or as Anthropic Messages requests (locomo)")
     parser.add_argument("--part", choices=("all", "tuning", "frozen"), default="all",
-                        help="scenarios: both halves (default), the tuning half, or the frozen half "
-                             "(replayed with a model stand-in that follows the extraction prompt and with the rules)")
+                        help="scenarios: both halves (default), the tuning half, or the frozen half; the frozen "
+                             "half and the tuning cases that say what a model extracts are replayed with the rules "
+                             "and with a model stand-in that follows the prompts")
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -74,7 +75,8 @@ def scenarios_command(args: argparse.Namespace) -> int:
     print(text)
     if args.out:
         rows = [r.__dict__ for r in results]
-        data = {"summary": scenarios.summary(results), "frozen": scenarios.frozen_summary(results), "results": rows}
+        data = {"summary": scenarios.summary(results), "summary_model": scenarios.summary(results, "model"),
+                "frozen": scenarios.frozen_summary(results), "results": rows}
         Path(args.out).write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
     if args.md:
         Path(args.md).write_text(text + "\n", encoding="utf-8")

@@ -27,7 +27,9 @@ become standing facts: never in the user's profile). Each frozen case also
 carries its ``extraction``: what a model following ``prompts/extract.md``
 returns for the turns that ``said`` it. The frozen half is replayed twice:
 with the rules alone (the compression model's replies are not JSON) and with
-``stand_in.StandIn`` answering the extraction calls from that extraction.
+``stand_in.StandIn`` answering the extraction calls from that extraction. A
+tuning case may carry an ``extraction`` too: those cases are replayed with
+the stand-in as well, the model's path tuned on as the rules' is.
 """
 
 from __future__ import annotations
@@ -122,16 +124,24 @@ def _scenario(s: dict[str, Any]) -> Scenario:
 def knowledge(cases: Sequence[Scenario], mask: Callable[[str], str]) -> Knowledge:
     """What a model following the extraction prompt would answer for the cases' turns.
 
-    Turn ids are ``<case>/<chat>/<turn>``; an item is drawn from the turns of its case that said it.
+    Turn ids are ``<case>/<chat>/<turn>``; an item is drawn from the turns of its case that said it. In a
+    case with old values (``forbid``), the last statement's items replace the earlier items that hold one:
+    asked to reconcile them, the stand-in says so.
     """
     turns = [(f"{s.id}/{c}/{i}", f"{s.id}/{c}", text) for s in cases for c, chat in enumerate(s.chats)
              for i, text in enumerate(chat)]
     facts = []
+    replaces = []
     for s in cases:
         for said, items in s.extraction:
             ids = tuple(f"{s.id}/{c}/{i}" for c, chat in enumerate(s.chats) for i, t in enumerate(chat) if t == said)
             facts += [Fact(ids, item) for item in items]
-    return Knowledge.of(turns, facts, mask=mask)
+        if s.forbid and s.extraction:
+            # The case's last statement changes the earlier facts that hold an old value.
+            old = [str(i["content"]) for _, items in s.extraction[:-1] for i in items
+                   if any(f.lower() in str(i["content"]).lower() for f in s.forbid)]
+            replaces += [(str(i["content"]), o) for i in s.extraction[-1][1] for o in old]
+    return Knowledge.of(turns, facts, mask=mask, replaces=replaces)
 
 
 @dataclass(frozen=True)
@@ -334,19 +344,22 @@ async def run(
     api: Api = "chat",
     part: Part = "all",
 ) -> list[Result]:
-    """The tuning half and the frozen half with the rules, then the frozen half with the model stand-in."""
+    """Both halves with the rules, then with the model stand-in the frozen half and the tuning cases that
+    say what a model extracts."""
     tuning = suite.scenarios if part != "frozen" else ()
     frozen = suite.frozen if part != "tuning" else ()
     ruled = [(s, "tuning") for s in tuning] + [(s, "frozen") for s in frozen]
     results = await _served(suite, ruled, embedder, tick, api, None) if ruled else []
-    if frozen:
-        results += await _served(suite, [(s, "frozen") for s in frozen], embedder, tick, api, frozen)
+    modelled = [(s, "tuning") for s in tuning if s.extraction] + [(s, "frozen") for s in frozen]
+    if modelled:
+        results += await _served(suite, modelled, embedder, tick, api, [s for s, _ in modelled])
     return results
 
 
 def steps(suite: Suite, part: Part = "all") -> int:
     """How many cases ``run`` replays."""
-    return len(suite.scenarios) * (part != "frozen") + 2 * len(suite.frozen) * (part != "tuning")
+    tuning = len(suite.scenarios) + sum(1 for s in suite.scenarios if s.extraction)
+    return tuning * (part != "frozen") + 2 * len(suite.frozen) * (part != "tuning")
 
 
 async def _served(
@@ -389,18 +402,20 @@ async def _replay(
     return results
 
 
-def summary(results: Sequence[Result]) -> dict[str, Any]:
-    """The tuning half's figures, over all its cases and per language."""
+def summary(results: Sequence[Result], stand_in: str = "rules") -> dict[str, Any]:
+    """The tuning half's figures with ``stand_in`` (``rules``, or ``model`` for the cases it replays),
+    over all its cases and per language."""
     def part(rs: Sequence[Result]) -> dict[str, Any]:
         facts = sum(r.facts for r in rs)
         return {
             "scenarios": len(rs),
             "recall": round(sum(r.recalled for r in rs) / facts, 3) if facts else None,
             "superseded_injected": sum(r.superseded_injected for r in rs),
+            "old_values_as_current": sum(r.old_as_current for r in rs),
             "unrelated_with_cards": sum(r.unrelated_cards > 0 for r in rs),
         }
 
-    results = [r for r in results if r.half == "tuning"]
+    results = [r for r in results if r.half == "tuning" and r.stand_in == stand_in]
     langs = sorted({r.lang for r in results})
     return {"all": part(results), **{lang: part([r for r in results if r.lang == lang]) for lang in langs}}
 
@@ -433,19 +448,24 @@ def frozen_summary(results: Sequence[Result]) -> dict[str, dict[str, Any]]:
 
 
 def markdown(results: Sequence[Result]) -> str:
-    tuning = [r for r in results if r.half == "tuning"]
     lines: list[str] = []
-    if tuning:
+    for stand_in, title in (("rules", "Tuning half:"), ("model", "Tuning half, the model stand-in (the cases "
+                                                                  "that say what a model extracts):")):
+        tuning = [r for r in results if r.half == "tuning" and r.stand_in == stand_in]
+        if not tuning:
+            continue
         lines += [
-            "Tuning half:",
+            *([""] if lines else []),
+            title,
             "",
-            "| scenarios | n | recall | superseded injected | unrelated questions given cards |",
-            "|---|---|---|---|---|",
+            "| scenarios | n | recall | superseded injected | old values as current "
+            "| unrelated questions given cards |",
+            "|---|---|---|---|---|---|",
         ]
-        for name, row in summary(tuning).items():
+        for name, row in summary(tuning, stand_in).items():
             lines.append(
                 f"| {name} | {row['scenarios']} | {row['recall']} | {row['superseded_injected']} "
-                f"| {row['unrelated_with_cards']} |"
+                f"| {row['old_values_as_current']} | {row['unrelated_with_cards']} |"
             )
         missed = [f"{r.id} ({', '.join(r.missing)})" for r in tuning if r.missing]
         leaked = [r.id for r in tuning if r.superseded_injected]

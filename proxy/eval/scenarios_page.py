@@ -4,7 +4,7 @@ The summary per language (recall, superseded values injected, unrelated
 questions given cards), two figures — the share of facts recalled per
 language, and the cards injected for each question beside those injected for
 its unrelated one — and a row per scenario with what it missed. Written as
-``index.html`` beside its PNGs. Only the tuning half is drawn, its ids and
+``index.html`` beside its PNGs. Only the tuning half is drawn (with the rules), its ids and
 missed phrases shown: a frozen half's cases are never named (whoever read
 which missed could no longer write rules blind to them).
 """
@@ -55,7 +55,7 @@ def write_report(folder: str | Path, results: Sequence[Result]) -> Path:
     """Write ``index.html`` and its figures into ``folder`` (created); returns the page's path."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
-    results = [r for r in results if r.half == "tuning"]
+    results = [r for r in results if r.half == "tuning" and r.stand_in == "rules"]
     table = summary(results)
     _recall(table, out / "recall.png")
     _cards(results, out / "cards.png")

@@ -16,8 +16,11 @@ expected extraction — and it sees only what the proxy sends it:
   transcript's turns belong to, and a merge (``merge.md``) those of the
   sessions its summaries covered (this stand-in wrote them), each cut to
   its share of a third of the source's words, so the compressor accepts it;
-- every other call (reconcile, query rewrite) and any summary of turns it
-  knows nothing of gets ``fake_summary``'s reply, as in the rules stand-in.
+- a reconcile call (``reconcile.md``) gets a verdict per pair: the same words
+  merge, a fact the data says a later statement changed (``Knowledge.replaces``)
+  is superseded by it, anything else is added;
+- every other call (query rewrite) and any summary of turns it knows nothing
+  of gets ``fake_summary``'s reply, as in the rules stand-in.
 
 Turns are recognised by their text, whitespace-normalised (the caller masks
 the known texts as the proxy masks what it sends). A text said in several
@@ -42,7 +45,7 @@ Item = dict[str, Any]  # a memory item's fields as the extraction prompt asks fo
 Line = tuple[int, str]  # a transcript's turn number and text
 _MARK = "\x00"
 
-_INNER = re.compile(r"<(transcript|summaries)>\n?(.*?)</\1>", re.S)
+_INNER = re.compile(r"<(transcript|summaries|pairs)>\n?(.*?)</\1>", re.S)
 _EXTRACTION_LINE = re.compile(r"^\[turn (\d+)\] [^:\n]*: ?", re.M)
 _SUMMARY_LABEL = re.compile(r"^Turn (\d+) \([^)\n]*\):[ \t]*$", re.M)
 _SUMMARY_BLOCK = re.compile(r"<summary turns=\"[^\"]*\">\n?(.*?)\n?</summary>", re.S)
@@ -70,6 +73,8 @@ class Knowledge:
     session: Mapping[str, str]  # turn id -> its session
     facts: Mapping[str, tuple[Fact, ...]]  # turn id -> the facts drawn from it
     summaries: Mapping[str, str]  # session -> its summary
+    # A fact's normalised content -> those of the earlier facts it changes (the data says which)
+    replaces: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -78,8 +83,12 @@ class Knowledge:
         facts: Iterable[Fact] = (),
         summaries: Mapping[str, str] | None = None,
         mask: Callable[[str], str] = lambda text: text,
+        replaces: Iterable[tuple[str, str]] = (),
     ) -> Knowledge:
-        """From ``(id, session, text)`` turns; ``mask`` is applied to the texts as the proxy masks them."""
+        """From ``(id, session, text)`` turns; ``mask`` is applied to the texts as the proxy masks them.
+
+        ``replaces``: (new content, old content) of facts a later statement changed.
+        """
         texts: dict[str, list[str]] = {}
         session: dict[str, str] = {}
         for turn_id, sess, text in turns:
@@ -89,11 +98,15 @@ class Knowledge:
         for fact in facts:
             for turn_id in dict.fromkeys(fact.turns):
                 by_turn.setdefault(turn_id, []).append(fact)
+        changed: dict[str, set[str]] = {}
+        for newer, older in replaces:
+            changed.setdefault(normalise(mask(newer)), set()).add(normalise(mask(older)))
         return cls(
             {t: tuple(ids) for t, ids in texts.items()},
             session,
             {t: tuple(fs) for t, fs in by_turn.items()},
             dict(summaries or {}),
+            {t: frozenset(olds) for t, olds in changed.items()},
         )
 
 
@@ -209,6 +222,28 @@ def summary_of(shares: Mapping[str, int], knowledge: Knowledge, source_words: in
     return " ".join(parts)
 
 
+_PAIR = re.compile(r"^\[pair (\d+)\]\nknown: (.*)\nnew: (.*)$", re.M)
+
+
+def verdicts(pairs: str, knowledge: Knowledge) -> list[dict[str, Any]]:
+    """``prompts/reconcile.md``'s reply for its ``pairs``: what a model reading both facts judges.
+
+    The same words merge; a fact the data says a later statement changed is superseded by it;
+    anything else is another fact ("add", as the prompt asks when unsure).
+    """
+    out = []
+    for number, known, new in _PAIR.findall(pairs):
+        old_text, new_text = normalise(known), normalise(new)
+        if old_text == new_text:
+            decision = "merge"
+        elif old_text in knowledge.replaces.get(new_text, ()):
+            decision = "supersede"
+        else:
+            decision = "add"
+        out.append({"pair": int(number), "decision": decision})
+    return out
+
+
 @dataclass
 class StandIn:
     """Answers compression-model calls (chat ``messages``) from its ``Knowledge``."""
@@ -232,6 +267,8 @@ class StandIn:
             source = inner(prompt, "transcript")
             resolved = resolve(summary_lines(source), self.knowledge)
             return self._summary(sessions_of(resolved, self.knowledge), source, messages)
+        if kind == "reconcile":
+            return json.dumps(verdicts(inner(prompt, "pairs"), self.knowledge))
         if kind == "merge":
             source = inner(prompt, "summaries")
             shares: dict[str, int] = {}
