@@ -78,6 +78,20 @@ def test_close_pairs_by_embedding_or_slot_family_never_for_a_matching_key() -> N
     assert [p.old.id for p in close_pairs(Batch((VEG,), (BASE,)), many)] == ["0", "1", "2"]
 
 
+def test_a_fact_of_one_category_and_holder_is_judged_beside_those_stored_under_another_key() -> None:
+    """A model spells a slot differently across calls ("user.job", "user.occupation"), and Chinese cosines
+    mean little: the model is shown the user's facts of the same category and holder all the same."""
+    job = ExistingItem("1", "user.job", "The user works as an accountant.", FAR, category="identity")
+    son = ExistingItem("2", "user.son.job", "The user's son is a nurse.", FAR, about="the user's son",
+                       category="identity")
+    misc = ExistingItem("3", "user.misc", "The user once met a famous chef.", FAR, category="other")
+    teaches = MemoryItem(type="entity", category="identity", content="The user teaches maths.", key="user.occupation")
+    pairs = close_pairs(Batch((teaches,), (BASE,)), [job, son, misc])
+    assert [p.old.id for p in pairs] == ["1"]
+    other = MemoryItem(type="entity", category="other", content="The user saw a comet.", key="user.sky")
+    assert close_pairs(Batch((other,), (BASE,)), [misc]) == []
+
+
 def test_the_prompt_renders_the_pairs_numbered_known_first() -> None:
     known = stored("1", "The user eats fish on Fridays.", "user.food.fish", at_cosine(0.7))
     batch = Batch((VEG,), (BASE,))

@@ -110,10 +110,11 @@ class ExistingItem:
     vector: Vector
     status: str = "active"  # "active" | "superseded" | "archived"
     about: str = USER
+    category: str = "other"
 
     @classmethod
     def of(cls, row: ItemRow, vector: Vector) -> ExistingItem:
-        return cls(str(row.id), row.key, row.content, vector, row.status, row.about)
+        return cls(str(row.id), row.key, row.content, vector, row.status, row.about, row.category)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..lifecycle import Decision, ExistingItem, Vector, cosine, decide, slot_members
-from ..memory_schema import MemoryItem
+from ..memory_schema import USER, MemoryItem
 from .item_parser import load_json
 
 Verdict = Literal["merge", "supersede", "add"]
@@ -105,10 +105,13 @@ def close_pairs(
 ) -> list[Pair]:
     """The pairs the model judges: each new item beside its closest active items.
 
-    Close means cosine ≥ ``close_cosine`` or the same slot family; at most
-    ``per_item`` per new item, closest first. An item whose slot an active item
-    already holds (``lifecycle.slot_members``) is left out: the same key is the
-    rules' to decide (a different value supersedes, SPEC §5).
+    Close means cosine ≥ ``close_cosine``, the same slot family, or the same
+    category and holder (but ``other``): a model spells one slot differently
+    across calls (``user.job``, ``user.occupation``), and cosines between
+    Chinese facts say little. At most ``per_item`` per new item, closest
+    first. An item whose slot an active item already holds
+    (``lifecycle.slot_members``) is left out: the same key is the rules' to
+    decide (a different value supersedes, SPEC §5).
     """
     active = [e for e in existing if e.status == "active"]
     pairs: list[Pair] = []
@@ -121,6 +124,7 @@ def close_pairs(
             Pair(n, e, c if c is not None else 0.0)
             for e, c in scored
             if (family is not None and slot_family(e.key) == family) or (c is not None and c >= close_cosine)
+            or (item.category != "other" and e.category == item.category and (e.about == USER) == item.about_user)
         ]
         near.sort(key=lambda p: (-p.cosine, p.old.id))
         pairs += near[:per_item]
