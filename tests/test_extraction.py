@@ -219,6 +219,11 @@ def test_a_fact_beside_a_condition_on_someone_else_is_still_read() -> None:
     assert item.key == "user.allergy.peanut"
     (said,) = rule_extract(user("Like I said, I'm allergic to peanuts."), NOW)
     assert said.key == "user.allergy.peanut"
+    # A supposition ends with its clause: what follows the comma is said.
+    (told,) = rule_extract(user("I don't know if I told you, but I'm allergic to peanuts."), NOW)
+    assert told.key == "user.allergy.peanut"
+    (home,) = rule_extract(user("Not sure if I mentioned it, but I live in Leeds."), NOW)
+    assert home.key == "user.location.home"
     (later,) = rule_extract(user("I just learned I'm allergic to cats, so who knows if I'll ever get one."), NOW)
     assert later.key == "user.allergy.cat"
     (task,) = rule_extract(user("If I forget, remind me to call mom tomorrow."), NOW)

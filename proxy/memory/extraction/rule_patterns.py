@@ -269,8 +269,9 @@ def for_now(sentence: str) -> bool:
 
 # A first person only supposed, pretended, wished or seen from outside ("let's say I'm allergic",
 # "pretend I live in London", "如果我住在上海就好了"; not "like I said"): what the supposition
-# governs is no fact about the user. A supposition governs what follows it ("I'm allergic to cats,
-# so who knows if I'll ever get one" still states the allergy); "就好了" (if only) the clause it ends.
+# governs is no fact about the user. A supposition governs what follows it in its clause ("I'm
+# allergic to cats, so who knows if I'll ever get one" and "I don't know if I told you, but I live in
+# Leeds" still state their facts); "就好了" (if only) the clause it ends.
 _SUPPOSED = re.compile(
     r"\b(?:if|as if|as though|(?:looks?|looked|sounds?|sounded|feels?|felt|seems?|seemed) like|let's say"
     r"|pretend(?:ing)?|imagin(?:e|ing)|suppos(?:e|ing)|assum(?:e|ing)|wish(?:ed)?|hypothetically)\s+(?:that\s+)?I\b"
@@ -278,11 +279,15 @@ _SUPPOSED = re.compile(
     re.I,
 )
 _WISHED = re.compile(r"[^，,;；。！？!?]*就好了")
+_CLAUSE_BREAK = re.compile(r"[,;:，；：]")
 
 
 def supposed(sentence: str, start: int) -> bool:
     """Whether what ``sentence`` says from ``start`` on is only supposed or wished (``_SUPPOSED``)."""
-    return any(m.start() <= start for m in _SUPPOSED.finditer(sentence)) or _WISHED.match(sentence, start) is not None
+    return any(
+        m.start() <= start and _CLAUSE_BREAK.search(sentence, m.end(), start) is None
+        for m in _SUPPOSED.finditer(sentence)
+    ) or _WISHED.match(sentence, start) is not None
 
 
 def lasting(rule: Rule) -> Rule:
