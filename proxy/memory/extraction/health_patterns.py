@@ -25,6 +25,7 @@ from .rule_patterns import (
     Rule,
     RuleHit,
     allergy,
+    chinese,
     clause,
     first_group,
     lasting,
@@ -94,7 +95,7 @@ def _diet(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _diet_ended(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I'm no longer vegetarian", "I eat meat again", "我不吃素了": the diet's slot, ended."""
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+    if chinese(m.group()):
         return [RuleHit("entity", "health", "user.diet", "用户不再吃素了。", _HEALTH_IMPORTANCE)]
     diet = first_group(m, "diet", "diet2", "diet3").lower()
     text = f"The user is no longer {diet}." if diet else "The user eats meat again."
@@ -103,7 +104,7 @@ def _diet_ended(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _medication(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     what = m.group("what")
-    if re.search(r"[\u4e00-\u9fff]", what):
+    if chinese(what):
         return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"用户在服用{what}。", _HEALTH_IMPORTANCE)]
     return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"The user takes {what.lower()}.",
                     _HEALTH_IMPORTANCE)]
@@ -114,7 +115,7 @@ def _cannot_eat(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     who = (m.groupdict().get("who") or "").strip()
     holder = f"user.{slug(who)}" if who else "user"
     verb = m.group("verb")
-    zh = bool(re.search(r"[\u4e00-\u9fff]", m.group()))
+    zh = chinese(m.group())
     subject = (f"用户的{who}" if who else "用户") if zh else (f"The user's {who}" if who else "The user")
     category: Category = "relationship" if who else "health"
     about = whose(who, zh) if who else USER
@@ -135,14 +136,14 @@ def _foods(said: str) -> list[str]:
 
 
 def _pregnancy(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
-    zh = re.search(r"[\u4e00-\u9fff]", m.group())
+    zh = chinese(m.group())
     text = "用户怀孕了。" if zh else "The user is pregnant."
     return [RuleHit("entity", "health", "user.health.pregnancy", text, _HEALTH_IMPORTANCE)]
 
 
 def _condition(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     what = m.group("what")
-    if re.search(r"[\u4e00-\u9fff]", what):
+    if chinese(what):
         return [RuleHit("entity", "health", f"user.health.{slug(what)}", f"用户有{what}。", _HEALTH_IMPORTANCE)]
     verb = "is" if re.fullmatch(_STATES, what, re.I) else "has"
     return [RuleHit("entity", "health", f"user.health.{slug(what)}", f"The user {verb} {what}.", _HEALTH_IMPORTANCE)]
@@ -152,7 +153,7 @@ def _condition(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 def _mobility(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I use a wheelchair", "I get around with a walker", "我坐轮椅": the aid the user moves with."""
     aid = " ".join(m.group("aid").lower().split())
-    if re.search(r"[\u4e00-\u9fff]", aid):
+    if chinese(aid):
         return [RuleHit("entity", "health", "user.health.mobility", f"用户使用{aid}。", _HEALTH_IMPORTANCE)]
     article = "" if aid == "crutches" else "an " if aid[0] in "aeiou" else "a "
     return [RuleHit("entity", "health", "user.health.mobility", f"The user uses {article}{aid}.", _HEALTH_IMPORTANCE)]
@@ -162,7 +163,7 @@ def _mobility(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 def _mobility_limit(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I can't manage stairs", "I can't walk far", "我爬不了楼梯": what the user's body cannot do."""
     said = m.group().rstrip("。，,.!！")
-    if re.search(r"[\u4e00-\u9fff]", said):
+    if chinese(said):
         return [RuleHit("constraint", "health", "user.health.mobility.limit", f"用户说：“{said}”。", _HEALTH_IMPORTANCE)]
     limit = re.sub(r"^I\s+", "", said, flags=re.I)
     return [RuleHit("constraint", "health", "user.health.mobility.limit", f"The user {third_person_object(limit)}.",
@@ -174,7 +175,7 @@ def _senses(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I'm hard of hearing", "I wear hearing aids", "I'm partially sighted", "我听力不好": hearing and sight."""
     said = m.group()
     sense = "vision" if re.search(r"blind|sight|vision|visual|see|视|看|盲", said, re.I) else "hearing"
-    if re.search(r"[\u4e00-\u9fff]", said):
+    if chinese(said):
         return [RuleHit("entity", "health", f"user.health.{sense}", f"用户说：“{said}”。", _HEALTH_IMPORTANCE)]
     state = re.sub(r"^I(?:'m| am)\s+", "is ", said, flags=re.I)
     state = re.sub(r"^I (wear|use|have)\b", lambda v: {"wear": "wears", "use": "uses", "have": "has"}[v.group(1).lower()],
@@ -188,7 +189,7 @@ def _prescribed(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """A medicine told by how it is taken, whatever its name: "I was prescribed X", "I take X twice a
     day", "I'm on X for my heart", "I take my X pills", "我长期服用X"."""
     what = first_group(m, "what", "what2", "what3").strip()
-    if re.search(r"[\u4e00-\u9fff]", what):
+    if chinese(what):
         return [RuleHit("entity", "health", f"user.health.medication.{slug(what)}", f"用户在服用{what}。",
                         _HEALTH_IMPORTANCE)]
     if what.lower() in _NOT_A_MEDICINE or len(what) < 4:

@@ -32,6 +32,7 @@ from .rule_patterns import (
     ZH_PARTICLES,
     Rule,
     RuleHit,
+    chinese,
     clause,
     expiry,
     first_group,
@@ -48,7 +49,7 @@ def _named(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     who, value = m.group("who"), m.group("v")
     if value.split()[0].lower() in {"not", "a", "an", "the", "just", "so", "very", "really"}:
         return []
-    zh = bool(re.search(r"[\u4e00-\u9fff]", who))
+    zh = chinese(who)
     about = whose(who, zh)
     if zh:
         return [RuleHit("entity", "relationship", f"user.{slug(who)}.name", f"用户的{who}叫{value}。", 0.7, about)]
@@ -59,7 +60,7 @@ def _named(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 def _habit(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I drink three cups of coffee a day", "我每天都喝三杯咖啡": a standing habit, the slot a quit supersedes."""
     what = m.group("what").strip()
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+    if chinese(m.group()):
         what = what.rstrip(ZH_PARTICLES)
         if not what or what[0] in "你他她它这那什":
             return []
@@ -80,11 +81,11 @@ def _home(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
         return []  # "I'm based in the Shanghai office", "our building's address is ...": not the user's home
     if address := m.groupdict().get("address"):
         where = address.strip().rstrip(",")
-        if re.search(r"[\u4e00-\u9fff]", m.group()):
+        if chinese(m.group()):
             return [RuleHit("entity", "identity", "user.location.home", f"用户的地址是{where}。", 0.6)]
         return [RuleHit("entity", "identity", "user.location.home", f"The user's home address is {where}.", 0.6)]
     place = first_group(m, "place", "place2").strip().rstrip(",")
-    if re.search(r"[\u4e00-\u9fff]", place):
+    if chinese(place):
         return [RuleHit("entity", "identity", "user.location.home", f"用户住在{place}。", 0.6)]
     return [RuleHit("entity", "identity", "user.location.home", f"The user lives in {place}.", 0.6)]
 
@@ -103,8 +104,8 @@ def _spoken(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I speak German and some French", "我会说粤语": each language the user speaks, a slot of its own."""
     named = [w for part in re.split("[和、及与]", m.group("langs")) for w in re.findall(r"[A-Z][a-z]+|\S+", part)]
     found = [lang for lang in named
-             if lang in _LANGUAGES or (re.search(r"[\u4e00-\u9fff]", lang) and lang not in _ZH_NOT_A_LANGUAGE)]
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+             if lang in _LANGUAGES or (chinese(lang) and lang not in _ZH_NOT_A_LANGUAGE)]
+    if chinese(m.group()):
         return [RuleHit("entity", "identity", f"user.language.spoken.{slug(lang)}", f"用户会说{lang}。", 0.7)
                 for lang in found]
     return [RuleHit("entity", "identity", f"user.language.spoken.{slug(lang)}", f"The user speaks {lang}.", 0.7)
@@ -119,7 +120,7 @@ def _pronouns(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 @lasting
 def _schedule(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I work nights", "I work from home", "我上夜班": how the user works, which shapes when and where."""
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+    if chinese(m.group()):
         return [RuleHit("entity", "identity", "user.work.schedule", f"用户{m.group().removeprefix('我')}。", 0.6)]
     how = " ".join(m.group("how").lower().split())
     return [RuleHit("entity", "identity", "user.work.schedule", f"The user works {how}.", 0.6)]
@@ -130,7 +131,7 @@ def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     place = m.group("place")
     if not expiry(s, now):
         return []  # "I'm in Paris" with no time frame is too ambiguous to keep.
-    if re.search(r"[\u4e00-\u9fff]", s):
+    if chinese(s):
         return [RuleHit("event", "plan", "user.location.current", f"用户在{said_on(now)}说：“{s}”", 0.4)]
     return [RuleHit("event", "plan", "user.location.current",
                 f"On {said_on(now)} the user said they are in {place}: \"{s}\"", 0.4)]
@@ -138,7 +139,7 @@ def _place(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _occupation(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     job = " ".join(first_group(m, "job", "job2").split())
-    if re.search(r"[\u4e00-\u9fff]", job):
+    if chinese(job):
         return [RuleHit("entity", "identity", "user.occupation", f"用户是{job}。", 0.7)]
     article = "an" if job[:1].lower() in "aeiou" else "a"
     return [RuleHit("entity", "identity", "user.occupation", f"The user is {article} {job.lower()}.", 0.7)]
@@ -208,7 +209,7 @@ _KIN = (r"dog|cat|puppy|kitten|pet|bird|rabbit|hamster|horse|son|daughter|wife|h
 def _language(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I'm a native Spanish speaker", "我的母语是粤语": the language the user thinks in."""
     lang = first_group(m, "lang", "lang2", "lang3")
-    if re.search(r"[\u4e00-\u9fff]", lang):
+    if chinese(lang):
         return [RuleHit("entity", "identity", "user.language", f"用户的母语是{lang}。", 0.8)]
     return [RuleHit("entity", "identity", "user.language", f"The user's native language is {lang}.", 0.8)]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from .rule_patterns import Rule, RuleHit, first_group, lasting, slug
+from .rule_patterns import Rule, RuleHit, chinese, first_group, lasting, slug
 
 _NUMBER_WORDS = (r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty"
                  r"|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|grand|a|and|-)")
@@ -41,7 +41,7 @@ def _budget(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     amount = " ".join(first_group(m, "amount", "amount2").split()).rstrip(".,")
     what = " ".join(first_group(m, "what", "what2").split())
     key = f"user.budget.{slug(what)}" if what else "user.budget"
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+    if chinese(m.group()):
         return [RuleHit("constraint", "preference", key, f"用户的预算是{amount}。", 0.7)]
     text = f"The user's budget for the {what} is {amount}." if what else f"The user's budget is {amount}."
     return [RuleHit("constraint", "preference", key, text, 0.7)]
@@ -50,7 +50,7 @@ def _budget(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 @lasting
 def _channel(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     channel = m.group("ch").lower()
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+    if chinese(m.group()):
         return [RuleHit("preference", "preference", "user.contact.channel", f"用户希望通过{channel}联系。", 0.7)]
     return [RuleHit("preference", "preference", "user.contact.channel",
                     f"The user wants to be contacted by {channel}.", 0.7)]
@@ -59,7 +59,7 @@ def _channel(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 @lasting
 def _not_by(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"Don't call me", "I don't take phone calls", "别给我打电话": no calls."""
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+    if chinese(m.group()):
         return [RuleHit("preference", "preference", "user.contact.not.phone", "用户不希望接到电话。", 0.7)]
     return [RuleHit("preference", "preference", "user.contact.not.phone", "The user does not want phone calls.", 0.7)]
 

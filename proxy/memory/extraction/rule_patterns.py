@@ -58,8 +58,14 @@ NOT_A_FOOD = frozenset({"another", "any", "anything", "more", "much", "that", "t
                         "right", "enough", "there", "here", "yet", "so", "out", "the", "today", "tonight",
                         "tomorrow", "again", "anymore", "alone", "like", "what", "these", "those", "after",
                         "before", "until", "late", "a", "properly", "well", "when", "while"})
+_HAN = re.compile(r"[\u4e00-\u9fff]")
 _ZH_END = "[^，。！？,.!?；;\\s]"
 ZH_PARTICLES = "了的啊呀哦呢吧"
+
+
+def chinese(text: str) -> bool:
+    """Whether ``text`` holds a Chinese character: the fact is then written in Chinese."""
+    return _HAN.search(text) is not None
 
 
 def slug(phrase: str) -> str:
@@ -136,7 +142,7 @@ def _one_allergy(m: re.Match[str], who: str, what: str) -> RuleHit | None:
     if not what or what.endswith("不") or len(what.split()) > 3 or what.lower() in _VAGUE:
         return None
     holder = f"user.{slug(who)}" if who else "user"
-    zh = bool(re.search(r"[\u4e00-\u9fff]", m.group()))
+    zh = chinese(m.group())
     if zh:
         text = f"用户的{who}对{what}过敏。" if who else f"用户对{what}过敏。"
     else:
@@ -162,7 +168,7 @@ def _third_person(verb: str) -> str:
 
 def _preference(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     what = clause(m.group("what"))
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+    if chinese(m.group()):
         what = what.rstrip(ZH_PARTICLES)
         if not what or what[0] in "你他她它这那死":
             return []
@@ -208,7 +214,7 @@ def _deadline(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     mine = re.search(r"\bI (?:must|have to|need to|should|'ve got to)\b|我[^，。]{0,8}?(?:必须|一定要|得|需要)", s)
     kind: MemoryType = "task" if mine else "constraint"
     # A deadline stands until it passes (``expiry``): what the user must get done shapes their plans.
-    if re.search(r"[\u4e00-\u9fff]", s):
+    if chinese(s):
         return [RuleHit(kind, "plan", f"user.deadline.{_topic(s)}", f"用户在{said_on(now)}提出的期限：“{s}”", 0.8,
                         standing=True)]
     return [RuleHit(kind, "plan", f"user.deadline.{_topic(s)}",
@@ -217,7 +223,7 @@ def _deadline(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 def _card(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     digits = m.group("d")
-    if re.search(r"[\u4e00-\u9fff]", m.group()):
+    if chinese(m.group()):
         if "卡" not in s or re.search("手机|电话", s):  # 尾号 also ends phone numbers
             return []
         return [RuleHit("entity", "identifier", f"user.card.{digits}", f"用户的卡尾号为{digits}。", 0.6)]
@@ -279,13 +285,13 @@ _SUPPOSED = re.compile(
     re.I,
 )
 _WISHED = re.compile(r"[^，,;；。！？!?]*就好了")
-_CLAUSE_BREAK = re.compile(r"[,;:，；：]")
+_SUPPOSITION_END = re.compile(r"[,;:，；：]")
 
 
 def supposed(sentence: str, start: int) -> bool:
     """Whether what ``sentence`` says from ``start`` on is only supposed or wished (``_SUPPOSED``)."""
     return any(
-        m.start() <= start and _CLAUSE_BREAK.search(sentence, m.end(), start) is None
+        m.start() <= start and _SUPPOSITION_END.search(sentence, m.end(), start) is None
         for m in _SUPPOSED.finditer(sentence)
     ) or _WISHED.match(sentence, start) is not None
 

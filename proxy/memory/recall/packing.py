@@ -358,8 +358,7 @@ def by_id(frag: Fragment) -> int:
 
 
 def _as_entry(place: TurnOf, hit: Hit, order: int) -> Entry:
-    frag = hit.fragment
-    assert frag is not None
+    frag = _fragment(hit)
     return place(frag), order, hit, frag.created // 86_400
 
 
