@@ -264,6 +264,9 @@ def test_no_buffering_each_chunk_arrives_before_the_next_is_written(
     upstream.chat = handler
     upstream.routes["/v1/responses"] = handler
     seen = arrivals(proxy, path, json=CHAT)
+    # The upstream stamps a write once its send returns, on its own loop: the client can hold the last
+    # chunk (the proxy relays up to [DONE]) before that stamp is taken.
+    wait_for(lambda: len(upstream.writes) >= len(parts))
     writes = list(upstream.writes)
     assert len(writes) == len(parts)
     sizes = [sum(len(p) for p in parts[: i + 1]) for i in range(len(parts))]
