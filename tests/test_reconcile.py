@@ -10,13 +10,16 @@ from hypothesis import strategies as st
 
 from proxy.memory.extraction.reconcile import (
     Batch,
+    Verdict,
     close_pairs,
     decisions,
     fold_batch,
     parse_verdicts,
     pick_sources,
     render_pairs,
+    settle,
     slot_family,
+    verdicts_for,
 )
 from proxy.memory.lifecycle import Decision, ExistingItem, Vector
 from proxy.memory.memory_schema import MemoryItem
@@ -39,7 +42,7 @@ def item(content: str, key: str, turns: tuple[int, ...] = (), importance: float 
 
 
 def stored(id: str, content: str, key: str, vector: Vector, status: str = "active") -> ExistingItem:
-    return ExistingItem(id=id, key=key, content=content, vector=vector, status=status)
+    return ExistingItem(id=id, key=key, content=content, vector=vector, status=status, category="plan")
 
 
 SPICY = item("The user loves spicy food.", "user.preference.spicy_food", (2,))
@@ -69,7 +72,8 @@ def test_close_pairs_by_embedding_or_slot_family_never_for_a_matching_key() -> N
     moved = item("The user moved to Berlin.", "user.location.home.city")
     batch = Batch((VEG, moved), (BASE, np.array([0.0, -1.0, 0.0])))
     pairs = close_pairs(batch, known)
-    assert [(p.new, p.old.id) for p in pairs] == [(0, "1"), (1, "2")]
+    # The batch's second item is also judged beside its first: one category, one holder.
+    assert [(p.new, p.old.id, p.earlier) for p in pairs] == [(0, "1", None), (1, "2", None), (1, "batch-0", 0)]
     assert slot_family("user.preference.jazz") == "user.preference.jazz"
     assert slot_family("user.name") is None
     same_key = Batch((NO_SPICY,), (BASE,))
@@ -87,9 +91,44 @@ def test_a_fact_of_one_category_and_holder_is_judged_beside_those_stored_under_a
     misc = ExistingItem("3", "user.misc", "The user once met a famous chef.", FAR, category="other")
     teaches = MemoryItem(type="entity", category="identity", content="The user teaches maths.", key="user.occupation")
     pairs = close_pairs(Batch((teaches,), (BASE,)), [job, son, misc])
-    assert [p.old.id for p in pairs] == ["1"]
+    assert [p.old.id for p in pairs] == ["1", "3"]  # the son's is not the user's; ``other`` comes last
     other = MemoryItem(type="entity", category="other", content="The user saw a comet.", key="user.sky")
-    assert close_pairs(Batch((other,), (BASE,)), [misc]) == []
+    assert [p.old.id for p in close_pairs(Batch((other,), (BASE,)), [misc, son])] == ["3"]
+
+
+def test_a_fact_filed_under_other_is_judged_beside_the_same_holders_facts_after_the_closer_ones() -> None:
+    """A model files a fact under a category on one call and under ``other`` on the next."""
+    nurse = ExistingItem("1", "user.job", "The user works as a nurse.", at_cosine(0.1), category="identity")
+    son = ExistingItem("2", "user.son.job", "The user's son is a nurse.", at_cosine(0.2), about="the user's son",
+                       category="identity")
+    near = [ExistingItem(str(i), f"user.plan{i}", f"plan {i}", at_cosine(0.7), category="plan") for i in (3, 4, 5)]
+    photographer = MemoryItem(type="entity", category="other", content="The user is a freelance photographer.",
+                              key="user.work.freelance")
+    assert [p.old.id for p in close_pairs(Batch((photographer,), (BASE,)), [nurse, son])] == ["1"]
+    # Closer by embedding fills the places first.
+    assert [p.old.id for p in close_pairs(Batch((photographer,), (BASE,)), [nurse, *near])] == ["3", "4", "5"]
+
+
+def test_a_later_statement_of_the_same_batch_settles_an_earlier_one() -> None:
+    """A user corrects themself within a chat: the model's verdict between the two statements holds."""
+    drives = MemoryItem(type="preference", content="The user drives to work.", key="user.commute", turns=(1,))
+    cycles = MemoryItem(type="preference", content="The user now cycles to work.", key="user.commute.mode",
+                        turns=(3,))
+    again = MemoryItem(type="preference", content="The user cycles to work now.", key="user.bike", turns=(5,))
+    office = stored("7", "The user's office is in Leeds.", "user.office", at_cosine(0.65))
+    batch = Batch((drives, cycles, again), (BASE, at_cosine(0.5), at_cosine(0.55)), dropped_turns=(0,))
+    pairs = close_pairs(batch, [office])
+    assert [(p.new, p.old.id) for p in pairs] == [
+        (0, "7"), (1, "7"), (1, "batch-0"), (2, "batch-1"), (2, "7"), (2, "batch-0")]
+    verdicts: list[Verdict] = ["add", "add", "supersede", "merge", "add", "supersede"]
+    settled, left, kept = settle(batch, pairs, verdicts)
+    # The first statement is dropped, its turn never injected again; the repeat joins the second.
+    assert [i.content for i in settled.items] == [cycles.content]
+    assert settled.items[0].turns == (3, 5) and settled.dropped_turns == (0, 1)
+    assert [(p.new, p.old.id) for p in left] == [(0, "7")] and kept == ["add"]
+    # Without verdicts between them, the batch stays as it was.
+    unsettled, rest, _ = settle(batch, pairs, ["add"] * len(pairs))
+    assert unsettled == batch and [(p.new, p.old.id) for p in rest] == [(0, "7"), (1, "7"), (2, "7")]
 
 
 def test_the_prompt_renders_the_pairs_numbered_known_first() -> None:
@@ -130,14 +169,18 @@ def test_decisions_follow_the_model_and_fall_back_to_the_rules() -> None:
     batch = Batch((VEG, NO_SPICY), (BASE, BASE))
     pairs = close_pairs(batch, existing)
     assert [(p.new, p.old.id) for p in pairs] == [(0, "1"), (0, "2")]
-    model = decisions(batch, existing, pairs, {1: "supersede", 2: "merge"}, DEDUP)
+
+    def decided(judged: dict[int, Verdict] | None) -> list[Decision]:
+        return decisions(batch, existing, pairs, verdicts_for(batch, pairs, judged, DEDUP), DEDUP)
+
+    model = decided({1: "supersede", 2: "merge"})
     assert model[0] == Decision("supersede", ("1", "2"), "reconciled: newer value")
     assert model[1].action == "supersede" and model[1].target_ids == ("3",)  # the key rule
-    assert decisions(batch, existing, pairs, {1: "merge", 2: "merge"}, DEDUP)[0].target_ids == ("1",)
+    assert decided({1: "merge", 2: "merge"})[0].target_ids == ("1",)
     # The model failed: the rules see two different facts below the dedup cosine, so both are kept.
-    assert decisions(batch, existing, pairs, None, DEDUP)[0] == Decision("add", (), "reconciled: a different fact")
+    assert decided(None)[0] == Decision("add", (), "reconciled: a different fact")
     alone = Batch((VEG,), (FAR,))
-    assert decisions(alone, [spicy], [], None, DEDUP)[0].action == "add"
+    assert decisions(alone, [spicy], [], [], DEDUP)[0].action == "add"
 
 
 def test_a_superseded_items_turns_are_the_closest_of_its_session() -> None:
@@ -145,3 +188,19 @@ def test_a_superseded_items_turns_are_the_closest_of_its_session() -> None:
     assert pick_sources(said) == ["h-spicy", "h-near"]
     assert pick_sources(said, limit=1) == ["h-spicy"]
     assert pick_sources([("h-weak", 0.3)]) == []
+
+
+def test_the_statement_left_inherits_what_the_one_it_replaced_superseded() -> None:
+    """Oslo is stored; the batch says Bergen (superseding Oslo), then Trondheim (superseding Bergen)."""
+    oslo = ExistingItem("1", "user.city", "The user lives in Oslo.", BASE, category="identity")
+    bergen = MemoryItem(type="entity", category="identity", content="The user lives in Bergen.", key="user.home",
+                        turns=(1,))
+    trondheim = MemoryItem(type="entity", category="identity", content="The user lives in Trondheim.",
+                           key="user.location.home", turns=(3,))
+    batch = Batch((bergen, trondheim), (BASE, BASE))
+    pairs = close_pairs(batch, [oslo])
+    assert [(p.new, p.old.id) for p in pairs] == [(0, "1"), (1, "1"), (1, "batch-0")]
+    settled, left, verdicts = settle(batch, pairs, ["supersede", "add", "supersede"])
+    assert [i.content for i in settled.items] == [trondheim.content] and settled.dropped_turns == (1,)
+    assert [(p.new, p.old.id) for p in left] == [(0, "1")] and verdicts == ["supersede"]
+    assert decisions(settled, [oslo], left, verdicts, DEDUP)[0] == Decision("supersede", ("1",), "reconciled: newer value")

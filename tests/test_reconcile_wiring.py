@@ -105,3 +105,28 @@ async def test_a_batchs_own_repeat_merges_and_its_replaced_value_is_suppressed(t
         assert "I drink green tea." not in texts and "Actually I switched to black coffee." in texts
     finally:
         store.close()
+
+
+async def test_a_correction_in_the_same_chat_under_another_key_is_the_models_to_settle(tmp_path: Path) -> None:
+    """Two keys the rules cannot tie: the model is asked, and the earlier statement is never stored."""
+    drives: dict[str, Any] = {"type": "preference", "content": "The user drives to work in an old Corolla.",
+                              "key": "user.commute", "turns": [1]}
+    cycles: dict[str, Any] = {"type": "preference", "content": "The user now cycles to work.",
+                              "key": "user.commute.mode", "turns": [3]}
+    turns: list[Turn] = [(0, "user", "I drive to work in my old Corolla."), (1, "assistant", "Nice."),
+                         (2, "user", "Scratch that, I sold the car, I cycle now."), (3, "assistant", "OK.")]
+    for verdict, stored_items in (("supersede", [cycles["content"]]), ("add", [drives["content"], cycles["content"]])):
+        store = open_store(str(tmp_path / f"{verdict}.db"), 64)
+        try:
+            news = [NewFragment(fragment_hash(r, t), r, t, t, p, 5) for p, r, t in turns]
+            await store.fragments.add("t", "u", "s", news, await embed([t for _, _, t in turns]))
+            extractor = Extractor(store.items, store.cursors, Prompts.load(), embed, Metrics(), store.fragments)
+            model = Model([drives, cycles], f'[{{"pair": 1, "decision": "{verdict}"}}]')
+            await extractor.extract("t", "u", "s", turns, model, pii="keep", dedup_cosine=0.92)
+            assert drives["content"] in model.prompts[1] and cycles["content"] in model.prompts[1]
+            rows = await store.items.all("t", "u", include_inactive=True)
+            assert sorted(r.content for r in rows) == sorted(stored_items)
+            said = "I drive to work in my old Corolla." in await active_texts(store)
+            assert said == (verdict == "add")  # a superseded statement's turn is never injected again
+        finally:
+            store.close()

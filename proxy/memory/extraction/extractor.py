@@ -41,6 +41,8 @@ from .reconcile import (
     fold_batch,
     parse_verdicts,
     render_pairs,
+    settle,
+    verdicts_for,
 )
 from .remember import Planned, remember, said_in
 from .rules import rule_extract
@@ -155,7 +157,8 @@ class Extractor:
         known = [ExistingItem.of(r, v) for r, v in existing]
         pairs = close_pairs(batch, known)
         judged = await self._judge(batch, pairs, complete) if pairs and complete is not None else None
-        plans = decisions(batch, known, pairs, judged, dedup_cosine)
+        batch, pairs, verdicts = settle(batch, pairs, verdicts_for(batch, pairs, judged, dedup_cosine))
+        plans = decisions(batch, known, pairs, verdicts, dedup_cosine)
         rows = {str(r.id): (r, v) for r, v in existing}
         added = 0
         for item, vector, decision in zip(batch.items, batch.vectors, plans, strict=True):

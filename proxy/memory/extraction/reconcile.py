@@ -1,18 +1,22 @@
 """Conflicts the keys miss: new items reconciled with close existing ones (SPEC §5).
 
 Pure, no I/O. After extraction, ``fold_batch`` merges the batch's own
-duplicates; ``close_pairs`` puts each remaining new item beside the user's
-active items that are close to it (embedding) or share its key's slot family;
-the compression model judges every pair in one call (``prompts/reconcile.md``,
-the text from ``render_pairs``, the reply read by ``parse_verdicts``); pairs it
-did not judge fall to the rules (``rule_verdict``, the same rules as
-``lifecycle.decide``); ``decisions`` turns them into the ``Decision`` per item
-that the store executes. ``pick_sources`` finds the turns a
-superseded item came from when the extraction gave no turn numbers.
+duplicates by the rules; ``close_pairs`` puts each remaining new item beside
+the user's active items, and the batch's earlier items, that are close to it
+(embedding, key's slot family, category and holder); the compression model
+judges every pair in one call (``prompts/reconcile.md``, the text from
+``render_pairs``, the reply read by ``parse_verdicts``); pairs it did not judge
+fall to the rules (``verdicts_for``: ``rule_verdict``, the same rules as
+``lifecycle.decide``); ``settle`` applies the verdicts between the batch's own
+items (a later statement that changes an earlier one of the same chat drops
+it); ``decisions`` turns the rest into the ``Decision`` per item that the
+store executes. ``pick_sources`` finds the turns a superseded item came from
+when the extraction gave no turn numbers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -35,11 +39,16 @@ MAX_SOURCES = 2
 
 @dataclass(frozen=True)
 class Pair:
-    """A new item (its index in the batch) beside one existing active item close to it."""
+    """A new item (its index in the batch) beside one known item close to it.
+
+    The known item is an active stored one, or (``earlier``: its index) an
+    item of the same batch that the conversation said before the new one.
+    """
 
     new: int
     old: ExistingItem
     cosine: float
+    earlier: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,32 +112,98 @@ def close_pairs(
     close_cosine: float = CLOSE_COSINE,
     per_item: int = MAX_PAIRS_PER_ITEM,
 ) -> list[Pair]:
-    """The pairs the model judges: each new item beside its closest active items.
+    """The pairs the model judges: each new item beside its closest known items.
 
-    Close means cosine ≥ ``close_cosine``, the same slot family, or the same
-    category and holder (but ``other``): a model spells one slot differently
-    across calls (``user.job``, ``user.occupation``), and cosines between
-    Chinese facts say little. At most ``per_item`` per new item, closest
-    first. An item whose slot an active item already holds
-    (``lifecycle.slot_members``) is left out: the same key is the rules' to
-    decide (a different value supersedes, SPEC §5).
+    Known are the user's active items and the batch's items before it: a
+    user corrects themself within one chat, and the model's extraction may
+    keep both statements. Close means cosine ≥ ``close_cosine``, the same
+    slot family, or the same category and holder; failing those, the same
+    holder where either item's category is ``other`` (a model files one fact
+    under a category on one call and under ``other`` on the next). A model
+    spells one slot differently across calls (``user.job``,
+    ``user.occupation``), and cosines between Chinese facts say little. At
+    most ``per_item`` per new item: the first kinds of closeness before
+    ``other``'s, closest first within each. An item whose slot an active item
+    already holds (``lifecycle.slot_members``) is left out: the same key is
+    the rules' to decide (a different value supersedes, SPEC §5).
     """
     active = [e for e in existing if e.status == "active"]
     pairs: list[Pair] = []
     for n, (item, vector) in enumerate(zip(batch.items, batch.vectors, strict=True)):
         if slot_members(item, active):
             continue
-        family = slot_family(item.key)
-        scored = [(e, cosine(vector, e.vector)) for e in active]
-        near = [
-            Pair(n, e, c if c is not None else 0.0)
-            for e, c in scored
-            if (family is not None and slot_family(e.key) == family) or (c is not None and c >= close_cosine)
-            or (item.category != "other" and e.category == item.category and (e.about == USER) == item.about_user)
+        earlier = [(None, e) for e in active] + [
+            (m, ExistingItem(f"batch-{m}", k.key, k.content, v, about=k.about, category=k.category))
+            for m, (k, v) in enumerate(zip(batch.items[:n], batch.vectors[:n], strict=True))
         ]
-        near.sort(key=lambda p: (-p.cosine, p.old.id))
-        pairs += near[:per_item]
+        ranked = []
+        for m, e in earlier:
+            tier = _closeness(item, vector, e, close_cosine)
+            if tier is not None:
+                c = cosine(vector, e.vector)
+                ranked.append((tier, -(c if c is not None else 0.0), e.id, Pair(n, e, c or 0.0, m)))
+        ranked.sort(key=lambda r: r[:3])
+        pairs += [r[3] for r in ranked[:per_item]]
     return pairs
+
+
+def _closeness(item: MemoryItem, vector: Vector, known: ExistingItem, close_cosine: float) -> int | None:
+    """0 when ``known`` is close to ``item`` by embedding, slot family or category; 1 by ``other``; else None."""
+    family = slot_family(item.key)
+    c = cosine(vector, known.vector)
+    same_holder = (known.about == USER) == item.about_user
+    if (family is not None and slot_family(known.key) == family) or (c is not None and c >= close_cosine):
+        return 0
+    if same_holder and item.category == known.category != "other":
+        return 0
+    if same_holder and "other" in (item.category, known.category):
+        return 1
+    return None
+
+
+def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> tuple[Batch, list[Pair], list[Verdict]]:
+    """The verdicts between the batch's own items applied: the batch left, its pairs with stored items.
+
+    A later item that supersedes an earlier one drops it (its turns join
+    ``dropped_turns``, as in ``fold_batch``); one that repeats it merges into
+    it. The item left inherits what the one it replaced superseded among the
+    stored items (Bergen superseded Oslo, Trondheim supersedes Bergen: Oslo
+    stays superseded). The pairs and verdicts returned are those beside stored
+    items, their ``new`` renumbered over the items left.
+    """
+    items = list(batch.items)
+    heir: dict[int, int] = {}  # an item gone -> the item that took its place
+    dropped = set(batch.dropped_turns)
+    for p, verdict in zip(pairs, verdicts, strict=True):
+        m = p.earlier
+        if m is None or p.new in heir or m in heir:
+            continue
+        if verdict == "supersede":
+            heir[m] = p.new
+            dropped.update(set(items[m].turns) - set(items[p.new].turns))
+        elif verdict == "merge":
+            items[m] = _joined(items[m], items[p.new])
+            heir[p.new] = m
+
+    def owner(n: int) -> int:
+        while n in heir:
+            n = heir[n]
+        return n
+
+    left = [n for n in range(len(items)) if n not in heir]
+    index = {n: i for i, n in enumerate(left)}
+    kept: dict[tuple[int, str], tuple[Pair, Verdict]] = {}
+    for p, verdict in zip(pairs, verdicts, strict=True):
+        if p.earlier is not None:
+            continue
+        n = owner(p.new)
+        if n != p.new and verdict != "supersede":
+            continue  # only a replaced item's supersedes pass to the item left
+        slot = (index[n], p.old.id)
+        if slot not in kept or verdict == "supersede":
+            kept[slot] = (dataclasses.replace(p, new=index[n]), verdict)
+    settled = Batch(tuple(items[n] for n in left), tuple(batch.vectors[n] for n in left), tuple(sorted(dropped)))
+    return settled, [p for p, _ in kept.values()], [v for _, v in kept.values()]
 
 
 def render_pairs(batch: Batch, pairs: Sequence[Pair]) -> str:
@@ -212,10 +287,12 @@ def decisions(
     batch: Batch,
     existing: Sequence[ExistingItem],
     pairs: Sequence[Pair],
-    judged: Mapping[int, Verdict] | None,
+    verdicts: Sequence[Verdict],
     dedup_cosine: float,
 ) -> list[Decision]:
     """One ``Decision`` per batch item: the key rule where a key matches, else its pairs' verdicts.
+
+    ``verdicts``: one per pair (``verdicts_for``), all beside stored items (``settle``).
 
     An item with a supersede verdict is stored and supersedes those items and
     the ones it merely repeats too (a paraphrase superseded by the latest
@@ -223,7 +300,6 @@ def decisions(
     keeps the closest repeated item. An item without pairs goes through
     ``lifecycle.decide`` alone.
     """
-    verdicts = verdicts_for(batch, pairs, judged, dedup_cosine)
     out = []
     for n, (item, vector) in enumerate(zip(batch.items, batch.vectors, strict=True)):
         mine = [(p, v) for p, v in zip(pairs, verdicts, strict=True) if p.new == n]
