@@ -72,8 +72,11 @@ def test_close_pairs_by_embedding_or_slot_family_never_for_a_matching_key() -> N
     moved = item("The user moved to Berlin.", "user.location.home.city")
     batch = Batch((VEG, moved), (BASE, np.array([0.0, -1.0, 0.0])))
     pairs = close_pairs(batch, known)
-    # The batch's second item is also judged beside its first: one category, one holder.
-    assert [(p.new, p.old.id, p.earlier) for p in pairs] == [(0, "1", None), (1, "2", None), (1, "batch-0", 0)]
+    # Close by embedding (1), by slot family (2), by category and holder (the batch's first item beside its
+    # second) come first; the holder's other facts fill the places left, closest first.
+    assert [(p.new, p.old.id, p.earlier) for p in pairs] == [
+        (0, "1", None), (0, "3", None), (0, "2", None), (1, "2", None), (1, "batch-0", 0), (1, "1", None)]
+    assert [p.old.id for p in close_pairs(batch, known, per_item=1)] == ["1", "2"]
     assert slot_family("user.preference.jazz") == "user.preference.jazz"
     assert slot_family("user.name") is None
     same_key = Batch((NO_SPICY,), (BASE,))
@@ -96,8 +99,8 @@ def test_a_fact_of_one_category_and_holder_is_judged_beside_those_stored_under_a
     assert [p.old.id for p in close_pairs(Batch((other,), (BASE,)), [misc, son])] == ["3"]
 
 
-def test_a_fact_filed_under_other_is_judged_beside_the_same_holders_facts_after_the_closer_ones() -> None:
-    """A model files a fact under a category on one call and under ``other`` on the next."""
+def test_a_fact_filed_under_another_category_is_judged_beside_the_same_holders_facts_after_the_closer_ones() -> None:
+    """A model files a fact under a category on one call and under another, or ``other``, on the next."""
     nurse = ExistingItem("1", "user.job", "The user works as a nurse.", at_cosine(0.1), category="identity")
     son = ExistingItem("2", "user.son.job", "The user's son is a nurse.", at_cosine(0.2), about="the user's son",
                        category="identity")
@@ -107,6 +110,9 @@ def test_a_fact_filed_under_other_is_judged_beside_the_same_holders_facts_after_
     assert [p.old.id for p in close_pairs(Batch((photographer,), (BASE,)), [nurse, son])] == ["1"]
     # Closer by embedding fills the places first.
     assert [p.old.id for p in close_pairs(Batch((photographer,), (BASE,)), [nurse, *near])] == ["3", "4", "5"]
+    offer = MemoryItem(type="event", category="plan", content="The user starts a new job at Spotify on Monday.",
+                       key="user.job.next")
+    assert [p.old.id for p in close_pairs(Batch((offer,), (BASE,)), [nurse, son])] == ["1"]
 
 
 def test_a_later_statement_of_the_same_batch_settles_an_earlier_one() -> None:
@@ -168,7 +174,7 @@ def test_decisions_follow_the_model_and_fall_back_to_the_rules() -> None:
     existing = [fish, fish_again, spicy]
     batch = Batch((VEG, NO_SPICY), (BASE, BASE))
     pairs = close_pairs(batch, existing)
-    assert [(p.new, p.old.id) for p in pairs] == [(0, "1"), (0, "2")]
+    assert [(p.new, p.old.id) for p in pairs] == [(0, "1"), (0, "2"), (0, "3")]
 
     def decided(judged: dict[int, Verdict] | None) -> list[Decision]:
         return decisions(batch, existing, pairs, verdicts_for(batch, pairs, judged, DEDUP), DEDUP)
@@ -195,12 +201,13 @@ def test_the_statement_left_inherits_what_the_one_it_replaced_superseded() -> No
     oslo = ExistingItem("1", "user.city", "The user lives in Oslo.", BASE, category="identity")
     bergen = MemoryItem(type="entity", category="identity", content="The user lives in Bergen.", key="user.home",
                         turns=(1,))
-    trondheim = MemoryItem(type="entity", category="identity", content="The user lives in Trondheim.",
+    trondheim = MemoryItem(type="entity", category="plan", standing=False, content="The user moves to Trondheim.",
                            key="user.location.home", turns=(3,))
     batch = Batch((bergen, trondheim), (BASE, BASE))
     pairs = close_pairs(batch, [oslo])
     assert [(p.new, p.old.id) for p in pairs] == [(0, "1"), (1, "1"), (1, "batch-0")]
     settled, left, verdicts = settle(batch, pairs, ["supersede", "add", "supersede"])
     assert [i.content for i in settled.items] == [trondheim.content] and settled.dropped_turns == (1,)
+    assert settled.items[0].standing  # Bergen stood (an identity fact); its new value stands in its place
     assert [(p.new, p.old.id) for p in left] == [(0, "1")] and verdicts == ["supersede"]
     assert decisions(settled, [oslo], left, verdicts, DEDUP)[0] == Decision("supersede", ("1",), "reconciled: newer value")

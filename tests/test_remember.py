@@ -68,3 +68,26 @@ async def test_a_key_the_old_slug_cut_is_the_same_slot(tmp_path: Path) -> None:
             "The user is allergic to animals with fur.", "The user loves pears.", "The user no longer likes apples."]
     finally:
         store.close()
+
+
+async def test_a_new_value_of_a_standing_fact_stands_in_its_place_unless_it_expires(tmp_path: Path) -> None:
+    """A model files "accepted an offer from Spotify, I start Monday" as a plan that does not stand."""
+    store = open_store(str(tmp_path / "r.db"), 16)
+    try:
+        job = MemoryItem(type="entity", category="identity", standing=True, content="The user works at Google.",
+                         key="user.job")
+        await remember(store.items, embed, "t", "u", "s", job, dedup_cosine=0.9)
+        offer = MemoryItem(type="event", category="plan", standing=False, key="user.job",
+                           content="The user accepted an offer from Spotify and starts on Monday.")
+        assert (await remember(store.items, embed, "t", "u", "s", offer, dedup_cosine=0.9)).action == "superseded"
+        trip = MemoryItem(type="event", category="plan", standing=False, key="user.trip", content="A trip to Rome.")
+        await remember(store.items, embed, "t", "u", "s", trip, dedup_cosine=0.9)
+        stands = {r.content: r.standing for r in await store.items.all("t", "u")}
+        assert stands == {offer.content: True, trip.content: False}
+        # A value that expires stays what it was filed as: it replaces, but does not stand for good.
+        visit = MemoryItem(type="event", category="plan", standing=False, key="user.job", expires_at="2099-01-01",
+                           content="The user works at the Oslo office until Friday.")
+        await remember(store.items, embed, "t", "u", "s", visit, dedup_cosine=0.9)
+        assert {r.content: r.standing for r in await store.items.all("t", "u")}[visit.content] is False
+    finally:
+        store.close()

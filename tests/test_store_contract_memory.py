@@ -53,6 +53,17 @@ async def test_items_are_added_superseded_merged_touched_and_deleted(stores: Sto
     assert [i for i, _ in await items.knn("acme", "u1", _vec(2), 5)] == [old]  # superseded history stays
 
 
+async def test_a_write_may_store_the_item_standing(stores: Stores) -> None:
+    """The value that replaces a standing fact is stored standing when the write says so."""
+    items = stores.items
+    old = await add_item(items, "acme", "u1", "s1", _item("user.job", "Designer at Google"), _vec(1))
+    _, new = await items.remember("acme", "u1", "s1", _item("user.job.next", "Starts at Spotify"), _vec(2),
+                                  lambda active: ItemWrite(supersedes=(old,), standing=True))
+    plain = await add_item(items, "acme", "u1", "s1", _item("user.plan", "A trip in May"), _vec(3))
+    rows = {r.id: r for r in await items.all("acme", "u1")}
+    assert set(rows) == {new, plain} and rows[new].standing and not rows[plain].standing
+
+
 async def test_a_cursor_moves_by_claims_one_claimant_at_a_time(stores: Stores) -> None:
     cursors = stores.cursors
     assert await cursors.cursor("acme", "s1") == 0

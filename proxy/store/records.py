@@ -6,6 +6,7 @@ build and return these, and everything above the store names them here.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import uuid
@@ -164,6 +165,11 @@ class ItemWrite:
     merge_into: int | None = None
     supersedes: tuple[int, ...] = ()
     suppress: tuple[str, ...] = ()  # more fragment hashes of a superseded value (with a store)
+    standing: bool | None = None  # the stored item's ``standing``, when not the new item's own
+
+    def stored(self, item: NewItem) -> NewItem:
+        """``item`` as it is inserted."""
+        return item if self.standing is None else dataclasses.replace(item, standing=self.standing)
 
 
 def merged_sources(stored: str, new: Sequence[str]) -> str:

@@ -118,14 +118,15 @@ def close_pairs(
     user corrects themself within one chat, and the model's extraction may
     keep both statements. Close means cosine ≥ ``close_cosine``, the same
     slot family, or the same category and holder; failing those, the same
-    holder where either item's category is ``other`` (a model files one fact
-    under a category on one call and under ``other`` on the next). A model
-    spells one slot differently across calls (``user.job``,
-    ``user.occupation``), and cosines between Chinese facts say little. At
-    most ``per_item`` per new item: the first kinds of closeness before
-    ``other``'s, closest first within each. An item whose slot an active item
-    already holds (``lifecycle.slot_members``) is left out: the same key is
-    the rules' to decide (a different value supersedes, SPEC §5).
+    holder (a model files one fact under a category on one call and under
+    another, or ``other``, on the next: a job as ``identity``, a new one as a
+    ``plan``). A model spells one slot differently across calls
+    (``user.job``, ``user.occupation``), and cosines between Chinese facts
+    say little. At most ``per_item`` per new item: the first kinds of
+    closeness before the holder's, closest first within each. An item whose
+    slot an active item already holds (``lifecycle.slot_members``) is left
+    out: the same key is the rules' to decide (a different value supersedes,
+    SPEC §5).
     """
     active = [e for e in existing if e.status == "active"]
     pairs: list[Pair] = []
@@ -148,7 +149,7 @@ def close_pairs(
 
 
 def _closeness(item: MemoryItem, vector: Vector, known: ExistingItem, close_cosine: float) -> int | None:
-    """0 when ``known`` is close to ``item`` by embedding, slot family or category; 1 by ``other``; else None."""
+    """0 when ``known`` is close to ``item`` by embedding, slot family or category; 1 by holder; else None."""
     family = slot_family(item.key)
     c = cosine(vector, known.vector)
     same_holder = (known.about == USER) == item.about_user
@@ -156,9 +157,7 @@ def _closeness(item: MemoryItem, vector: Vector, known: ExistingItem, close_cosi
         return 0
     if same_holder and item.category == known.category != "other":
         return 0
-    if same_holder and "other" in (item.category, known.category):
-        return 1
-    return None
+    return 1 if same_holder else None
 
 
 def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> tuple[Batch, list[Pair], list[Verdict]]:
@@ -168,7 +167,8 @@ def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> 
     ``dropped_turns``, as in ``fold_batch``); one that repeats it merges into
     it. The item left inherits what the one it replaced superseded among the
     stored items (Bergen superseded Oslo, Trondheim supersedes Bergen: Oslo
-    stays superseded). The pairs and verdicts returned are those beside stored
+    stays superseded), and its standing, as a stored fact's new value does
+    (``remember``). The pairs and verdicts returned are those beside stored
     items, their ``new`` renumbered over the items left.
     """
     items = list(batch.items)
@@ -181,6 +181,8 @@ def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> 
         if verdict == "supersede":
             heir[m] = p.new
             dropped.update(set(items[m].turns) - set(items[p.new].turns))
+            if items[m].standing and not items[p.new].standing and items[p.new].expires_at is None:
+                items[p.new] = items[p.new].model_copy(update={"standing": True})  # as ``remember`` does
         elif verdict == "merge":
             items[m] = _joined(items[m], items[p.new])
             heir[p.new] = m

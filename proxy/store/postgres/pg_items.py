@@ -56,6 +56,7 @@ class PgItemStore:
                      choice.merge_into),
                 )
                 return choice, choice.merge_into
+            item = choice.stored(item)
             cur = await conn.execute(
                 'INSERT INTO items (tenant, "user", session, type, category, standing, about, key, content, terms,'
                 " importance, confidence, source, expires_at, expires, turns, fragment_hashes, created, updated,"

@@ -63,7 +63,7 @@ class ItemStore:
                      choice.merge_into),
                 )
                 return choice, choice.merge_into
-            new_id = _insert(c, tenant, user, session, item, vector, now)
+            new_id = _insert(c, tenant, user, session, choice.stored(item), vector, now)
             for old in choice.supersedes:
                 row = c.execute(
                     "UPDATE items SET status = 'superseded', superseded_by = ?, updated = ?"
