@@ -143,7 +143,6 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
     held = tail = b""
     capturing = ex.capture_limit > 0
     chunks = response.aiter_raw()
-    stopped_at_done = False
     try:
         async for chunk in chunks:
             outcome.tail = (outcome.tail + chunk)[-TAIL_BYTES:]
@@ -155,13 +154,16 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
                     chunk, held = chunk + held, b""
                 if not chunk:
                     continue
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
             window = tail + chunk
             tail = window[-len(_DONE) :]
             if ex.stop_at_done and sse and _DONE in window:
-                stopped_at_done = True
-                break
-        if lines and not framed and not stopped_at_done and (ex.stop_at_done or held or event_break(tail)):
+                # The response ends here, in the same write as its last bytes.
+                await send({"type": "http.response.body", "body": chunk + held, "more_body": False})
+                outcome.complete = True
+                await _finish_quietly(chunks)
+                return
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if lines and not framed and (ex.stop_at_done or held or event_break(tail)):
             # Only the connection's end ended it, and not at an event's end: cut (its last line unsent).
             raise httpx.RemoteProtocolError("the upstream closed the connection before the stream ended")
         if held:
@@ -178,8 +180,6 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
         event = ex.errors.event(outcome.error)
         await send({"type": "http.response.body", "body": event_break(tail) + event, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
-    if stopped_at_done:
-        await _finish_quietly(chunks)
 
 
 async def _finish_quietly(chunks: AsyncIterator[bytes]) -> None:

@@ -1,9 +1,11 @@
 """The HTTP/1.1 wire of the upstream hop: one socket as an asyncio protocol, parsed by httptools.
 
 A ``Connection`` carries one exchange at a time: ``start`` it, write the
-request (``send_request``), await the head, then take body chunks as they arrived (``b""`` at the
-end). Reading stops while more than ``_HIGH_WATER`` bytes wait to be taken, so
-a slow client slows the upstream instead of filling memory. ``Body`` is the
+request (``send_request``), await the head, then take the body's bytes as
+they arrived (``b""`` at the end): all those buffered at once, so a burst of
+the upstream's chunks read in one go is one chunk, relayed in one write
+instead of one each. Reading stops while more than ``_HIGH_WATER`` bytes wait
+to be taken, so a slow client slows the upstream instead of filling memory. ``Body`` is the
 httpx stream over those chunks, with the read timeout *between* chunks.
 
 The upstream is not trusted more than the client: a response head past
@@ -164,7 +166,7 @@ class Connection(asyncio.Protocol):
                 await asyncio.shield(self._drain)
 
     async def next_chunk(self, within_s: float | None) -> bytes:
-        """The next body chunk as it arrived, ``b""`` at the end."""
+        """The body's bytes that arrived since the last call (waiting for some), ``b""`` at the end."""
         while not self._chunks:
             if self._error is not None:
                 raise self._error
@@ -174,6 +176,11 @@ class Connection(asyncio.Protocol):
             finally:
                 self._waiter = None
         chunk = self._chunks.popleft()
+        if chunk and self._chunks and self._chunks[0]:  # more arrived already: one chunk of them all
+            parts = [chunk]
+            while self._chunks and self._chunks[0]:
+                parts.append(self._chunks.popleft())
+            chunk = b"".join(parts)
         self._buffered -= len(chunk)
         if self._paused_reading and self._buffered < _LOW_WATER and self.transport is not None:
             self._paused_reading = False
