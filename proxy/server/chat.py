@@ -28,6 +28,7 @@ from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.pipeline_protocol import Pipeline, Prepared
 from ..tenancy import Tenant, client_key, header_text, resolve_session, resolve_user
 from ..upstream.headers import header_map, join_url, request_headers
+from ..upstream.request import body_request
 from .accounting import Finished
 from .endpoint import Endpoint
 from .jsonbody import parse_json
@@ -199,7 +200,7 @@ class ChatEndpoint(Endpoint):
         )
         headers.append(("content-length", str(len(body))))
         url = join_url(up.base_url, scope["path"], scope.get("query_string", b""))
-        return httpx.Request("POST", url, headers=headers, content=body)
+        return body_request("POST", url, headers, body)
 
     def _headers(self, scope: Scope, call: ChatCall, prepared: Prepared) -> list[tuple[bytes, bytes]]:
         sent = next((v.strip() for k, v in scope["headers"] if k == b"x-paperclip-session"), None)

@@ -22,6 +22,7 @@ from ..errors import ANTHROPIC_ERRORS
 from ..pipeline.anthropic_messages import as_messages, rebuild, render
 from ..tenancy import Tenant
 from ..upstream.headers import anthropic_url, request_headers
+from ..upstream.request import body_request
 from .chat import ChatEndpoint, Shaped, deployment_or_model, new_call, user_and_session
 
 
@@ -56,4 +57,4 @@ class MessagesEndpoint(ChatEndpoint):
         )
         headers.append(("content-length", str(len(body))))
         url = anthropic_url(tenant.settings.anthropic.base_url, scope["path"], scope.get("query_string", b""))
-        return httpx.Request("POST", url, headers=headers, content=body)
+        return body_request("POST", url, headers, body)

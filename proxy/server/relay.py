@@ -122,13 +122,15 @@ async def _exchange(ex: Exchange, send: Send, outcome: Outcome) -> None:
 
 async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Outcome) -> None:
     outcome.status = response.status_code
-    found = _find_headers(response.headers.raw, b"content-encoding", b"content-type")
+    found = _find_headers(
+        response.headers.raw, b"content-encoding", b"content-type", b"content-length", b"transfer-encoding"
+    )
     outcome.content_encoding = found[0].decode("latin-1") if found[0] is not None else None
     if ex.on_headers is not None:
         ex.on_headers(response)
     sse = (found[1] or b"").startswith(b"text/event-stream")
     outcome.streamed = sse
-    framed = "content-length" in response.headers or "transfer-encoding" in response.headers
+    framed = found[2] is not None or found[3] is not None
     headers = response_headers(response.headers, keep_length=not sse)
     if sse:
         headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
