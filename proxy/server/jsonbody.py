@@ -84,12 +84,6 @@ def read_exactly(raw: bytes) -> Any:
         return UNREAD
 
 
-def decode(raw: bytes) -> Any:
-    """``json.loads(raw)``, read by orjson where that gives the same value."""
-    value = read_exactly(raw)
-    return json.loads(raw) if value is UNREAD else value
-
-
 def too_deep(value: Any) -> bool:
     """Whether containers nest past ``MAX_DEPTH`` in ``value`` (as ``json.loads`` built it).
 
