@@ -157,6 +157,17 @@ def decide(
     return Decision("add", (), "new fact")
 
 
+def stands_in_place(new: MemoryItem, replaced_standing: bool) -> bool:
+    """Whether ``new``, replacing facts of which one stood (``replaced_standing``), is to stand itself.
+
+    A model files a changed fact as it reads the new words ("accepted an
+    offer from Spotify, starting Monday" as a plan); the fact it replaces
+    shaped every answer, and its new value must, or the profile loses it. A
+    value that expires stays what it was filed as.
+    """
+    return replaced_standing and not new.standing and new.expires_at is None
+
+
 def same_value(a: str, b: str) -> bool:
     """Two statements of one fact: equal content words (case, punctuation, articles ignored)."""
     return _content_words(a) == _content_words(b)

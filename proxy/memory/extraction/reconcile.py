@@ -21,7 +21,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..lifecycle import Decision, ExistingItem, Vector, cosine, decide, slot_members
+from ..lifecycle import (
+    Decision,
+    ExistingItem,
+    Vector,
+    cosine,
+    decide,
+    slot_members,
+    stands_in_place,
+)
 from ..memory_schema import USER, MemoryItem
 from .item_parser import load_json
 
@@ -128,30 +136,31 @@ def close_pairs(
     out: the same key is the rules' to decide (a different value supersedes,
     SPEC §5).
     """
-    active = [e for e in existing if e.status == "active"]
+    stored = [e for e in existing if e.status == "active"]
+    active: list[tuple[int | None, ExistingItem]] = [(None, e) for e in stored]
+    said = [(m, ExistingItem(f"batch-{m}", k.key, k.content, v, about=k.about, category=k.category))
+            for m, (k, v) in enumerate(zip(batch.items, batch.vectors, strict=True))]
     pairs: list[Pair] = []
     for n, (item, vector) in enumerate(zip(batch.items, batch.vectors, strict=True)):
-        if slot_members(item, active):
+        if slot_members(item, stored):
             continue
-        earlier = [(None, e) for e in active] + [
-            (m, ExistingItem(f"batch-{m}", k.key, k.content, v, about=k.about, category=k.category))
-            for m, (k, v) in enumerate(zip(batch.items[:n], batch.vectors[:n], strict=True))
-        ]
+        family = slot_family(item.key)
         ranked = []
-        for m, e in earlier:
-            tier = _closeness(item, vector, e, close_cosine)
+        for m, e in active + said[:n]:
+            c = cosine(vector, e.vector)
+            tier = _closeness(item, family, e, c, close_cosine)
             if tier is not None:
-                c = cosine(vector, e.vector)
-                ranked.append((tier, -(c if c is not None else 0.0), e.id, Pair(n, e, c or 0.0, m)))
+                ranked.append((tier, -(c or 0.0), e.id, Pair(n, e, c or 0.0, m)))
         ranked.sort(key=lambda r: r[:3])
         pairs += [r[3] for r in ranked[:per_item]]
     return pairs
 
 
-def _closeness(item: MemoryItem, vector: Vector, known: ExistingItem, close_cosine: float) -> int | None:
-    """0 when ``known`` is close to ``item`` by embedding, slot family or category; 1 by holder; else None."""
-    family = slot_family(item.key)
-    c = cosine(vector, known.vector)
+def _closeness(
+    item: MemoryItem, family: str | None, known: ExistingItem, c: float | None, close_cosine: float
+) -> int | None:
+    """0 when ``known`` (at cosine ``c``) is close to ``item`` by embedding, slot family or category;
+    1 by holder; else None."""
     same_holder = (known.about == USER) == item.about_user
     if (family is not None and slot_family(known.key) == family) or (c is not None and c >= close_cosine):
         return 0
@@ -167,8 +176,7 @@ def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> 
     ``dropped_turns``, as in ``fold_batch``); one that repeats it merges into
     it. The item left inherits what the one it replaced superseded among the
     stored items (Bergen superseded Oslo, Trondheim supersedes Bergen: Oslo
-    stays superseded), and its standing, as a stored fact's new value does
-    (``remember``). The pairs and verdicts returned are those beside stored
+    stays superseded), and its standing (``lifecycle.stands_in_place``). The pairs and verdicts returned are those beside stored
     items, their ``new`` renumbered over the items left.
     """
     items = list(batch.items)
@@ -181,8 +189,8 @@ def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> 
         if verdict == "supersede":
             heir[m] = p.new
             dropped.update(set(items[m].turns) - set(items[p.new].turns))
-            if items[m].standing and not items[p.new].standing and items[p.new].expires_at is None:
-                items[p.new] = items[p.new].model_copy(update={"standing": True})  # as ``remember`` does
+            if stands_in_place(items[p.new], items[m].standing):
+                items[p.new] = items[p.new].model_copy(update={"standing": True})
         elif verdict == "merge":
             items[m] = _joined(items[m], items[p.new])
             heir[p.new] = m

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...store.interface import Fragments, Items
 from ...store.records import ItemRow, ItemWrite, NewItem
-from ..lifecycle import Decision, ExistingItem, decide, expiry_epoch, slot_members
+from ..lifecycle import Decision, ExistingItem, decide, expiry_epoch, slot_members, stands_in_place
 from ..memory_schema import MemoryItem
 from ..search.bm25 import tokenize
 from .reconcile import pick_sources
@@ -70,8 +70,8 @@ async def remember(
         if decision.action == "merge":
             return ItemWrite(merge_into=targets[0])
         if decision.action == "supersede":
-            replaced = [r for r, _ in existing if r.id in targets]
-            return ItemWrite(supersedes=targets, suppress=tuple(extra), standing=_stands_in(item, replaced))
+            stood = any(r.standing for r, _ in existing if r.id in targets)
+            return ItemWrite(supersedes=targets, suppress=tuple(extra), standing=stands_in_place(item, stood) or None)
         return ItemWrite()
 
     new = new_item(item, fragment_hashes)
@@ -87,18 +87,6 @@ class Planned:
 
     decision: Decision
     suppress: tuple[str, ...] = ()
-
-
-def _stands_in(item: MemoryItem, replaced: Sequence[ItemRow]) -> bool | None:
-    """True when ``item`` takes the place of a standing fact and does not expire: the new value stands too.
-
-    A model files a changed fact as it reads the new words ("accepted an
-    offer from Spotify, starting Monday" as a plan); the fact it replaces
-    shaped every answer, and its new value must, or the profile loses it.
-    """
-    if item.standing or item.expires_at is not None or not any(r.standing for r in replaced):
-        return None
-    return True
 
 
 def _still_holds(decision: Decision, item: MemoryItem, known: Sequence[ExistingItem]) -> bool:
