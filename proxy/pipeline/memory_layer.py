@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from ..context.watermark import WatermarkWindow
 from ..memory.extraction.extractor import Extractor
+from ..memory.extraction.meaning import MeaningReader
 from ..memory.recall.rerank import Reranker
-from ..memory.search.embedder import Embedder
+from ..memory.search.embedder import BUNDLED_NAME, Embedder
 from ..memory.search.fragment_index import FragmentIndex
 from ..memory.search.item_index import ItemIndex
 from ..metrics import Metrics
@@ -76,7 +77,11 @@ def assemble(
         traces=calls.traces,
         prompts=prompts,
         complete_for=complete_for,
-        extractor=Extractor(calls.items, calls.cursors, prompts, fragments.embed, metrics, calls.fragments),
+        extractor=Extractor(
+            calls.items, calls.cursors, prompts, fragments.embed, metrics, calls.fragments,
+            # Its thresholds are set in the bundled model's space: another model's sentences go to the rules alone.
+            meaning=MeaningReader(fragments.embed) if embedder.name == BUNDLED_NAME else None,
+        ),
         responses=calls.responses,
         rerankers=rerankers,
         trace_candidates=trace_candidates,

@@ -3,7 +3,8 @@
 Extraction runs every ``memory.extract_every_messages`` new messages of a
 session and on every compression, through the compression model with
 ``prompts/extract.md``; output that cannot be repaired into items falls back
-to the rule-based extractor. The batch's own repeats are folded
+to the rule-based extractor, and what no rule read to ``meaning`` (where the
+memory layer gives a reader: the bundled model's space). The batch's own repeats are folded
 (``reconcile``); each new item close to an existing one is judged with it by
 the compression model in one call (``prompts/reconcile.md``: merge, supersede
 or add), the rules (``lifecycle.decide``) standing in for what it does not
@@ -32,6 +33,7 @@ from ..memory_schema import MemoryItem, example_reply, prompt_fields, response_f
 from ..recall.query import fragment_hash
 from ..redaction import redact
 from .item_parser import parse_items, transcript_for_extraction
+from .meaning import MeaningReader
 from .reconcile import (
     Batch,
     Pair,
@@ -45,7 +47,7 @@ from .reconcile import (
     verdicts_for,
 )
 from .remember import Planned, remember, said_in
-from .rules import rule_extract
+from .rules import Said, read_turns
 
 log = logging.getLogger("paperclip.items")
 
@@ -76,6 +78,7 @@ class Extractor:
         embed: Embed,
         metrics: Metrics,
         fragments: Fragments | None = None,
+        meaning: MeaningReader | None = None,
     ) -> None:
         self.items = items
         self.cursors = cursors
@@ -83,6 +86,7 @@ class Extractor:
         self.embed = embed
         self.metrics = metrics
         self.fragments = fragments  # where superseded values' turns are found and suppressed
+        self.meaning = meaning  # lasting facts said in words no rule reads, where the rules stand in
 
     async def catch_up(
         self,
@@ -148,8 +152,13 @@ class Extractor:
         # Nothing unmasked reaches the model or the store; source hashes use the originals.
         # Masking and the rules read every turn: off the event loop when that is a lot of text.
         size = sum(len(text) for _, _, text in turns)
-        masked, found = await off_loop(size, _masked_and_ruled, turns, pii, now)
-        found += await self._from_model(masked[-MODEL_CATCH_UP:], complete, now)
+        masked, found, unread = await off_loop(size, _masked_and_ruled, turns, pii, now)
+        from_model, unread_latest = await self._from_model(masked[-MODEL_CATCH_UP:], complete, now)
+        found += from_model
+        if self.meaning is not None and (unread or unread_latest):
+            by_meaning = await self.meaning.read([*unread, *unread_latest])
+            self.metrics.memories_extracted.labels("meaning").inc(len(by_meaning))
+            found += by_meaning
         if not found:
             return 0
         batch = fold_batch(found, list(await self.embed([i.content for i in found])), dedup_cosine)
@@ -197,10 +206,11 @@ class Extractor:
 
     async def _from_model(
         self, turns: Sequence[Turn], complete: Complete | None, now: dt.datetime
-    ) -> list[MemoryItem]:
+    ) -> tuple[list[MemoryItem], list[Said]]:
+        """The model's items for ``turns``; where the rules stand in, theirs and the sentences they did not read."""
         numbered = _numbered(turns)
         if not numbered:
-            return []
+            return [], []
         parsed: list[MemoryItem] | None = None
         if complete is not None:
             prompt = extraction_prompt(self.prompts, numbered, now.date())
@@ -210,19 +220,20 @@ class Extractor:
             except Exception as exc:
                 log.warning("memory extraction model failed, using the rules: %r", exc)
         if parsed is None:
-            items = await off_loop(sum(len(text) for _, _, text in numbered), rule_extract, numbered, now)
+            items, unread = await off_loop(sum(len(text) for _, _, text in numbered), read_turns, numbered, now)
             self.metrics.memories_extracted.labels("rules").inc(len(items))
-            return items
+            return items, unread
         self.metrics.memories_extracted.labels("model").inc(len(parsed))
-        return parsed
+        return parsed, []
 
 
 def _masked_and_ruled(
     turns: Sequence[Turn], pii: str, now: dt.datetime
-) -> tuple[list[Turn], list[MemoryItem]]:
-    """The turns masked by ``pii``, and what the rules find in all but the latest ``MODEL_CATCH_UP``."""
+) -> tuple[list[Turn], list[MemoryItem], list[Said]]:
+    """The turns masked by ``pii``, and what the rules find (and leave unread) in all but the latest
+    ``MODEL_CATCH_UP``."""
     masked = [(p, role, redact(text, pii) if pii != "keep" else text) for p, role, text in turns]
-    return masked, rule_extract(_numbered(masked[:-MODEL_CATCH_UP]), now)
+    return (masked, *read_turns(_numbered(masked[:-MODEL_CATCH_UP]), now))
 
 
 def extraction_prompt(prompts: Prompts, numbered: Sequence[Turn], today: dt.date) -> str:

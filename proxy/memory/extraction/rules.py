@@ -22,6 +22,8 @@ from .rule_patterns import RULES, RuleHit, expiry, lasts_days, remind, supposed
 
 SHORT_DAYS = 2  # a task or deadline of today or tomorrow is of the moment: it does not stand
 
+Said = tuple[int, str]  # (turn number, one sentence of it)
+
 _ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES, *PREFERENCE_RULES, *ACTIVITY_RULES]
 
 
@@ -40,13 +42,22 @@ def rule_extract(turns: Sequence[Turn], now: datetime) -> list[MemoryItem]:
     it when they are applied in order (a like, then a dislike of the same thing).
     Temporary events, tasks and constraints ("this week", "今天") get ``expires_at``.
     """
+    return read_turns(turns, now)[0]
+
+
+def read_turns(turns: Sequence[Turn], now: datetime) -> tuple[list[MemoryItem], list[Said]]:
+    """``rule_extract``'s items, and the user's sentences no rule read (``meaning`` reads those)."""
     items: list[MemoryItem] = []
+    unread: list[Said] = []
     for index, role, text in turns:
         if role == "user":
             for sentence in _sentences(text):
-                for hit in _hits(sentence, now):
+                hits = list(_hits(sentence, now))
+                for hit in hits:
                     _append(items, _item(hit, index, sentence, now))
-    return items
+                if not hits:
+                    unread.append((index, sentence))
+    return items, unread
 
 
 def _hits(sentence: str, now: datetime) -> Iterator[RuleHit]:

@@ -1,0 +1,170 @@
+"""Lasting facts read by meaning when no model extracts: a user's sentence near labelled examples.
+
+The rules (``rules.py``) read a fact only when its words match a pattern, so
+a lasting fact said in other words ("Shellfish and I do not get along") is
+missed when the extraction model is off or its reply unusable. This reader
+takes the user's sentences that no rule read and compares each, in the
+embedding model's space, with ``standing_examples.json``: sentences of our
+own writing, labelled by the slot of a lasting fact they state (an allergy,
+a diet, a home, a job, a pet...) or ``none`` (thanks, requests, what happens
+today, what is true of an office or a friend). A sentence whose closest
+examples are of one slot, clearly closer than any ``none`` example, is kept
+as that slot's fact, in the user's own words, standing.
+
+Only the user's statements about themself qualify: "I" or "we" is said
+(not only "my": "my office moved" and "my friend lives in Paris" are not the
+user's facts), it is not a question, not supposed or wished, not said of a
+time that ends soon (``for_now``) or of one moment past ("yesterday", "just
+got back"). A slot of many values (an allergy, a like) is filed under a key
+that names a kind of fact (``user.allergies``): each sentence adds one. A home,
+a job or a pregnancy is one value (``one_value``), filed under this reader's
+own slot (``user.said.home``): the newest sentence read so replaces the last
+one read so, never a value that a rule or a model read. Nearness to examples
+of a home or a job does not tell a new home from a visit, or a job from one
+looked for ("I visited my parents in Ohio", "I'm looking for a job in
+finance"), and a wrong supersede of a rule's value would hide it and its
+turns.
+
+The bundled model reads English: a sentence in Chinese is left to the
+rules. The thresholds are set in the bundled model's space; another
+embedding model does not get this reader (``memory_layer``).
+
+The arithmetic is pure (``classify``); ``MeaningReader`` embeds, once the
+examples and then each batch's sentences, through the index's embedder.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..memory_schema import STANDS_BY_DEFAULT, TYPE_OF_CATEGORY, USER, Category, MemoryItem
+from .rule_patterns import for_now, supposed
+from .rules import Said
+
+EXAMPLES = Path(__file__).with_name("standing_examples.json")
+NONE = "none"
+# The mean cosine of a sentence's closest examples of a slot (``NEAREST``), at least ``FLOOR``, and
+# ahead of the closest ``none`` examples' by at least ``MARGIN``: set on the tuning half of the
+# scenario suite in the bundled model's space.
+NEAREST = 3
+FLOOR = 0.3
+MARGIN = 0.05
+IMPORTANCE = 0.5  # below a rule's reading (0.6–0.9): the profile prefers a fact read by its words
+
+# The user as the one the sentence is about: "I" (as written: a lower-case "i" is too often something else)
+# or "we".
+_SPEAKER = re.compile(r"\bI\b|\b(?:[Ww]e|WE)(?:'re|'ve|'d)?\b|\b(?:[Mm]e|ME)\b")
+# Said of one moment past: an event, not a lasting fact.
+_ONE_MOMENT = re.compile(
+    r"\b(?:yesterday|last night|this morning|this afternoon|this evening|earlier|just now|a minute ago"
+    r"|just (?:got|came|had|finished|bought|watched|saw|read|tried|ate|left|arrived|woke))\b", re.I)
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_WORD = re.compile(r"[A-Za-z][\w'-]*")
+MAX_CHARS = 300
+
+Embed = Callable[[Sequence[str]], Awaitable[npt.NDArray[Any]]]
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    category: Category
+    key: str  # a kind of fact that holds many values, or ``user.said.<name>`` for a slot of one value
+
+
+@dataclass(frozen=True)
+class Examples:
+    slots: dict[str, Slot]
+    texts: tuple[str, ...]
+    labels: tuple[str, ...]  # each text's slot name, or NONE
+
+
+@functools.cache
+def examples() -> Examples:
+    raw = json.loads(EXAMPLES.read_text(encoding="utf-8"))
+    slots = {name: Slot(name, s["category"], f"user.said.{name}" if s.get("one_value") else s["key"])
+             for name, s in raw["slots"].items()}
+    pairs = [(text, label) for label, texts in raw["examples"].items() for text in texts]
+    return Examples(slots, tuple(t for t, _ in pairs), tuple(label for _, label in pairs))
+
+
+def statement(sentence: str) -> bool:
+    """Whether ``sentence`` can state a lasting fact of the speaker's: a first person says it, of some
+    length, not asking, not supposing, not of a time that ends soon."""
+    text = sentence.strip()
+    if not text or len(text) > MAX_CHARS or text.endswith("?") or _CJK.search(text):
+        return False
+    if len(_WORD.findall(text)) < 3 or not _SPEAKER.search(text):
+        return False
+    return not supposed(text, 0) and not for_now(text) and not _ONE_MOMENT.search(text)
+
+
+def classify(
+    vectors: npt.NDArray[Any], example_vectors: npt.NDArray[Any], labels: Sequence[str]
+) -> list[tuple[str, float, float]]:
+    """Each sentence's closest slot: (slot, the mean cosine of its ``NEAREST`` closest examples, how far
+    that is ahead of ``none``'s). Rows are unit vectors; a slot is never ``none`` itself."""
+    if len(vectors) == 0:
+        return []
+    names = sorted(set(labels))
+    sims = np.asarray(vectors, dtype=np.float32) @ np.asarray(example_vectors, dtype=np.float32).T
+    by_label = np.array(labels)
+    scores = np.empty((len(vectors), len(names)), dtype=np.float32)
+    for j, name in enumerate(names):
+        block = sims[:, by_label == name]
+        k = min(NEAREST, block.shape[1])
+        scores[:, j] = -np.sort(-block, axis=1)[:, :k].mean(axis=1)
+    none = scores[:, names.index(NONE)] if NONE in names else np.full(len(vectors), -1.0, dtype=np.float32)
+    found = []
+    for row, none_score in zip(scores, none, strict=True):
+        ranked = [(float(s), n) for s, n in zip(row, names, strict=True) if n != NONE]
+        score, name = max(ranked)
+        found.append((name, score, score - float(none_score)))
+    return found
+
+
+def accepted(score: float, margin: float) -> bool:
+    return score >= FLOOR and margin >= MARGIN
+
+
+def item_of(slot: Slot, index: int, sentence: str, score: float) -> MemoryItem:
+    """The fact ``sentence`` states, in the user's words."""
+    return MemoryItem(
+        type=TYPE_OF_CATEGORY[slot.category], category=slot.category,
+        standing=STANDS_BY_DEFAULT[slot.category], content=sentence, key=slot.key, about=USER,
+        importance=IMPORTANCE, confidence=round(min(max(score, 0.0), 1.0), 2), source="user-stated",
+        turns=(index,),
+    )
+
+
+class MeaningReader:
+    """Reads lasting facts from the sentences no rule read, through ``embed`` (the index's embedder)."""
+
+    def __init__(self, embed: Embed) -> None:
+        self.embed = embed
+        self._examples: npt.NDArray[Any] | None = None
+
+    async def read(self, unread: Sequence[Said]) -> list[MemoryItem]:
+        said = [(index, sentence) for index, sentence in unread if statement(sentence)]
+        if not said:
+            return []
+        known = examples()
+        if self._examples is None:
+            self._examples = await self.embed(list(known.texts))
+        vectors = await self.embed([sentence for _, sentence in said])
+        items = []
+        for (index, sentence), (name, score, margin) in zip(
+            said, classify(vectors, self._examples, known.labels), strict=True
+        ):
+            if accepted(score, margin):
+                items.append(item_of(known.slots[name], index, sentence, score))
+        return items

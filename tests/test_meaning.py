@@ -1,0 +1,161 @@
+"""Lasting facts read by meaning where the rules stand in (``memory/extraction/meaning.py``).
+
+The arithmetic on unit vectors of our own making; the reading itself in the
+bundled model's space, and through the extractor over a real store: with no
+usable model, a fact said in words no rule reads is kept, standing; with a
+model, the model's items alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.memory.extraction import meaning
+from proxy.memory.extraction.extractor import Extractor, Turn
+from proxy.memory.extraction.rules import read_turns, rule_extract
+from proxy.memory.lifecycle import is_slot
+from proxy.memory.search.embedder import Embedder, load_embedder
+from proxy.metrics import Metrics
+from proxy.prompts import Prompts
+from proxy.store import open_store
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def bundled() -> Embedder:
+    return load_embedder("bundled")
+
+
+@pytest.mark.parametrize("said", [
+    "I am lactose intolerant.",
+    "We keep a vegetarian kitchen.",
+    "Shellfish gives me hives.",
+])
+def test_the_users_own_statements_are_read(said: str) -> None:
+    assert meaning.statement(said)
+
+
+@pytest.mark.parametrize("said", [
+    "Am I allergic to anything?",  # a question
+    "My friend lives in Paris.",  # someone else's fact: no "I", "we" or "me"
+    "Our office moved to the fifth floor.",
+    "I'm in Rome this week for a conference.",  # for now
+    "I just got back from the gym.",  # one moment past
+    "If I lived abroad I would learn the language.",  # supposed
+    "Sure.",
+    "我对花生过敏。",  # the bundled model reads English: Chinese is the rules'
+])
+def test_what_is_not_the_users_lasting_statement_is_not_read(said: str) -> None:
+    assert not meaning.statement(said)
+
+
+def unit(v: Sequence[float]) -> np.ndarray:
+    a = np.asarray(v, dtype=np.float32)
+    return a / np.linalg.norm(a)
+
+
+def test_a_sentence_takes_the_slot_of_its_closest_examples_and_its_lead_over_none() -> None:
+    examples = np.stack([unit([1, 0, 0]), unit([1, 0.1, 0]), unit([0, 1, 0]), unit([0, 0, 1])])
+    labels = ["allergy", "allergy", "home", "none"]
+    (slot, score, margin), (far, _, behind) = meaning.classify(
+        np.stack([unit([1, 0.05, 0]), unit([0, 0, 1])]), examples, labels)
+    assert slot == "allergy" and score > 0.99 and margin == pytest.approx(score - float(unit([1, 0.05, 0])[2]))
+    assert far != "none" and behind < 0  # closest to none: a slot, but behind it
+
+
+@given(st.lists(st.lists(st.floats(-1, 1), min_size=3, max_size=3).filter(lambda v: np.linalg.norm(v) > 0.1),
+                min_size=1, max_size=6))
+def test_the_slot_is_never_none_and_the_margin_is_the_lead(rows: list[list[float]]) -> None:
+    examples = np.stack([unit([1, 0, 0]), unit([0, 1, 0]), unit([0, 0, 1]), unit([1, 1, 0])])
+    labels = ["job", "none", "pet", "none"]
+    vectors = np.stack([unit(r) for r in rows])
+    for (slot, score, margin), v in zip(meaning.classify(vectors, examples, labels), vectors, strict=True):
+        sims = examples @ v
+        assert slot in {"job", "pet"} and score == pytest.approx(max(sims[0], sims[2]), abs=1e-5)
+        assert margin == pytest.approx(score - float(np.mean(sims[[1, 3]])), abs=1e-5)
+
+
+def test_the_examples_name_known_slots_and_only_a_one_value_slot_replaces_and_only_its_own() -> None:
+    known = meaning.examples()
+    assert set(known.labels) == {*known.slots, meaning.NONE}
+    one_value = {s.key for s in known.slots.values() if is_slot(s.key)}
+    assert one_value == {"user.said.home", "user.said.job", "user.said.pregnancy"}  # never a rule's or a model's key
+
+
+def test_the_rules_leave_the_sentences_they_did_not_read() -> None:
+    turns = [(0, "user", "I'm allergic to peanuts. Shellfish gives me hives too."), (1, "assistant", "Noted.")]
+    items, unread = read_turns(turns, NOW)
+    assert items == rule_extract(turns, NOW) and [i.key for i in items] == ["user.allergy.peanut"]
+    assert unread == [(0, "Shellfish gives me hives too.")]
+
+
+async def read(embedder: Embedder, sentences: Sequence[str]) -> dict[str, Any]:
+    async def embed(texts: Sequence[str]) -> np.ndarray:
+        return embedder.embed(list(texts))
+
+    items = await meaning.MeaningReader(embed).read([(n, s) for n, s in enumerate(sentences)])
+    return {i.content: i for i in items}
+
+
+async def test_lasting_facts_in_new_words_are_read_and_small_talk_is_not(bundled: Embedder) -> None:
+    facts = ["Nuts of any kind are dangerous for me, I carry adrenaline.", "I have been meat-free since college.",
+             "I rely on a cane when I walk.", "I'm an electrician.", "I commute by bus."]
+    talk = ["I think you're right about that.", "I'm waiting for the bus.", "I need to buy groceries.",
+            "I'm confused by the instructions."]
+    read_ = await read(bundled, [*facts, *talk])
+    assert set(read_) == set(facts)
+    assert all(i.standing and i.source == "user-stated" and i.about == "user" for i in read_.values())
+    assert read_[facts[0]].category == "health" and read_[facts[3]].category == "identity"
+    assert read_[facts[3]].key == "user.said.job" and read_[facts[0]].key == "user.allergies"
+
+
+class Junk:
+    """A compression model whose replies are never JSON: the rules stand in."""
+
+    async def __call__(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None = None) -> str:
+        return "Sure! Here is a summary of the chat."
+
+
+class Modelled:
+    """A compression model that extracts one item."""
+
+    async def __call__(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None = None) -> str:
+        return json.dumps([{"type": "constraint", "category": "health", "content": "The user avoids nuts.",
+                            "key": "user.allergy.nuts", "turns": [1]}])
+
+
+async def extracted(tmp_path: Path, embedder: Embedder, model: Any) -> dict[str, Any]:
+    async def embed(texts: Sequence[str]) -> np.ndarray:
+        return embedder.embed(list(texts))
+
+    store = open_store(str(tmp_path / "m.db"), embedder.dim)
+    extractor = Extractor(store.items, store.cursors, Prompts.load(), embed, Metrics(), store.fragments,
+                          meaning=meaning.MeaningReader(embed))
+    turns: list[Turn] = [(0, "user", "Nuts of any kind are dangerous for me, I carry adrenaline."),
+                         (1, "assistant", "Noted."), (2, "user", "Thanks, that helps a lot.")]
+    await extractor.extract("t", "u", "s", turns, model, pii="keep", dedup_cosine=0.92)
+    rows = {r.content: r for r in await store.items.all("t", "u")}
+    store.close()
+    return rows
+
+
+async def test_with_no_usable_model_the_extractor_keeps_what_the_meaning_reads(
+    tmp_path: Path, bundled: Embedder
+) -> None:
+    rows = await extracted(tmp_path, bundled, Junk())
+    assert set(rows) == {"Nuts of any kind are dangerous for me, I carry adrenaline."}
+    assert rows["Nuts of any kind are dangerous for me, I carry adrenaline."].standing
+
+
+async def test_with_a_model_its_items_alone_are_kept(tmp_path: Path, bundled: Embedder) -> None:
+    assert set(await extracted(tmp_path, bundled, Modelled())) == {"The user avoids nuts."}
