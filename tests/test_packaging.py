@@ -81,3 +81,13 @@ def test_the_quickstart_is_two_commands_and_ci_runs_its_test_command() -> None:
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     # The same command, as a line of its own; "|| exit $?" makes a failed install inside it fail the run.
     assert f"{suite} || exit $?" in ci
+
+
+def test_every_data_file_a_module_reads_beside_itself_is_in_the_wheel() -> None:
+    """A file read as ``Path(__file__).with_name("x.json")`` is declared package data, or a wheel lacks it."""
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["proxy"]
+    read = set()
+    for module in (REPO / "proxy").rglob("*.py"):
+        for name in re.findall(r'with_name\("([^"]+\.(?:json|yaml|md|html))"\)', module.read_text()):
+            read.add((module.parent / name).relative_to(REPO / "proxy").as_posix())
+    assert read and read <= set(declared), read - set(declared)
