@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from proxy.memory.extraction import meaning
 from proxy.memory.extraction.extractor import Extractor, Turn
 from proxy.memory.extraction.rules import read_turns, rule_extract
-from proxy.memory.lifecycle import is_slot
+from proxy.memory.lifecycle import LOOSELY_READ, is_slot, slot_keys
 from proxy.memory.search.embedder import Embedder, load_embedder
 from proxy.metrics import Metrics
 from proxy.prompts import Prompts
@@ -85,11 +85,29 @@ def test_the_slot_is_never_none_and_the_margin_is_the_lead(rows: list[list[float
         assert margin == pytest.approx(score - float(np.mean(sims[[1, 3]])), abs=1e-5)
 
 
-def test_the_examples_name_known_slots_and_only_a_one_value_slot_replaces_and_only_its_own() -> None:
+def test_the_examples_name_known_slots_and_a_slot_holds_many_values_unless_it_is_of_one() -> None:
     known = meaning.examples()
     assert set(known.labels) == {*known.slots, meaning.NONE}
-    one_value = {s.key for s in known.slots.values() if is_slot(s.key)}
-    assert one_value == {"user.said.home", "user.said.job", "user.said.pregnancy"}  # never a rule's or a model's key
+    assert {s.key for s in known.slots.values() if is_slot(s.key)} == set(LOOSELY_READ)
+    assert all(s.one_value == is_slot(s.key) for s in known.slots.values())
+
+
+@pytest.mark.parametrize(("said", "score", "margin", "key"), [
+    ("We moved, I'm in Bristol now.", 0.5, 0.15, "user.location.home"),  # a change said outright
+    ("We moved, I'm in Bristol now.", 0.35, 0.15, "user.said.home"),  # not past the stricter bar
+    ("I visited my parents in Ohio.", 0.5, 0.15, "user.said.home"),  # a visit is no change of home
+    ("I'm looking for a job in finance.", 0.5, 0.3, "user.said.job"),
+])
+def test_only_a_change_said_outright_takes_a_one_value_slots_own_key(
+    said: str, score: float, margin: float, key: str
+) -> None:
+    slot = meaning.examples().slots["job" if "job" in said else "home"]
+    assert meaning.key_for(slot, said, score, margin) == key
+
+
+def test_the_slots_own_value_replaces_a_loosely_read_one_and_not_the_reverse() -> None:
+    assert "user.said.home" in slot_keys("user.location.home")
+    assert "user.location.home" not in slot_keys("user.said.home")
 
 
 def test_the_rules_leave_the_sentences_they_did_not_read() -> None:
@@ -116,7 +134,7 @@ async def test_lasting_facts_in_new_words_are_read_and_small_talk_is_not(bundled
     assert set(read_) == set(facts)
     assert all(i.standing and i.source == "user-stated" and i.about == "user" for i in read_.values())
     assert read_[facts[0]].category == "health" and read_[facts[3]].category == "identity"
-    assert read_[facts[3]].key == "user.said.job" and read_[facts[0]].key == "user.allergies"
+    assert read_[facts[3]].key == "user.said.job" and read_[facts[0]].key == "user.allergies"  # no change said
 
 
 class Junk:

@@ -44,13 +44,26 @@ _OLD_SLUG_S = re.compile(r"(?<=\w{2}[iu])s$")
 _ENDED = re.compile(r"\b(?:stopped|quit|given up|gave up|no longer|anymore|any more)\b|不再|再也不|戒掉|戒\w{0,2}了", re.I)
 
 
+# Slots of one value that a reader by nearness (``extraction/meaning.py``) also fills, and the key it files a
+# value under when it cannot tell a change from a visit: a value of the slot's own key replaces that one too,
+# a value of that key replaces only its like.
+LOOSELY_READ: dict[str, str] = {
+    "user.location.home": "user.said.home",
+    "user.occupation": "user.said.job",
+    "user.health.pregnancy": "user.said.pregnancy",
+}
+
+
 def slot_keys(key: str) -> frozenset[str]:
-    """The stored keys that name ``key``'s slot: itself, and the keys the old ``slug`` made of it.
+    """The stored keys that name ``key``'s slot: itself, the keys the old ``slug`` made of it, and the key
+    its loosely read values are filed under (``LOOSELY_READ``).
 
     Computed once per new item; an existing item is in the slot when its key is in this set.
     """
     parts = key.split(".")
     keys = {key}
+    if key in LOOSELY_READ:
+        keys.add(LOOSELY_READ[key])
     for n in range(1, len(parts)):
         cut = _OLD_SLUG_CUT.sub("", parts[n], count=1)
         if cut and cut != parts[n]:

@@ -17,13 +17,16 @@ user's facts), it is not a question, not supposed or wished, not said of a
 time that ends soon (``for_now``) or of one moment past ("yesterday", "just
 got back"). A slot of many values (an allergy, a like) is filed under a key
 that names a kind of fact (``user.allergies``): each sentence adds one. A home,
-a job or a pregnancy is one value (``one_value``), filed under this reader's
-own slot (``user.said.home``): the newest sentence read so replaces the last
-one read so, never a value that a rule or a model read. Nearness to examples
-of a home or a job does not tell a new home from a visit, or a job from one
-looked for ("I visited my parents in Ohio", "I'm looking for a job in
-finance"), and a wrong supersede of a rule's value would hide it and its
-turns.
+a job or a pregnancy is one value (``one_value``), and nearness to examples
+does not tell a new home from a visit, or a job from one looked for ("I
+visited my parents in Ohio", "I'm looking for a job in finance"): a wrong
+supersede would hide a true value and its turns. Such a sentence is filed
+under the slot's loose key (``lifecycle.LOOSELY_READ``: ``user.said.home``),
+where it replaces only the last one read so, and the slot's own value (a
+rule's, a model's) replaces it in turn. Only a change said outright ("we
+moved", "I'm in Bristol now", "I left accounting": ``_CHANGE``) past a
+stricter bar (``CHANGE_FLOOR``, ``CHANGE_MARGIN``) takes the slot's own key
+and replaces its value.
 
 The bundled model reads English: a sentence in Chinese is left to the
 rules. The thresholds are set in the bundled model's space; another
@@ -46,6 +49,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..lifecycle import LOOSELY_READ
 from ..memory_schema import STANDS_BY_DEFAULT, TYPE_OF_CATEGORY, USER, Category, MemoryItem
 from .rule_patterns import for_now, supposed
 from .rules import Said
@@ -58,6 +62,8 @@ NONE = "none"
 NEAREST = 3
 FLOOR = 0.3
 MARGIN = 0.05
+CHANGE_FLOOR = 0.4
+CHANGE_MARGIN = 0.1
 IMPORTANCE = 0.5  # below a rule's reading (0.6–0.9): the profile prefers a fact read by its words
 
 # The user as the one the sentence is about: "I" (as written: a lower-case "i" is too often something else)
@@ -68,6 +74,9 @@ _ONE_MOMENT = re.compile(
     r"\b(?:yesterday|last night|this morning|this afternoon|this evening|earlier|just now|a minute ago"
     r"|just (?:got|came|had|finished|bought|watched|saw|read|tried|ate|left|arrived|woke))\b", re.I)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+# A change said outright: the value said replaces the one before.
+_CHANGE = re.compile(
+    r"\b(?:moved|relocated|now|since|switched|changed|left|quit|no longer|became|started|settled)\b", re.I)
 _WORD = re.compile(r"[A-Za-z][\w'-]*")
 MAX_CHARS = 300
 
@@ -78,7 +87,8 @@ Embed = Callable[[Sequence[str]], Awaitable[npt.NDArray[Any]]]
 class Slot:
     name: str
     category: Category
-    key: str  # a kind of fact that holds many values, or ``user.said.<name>`` for a slot of one value
+    key: str  # a kind of fact that holds many values, or the slot's own key (``one_value``)
+    one_value: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,8 +101,7 @@ class Examples:
 @functools.cache
 def examples() -> Examples:
     raw = json.loads(EXAMPLES.read_text(encoding="utf-8"))
-    slots = {name: Slot(name, s["category"], f"user.said.{name}" if s.get("one_value") else s["key"])
-             for name, s in raw["slots"].items()}
+    slots = {name: Slot(name, s["category"], s["key"], bool(s.get("one_value"))) for name, s in raw["slots"].items()}
     pairs = [(text, label) for label, texts in raw["examples"].items() for text in texts]
     return Examples(slots, tuple(t for t, _ in pairs), tuple(label for _, label in pairs))
 
@@ -136,11 +145,21 @@ def accepted(score: float, margin: float) -> bool:
     return score >= FLOOR and margin >= MARGIN
 
 
-def item_of(slot: Slot, index: int, sentence: str, score: float) -> MemoryItem:
+def key_for(slot: Slot, sentence: str, score: float, margin: float) -> str:
+    """Where ``sentence`` is filed: a slot of many values' key; a slot of one value's own key for a change
+    said outright past the stricter bar, else its loose key."""
+    if not slot.one_value:
+        return slot.key
+    if _CHANGE.search(sentence) and score >= CHANGE_FLOOR and margin >= CHANGE_MARGIN:
+        return slot.key
+    return LOOSELY_READ[slot.key]
+
+
+def item_of(slot: Slot, index: int, sentence: str, score: float, margin: float) -> MemoryItem:
     """The fact ``sentence`` states, in the user's words."""
     return MemoryItem(
         type=TYPE_OF_CATEGORY[slot.category], category=slot.category,
-        standing=STANDS_BY_DEFAULT[slot.category], content=sentence, key=slot.key, about=USER,
+        standing=STANDS_BY_DEFAULT[slot.category], content=sentence, key=key_for(slot, sentence, score, margin), about=USER,
         importance=IMPORTANCE, confidence=round(min(max(score, 0.0), 1.0), 2), source="user-stated",
         turns=(index,),
     )
@@ -166,5 +185,5 @@ class MeaningReader:
             said, classify(vectors, self._examples, known.labels), strict=True
         ):
             if accepted(score, margin):
-                items.append(item_of(known.slots[name], index, sentence, score))
+                items.append(item_of(known.slots[name], index, sentence, score, margin))
         return items
