@@ -11,8 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy import config
-from proxy.memory.recall.cards import render_block, render_card
-from proxy.memory.recall.profile import ProfileMemo, profile_of, select_profile, standing
+from proxy.memory.recall.cards import item_card, render_block, render_card
+from proxy.memory.recall.profile import (
+    GUESSES_SHARE,
+    ProfileMemo,
+    profile_of,
+    select_profile,
+    standing,
+)
 from proxy.tokens import TokenCounter
 from tests.admin_helpers import admin
 from tests.conftest import Proxy
@@ -35,6 +41,7 @@ class Item:
     source: str = "user-stated"
     expires_at: str | None = None
     status: str = "active"
+    confidence: float = 0.9
     created: float = NOW.timestamp() - 10 * DAY
     updated: float = NOW.timestamp() - 10 * DAY
 
@@ -54,6 +61,19 @@ OLD = Item(9, "constraint", "user.diet.old", "The user eats fish.", 0.9, "health
 EXPIRED = Item(10, "task", "user.task.pack", "Pack the bags today.", 0.9, "task", expires_at="2026-11-01")
 NOT_SAID = Item(11, "constraint", "user.diet", "The user skipped lunch today.", 0.9, "health", standing=False)
 ALL = [VEGETARIAN, CAT, NAME, TEA, STAIRS, ZH, TRIP, PASSING, OLD, EXPIRED, NOT_SAID]
+
+
+def test_guesses_take_at_most_their_share_of_the_profile_and_sure_facts_the_rest() -> None:
+    guesses = [Item(20 + n, "preference", "user.likes", f"I really enjoy {w}.", 0.9, "preference", confidence=0.5)
+               for n, w in enumerate(("gardening", "chess", "baking", "cycling", "opera", "poetry"))]
+    budget = 120
+    profile = select_profile([*guesses, TEA, NAME], NOW, COUNTER, budget)
+    cost = {g.id: COUNTER.text(render_card(item_card(g)) + "\n") for g in guesses}
+    kept = [g.id for g in guesses if g.id in profile.item_ids]
+    left_out = [g.id for g in guesses if g.id not in profile.item_ids]
+    assert kept and left_out and sum(cost[i] for i in kept) <= budget * GUESSES_SHARE
+    assert sum(cost[i] for i in kept) + min(cost[i] for i in left_out) > budget * GUESSES_SHARE  # full, not stingy
+    assert {TEA.id, NAME.id} <= profile.item_ids  # sure facts of less importance still find room
 
 
 def test_standing_facts_are_the_active_unexpired_items_the_schema_says_stand() -> None:

@@ -60,11 +60,12 @@ NONE = "none"
 # ahead of the closest ``none`` examples' by at least ``MARGIN``: set on the tuning half of the
 # scenario suite in the bundled model's space.
 NEAREST = 3
-FLOOR = 0.3
-MARGIN = 0.05
-CHANGE_FLOOR = 0.4
-CHANGE_MARGIN = 0.1
+FLOOR = 0.35
+MARGIN = 0.08
+CHANGE_FLOOR = 0.45
+CHANGE_MARGIN = 0.12
 IMPORTANCE = 0.5  # below a rule's reading (0.6–0.9): the profile prefers a fact read by its words
+CONFIDENCE = 0.5  # a guess: the profile gives guesses a share of its room (``recall.profile.SURE``)
 
 # The user as the one the sentence is about: "I" (as written: a lower-case "i" is too often something else)
 # or "we".
@@ -78,7 +79,9 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 _CHANGE = re.compile(
     r"\b(?:moved|relocated|now|since|switched|changed|left|quit|no longer|became|started|settled)\b", re.I)
 _WORD = re.compile(r"[A-Za-z][\w'-]*")
-MAX_CHARS = 300
+# A lasting fact said as such is short ("I'm an electrician."); a longer sentence tells a story, and
+# nearness to a slot's examples reads a story as a fact far more often.
+MAX_WORDS = 15
 
 Embed = Callable[[Sequence[str]], Awaitable[npt.NDArray[Any]]]
 
@@ -107,12 +110,12 @@ def examples() -> Examples:
 
 
 def statement(sentence: str) -> bool:
-    """Whether ``sentence`` can state a lasting fact of the speaker's: a first person says it, of some
-    length, not asking, not supposing, not of a time that ends soon."""
+    """Whether ``sentence`` can state a lasting fact of the speaker's: a first person says it, in 3 to
+    ``MAX_WORDS`` words, not asking, not supposing, not of a time that ends soon or of one moment past."""
     text = sentence.strip()
-    if not text or len(text) > MAX_CHARS or text.endswith("?") or _CJK.search(text):
+    if not text or text.endswith("?") or _CJK.search(text):
         return False
-    if len(_WORD.findall(text)) < 3 or not _SPEAKER.search(text):
+    if not 3 <= len(_WORD.findall(text)) <= MAX_WORDS or not _SPEAKER.search(text):
         return False
     return not supposed(text, 0) and not for_now(text) and not _ONE_MOMENT.search(text)
 
@@ -160,7 +163,7 @@ def item_of(slot: Slot, index: int, sentence: str, score: float, margin: float) 
     return MemoryItem(
         type=TYPE_OF_CATEGORY[slot.category], category=slot.category,
         standing=STANDS_BY_DEFAULT[slot.category], content=sentence, key=key_for(slot, sentence, score, margin), about=USER,
-        importance=IMPORTANCE, confidence=round(min(max(score, 0.0), 1.0), 2), source="user-stated",
+        importance=IMPORTANCE, confidence=CONFIDENCE, source="user-stated",
         turns=(index,),
     )
 

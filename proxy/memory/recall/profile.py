@@ -34,6 +34,10 @@ HALF_LIFE_DAYS = 180.0
 # No card fits in less room than this; past this many standing facts none would make the budget.
 MIN_CARD_TOKENS = 8
 SCAN_LIMIT = 40
+# A fact held with less confidence than this is a guess (the reader by meaning files its facts at 0.5); guesses
+# take at most this share of the budget, since a profile card costs every request, whatever it is asked.
+SURE = 0.6
+GUESSES_SHARE = 1 / 5
 
 
 class Fact(ItemFacts, Protocol):
@@ -45,6 +49,8 @@ class Fact(ItemFacts, Protocol):
     def standing(self) -> bool: ...
     @property
     def importance(self) -> float: ...
+    @property
+    def confidence(self) -> float: ...
     @property
     def expires_at(self) -> str | None: ...
     @property
@@ -90,11 +96,13 @@ def select_profile(
     old one when it is stored, ``lifecycle.decide``): both may stand.
 
     A fact that does not fit whole is skipped for a shorter one after it:
-    a standing fact cut in half could say the opposite of the whole.
+    a standing fact cut in half could say the opposite of the whole. Facts
+    held with less confidence than ``SURE`` share ``GUESSES_SHARE`` of the
+    budget.
     """
     chosen: list[tuple[Fact, Card, int]] = []
     said: set[str] = set()
-    used = 0
+    used = guessed = 0
     for fact in standing(facts, now)[:SCAN_LIMIT]:
         if budget_tokens - used < MIN_CARD_TOKENS:
             break
@@ -102,11 +110,13 @@ def select_profile(
             continue
         card = item_card(fact)
         cost = counter.text(render_card(card) + "\n")
-        if used + cost > budget_tokens:
+        guess = fact.confidence < SURE
+        if used + cost > budget_tokens or (guess and guessed + cost > budget_tokens * GUESSES_SHARE):
             continue
         chosen.append((fact, card, cost))
         said.add(fact.content)
         used += cost
+        guessed += cost if guess else 0
     order = {f.id: i for i, (f, _, _) in enumerate(chosen)}
     chosen.sort(key=lambda c: (group_of(c[0]), order[c[0].id]))
     return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used)
