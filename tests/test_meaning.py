@@ -9,7 +9,7 @@ model, the model's items alone.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,9 @@ from proxy.memory.search.embedder import Embedder, load_embedder
 from proxy.metrics import Metrics
 from proxy.prompts import Prompts
 from proxy.store import open_store
+from tests.admin_helpers import admin, ask
+from tests.conftest import PROXY_KEY, Proxy
+from tests.fake_upstream import FakeUpstream
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -177,3 +180,25 @@ async def test_with_no_usable_model_the_extractor_keeps_what_the_meaning_reads(
 
 async def test_with_a_model_its_items_alone_are_kept(tmp_path: Path, bundled: Embedder) -> None:
     assert set(await extracted(tmp_path, bundled, Modelled())) == {"The user avoids nuts."}
+
+
+def test_through_the_proxy_a_fact_no_rule_reads_reaches_a_fresh_chat(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """Real sockets, the bundled model, a compression model whose replies are never JSON (the fake's)."""
+    proxy = make_proxy(embedding={"model": "bundled"})
+    said = "Nuts of any kind are dangerous for me, I carry adrenaline."
+    history = [{"role": "user", "content": said}, {"role": "assistant", "content": "Thanks for telling me."}]
+    for topic in ("naps", "tea"):
+        history += [{"role": "user", "content": f"How do you feel about {topic}?"},
+                    {"role": "assistant", "content": f"{topic.title()} are fine by me."}]
+    history.append({"role": "user", "content": "Great, talk later!"})
+    proxy.client(PROXY_KEY).chat.completions.create(
+        model="gpt-4o-mini", messages=history, extra_headers={"X-Paperclip-User": "noor"}  # type: ignore[arg-type]
+    )
+    proxy.drain()
+    ask(proxy, "noor", "Pack me some snacks for a long hike.")
+    forwarded = upstream.chat_requests()[-1].body.decode()
+    with admin(proxy) as http:
+        profile = http.get("/paperclip/v1/users/noor/profile").json()
+    assert said in forwarded and said in json.dumps(profile)
