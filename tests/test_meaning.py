@@ -27,8 +27,8 @@ from proxy.memory.search.embedder import Embedder, load_embedder
 from proxy.metrics import Metrics
 from proxy.prompts import Prompts
 from proxy.store import open_store
-from tests.admin_helpers import admin, ask
-from tests.conftest import PROXY_KEY, Proxy
+from tests.admin_helpers import admin, ask, teach
+from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -188,15 +188,7 @@ def test_through_the_proxy_a_fact_no_rule_reads_reaches_a_fresh_chat(
     """Real sockets, the bundled model, a compression model whose replies are never JSON (the fake's)."""
     proxy = make_proxy(embedding={"model": "bundled"})
     said = "Nuts of any kind are dangerous for me, I carry adrenaline."
-    history = [{"role": "user", "content": said}, {"role": "assistant", "content": "Thanks for telling me."}]
-    for topic in ("naps", "tea"):
-        history += [{"role": "user", "content": f"How do you feel about {topic}?"},
-                    {"role": "assistant", "content": f"{topic.title()} are fine by me."}]
-    history.append({"role": "user", "content": "Great, talk later!"})
-    proxy.client(PROXY_KEY).chat.completions.create(
-        model="gpt-4o-mini", messages=history, extra_headers={"X-Paperclip-User": "noor"}  # type: ignore[arg-type]
-    )
-    proxy.drain()
+    teach(proxy, "noor", said)
     ask(proxy, "noor", "Pack me some snacks for a long hike.")
     forwarded = upstream.chat_requests()[-1].body.decode()
     with admin(proxy) as http:
