@@ -140,6 +140,14 @@ async def test_lasting_facts_in_new_words_are_read_and_small_talk_is_not(bundled
     assert read_[facts[3]].key == "user.said.job" and read_[facts[0]].key == "user.allergies"  # no change said
 
 
+@pytest.mark.parametrize("said", [
+    "I have tonsillitis.", "I hurt my back lifting boxes.", "I have strep throat.", "I twisted my knee.",
+    "I have bronchitis.", "I have a cold.", "I need a wheelchair at the airport tomorrow.",
+])
+async def test_a_passing_illness_or_injury_is_no_lasting_fact(bundled: Embedder, said: str) -> None:
+    assert await read(bundled, [said]) == {}
+
+
 class Junk:
     """A compression model whose replies are never JSON: the rules stand in."""
 
