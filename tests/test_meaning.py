@@ -140,6 +140,16 @@ async def test_lasting_facts_in_new_words_are_read_and_small_talk_is_not(bundled
     assert read_[facts[3]].key == "user.said.job" and read_[facts[0]].key == "user.allergies"  # no change said
 
 
+async def test_a_fact_in_a_long_sentence_is_kept_as_the_clause_that_states_it(bundled: Embedder) -> None:
+    said = "Just so you know before we start, I've been meat-free since college, so no steak recipes please."
+    assert "I've been meat-free since college" in meaning.clauses(said)
+    assert "no steak recipes please" not in meaning.clauses(said)  # no I, we or me
+    (item,) = (await read(bundled, [said])).values()
+    assert item.content == "I've been meat-free since college" and item.category == "health"
+    story = "We had such a lovely time at the wedding last weekend, the food was amazing and everyone danced."
+    assert await read(bundled, [story]) == {}
+
+
 @pytest.mark.parametrize("said", [
     "I have tonsillitis.", "I hurt my back lifting boxes.", "I have strep throat.", "I twisted my knee.",
     "I have bronchitis.", "I have a cold.", "I need a wheelchair at the airport tomorrow.",

@@ -79,9 +79,14 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 _CHANGE = re.compile(
     r"\b(?:moved|relocated|now|since|switched|changed|left|quit|no longer|became|started|settled)\b", re.I)
 _WORD = re.compile(r"[A-Za-z][\w'-]*")
-# A lasting fact said as such is short ("I'm an electrician."); a longer sentence tells a story, and
-# nearness to a slot's examples reads a story as a fact far more often.
-MAX_WORDS = 15
+# A sentence of more words is read no further: it tells a story more often than it states a fact.
+MAX_WORDS = 40
+# A fact read in a sentence of more words is kept as the clause of it that states it (``clauses``), so that
+# its card fits the profile's share of guesses ("Just so you know, I've been meat-free since college, so no
+# steak please" keeps "I've been meat-free since college").
+SHORT_WORDS = 15
+_CLAUSE_END = re.compile(
+    r"\s*(?:[,;:()]|\s[-–—]\s|\b(?:but|so|because|which|though|although)\b|\band\b(?=\s+(?:I|we)\b))\s*", re.I)
 
 Embed = Callable[[Sequence[str]], Awaitable[npt.NDArray[Any]]]
 
@@ -110,14 +115,19 @@ def examples() -> Examples:
 
 
 def statement(sentence: str) -> bool:
-    """Whether ``sentence`` can state a lasting fact of the speaker's: a first person says it, in 3 to
+    """Whether ``sentence`` can state a lasting fact of the speaker's: a first person says it, in 2 to
     ``MAX_WORDS`` words, not asking, not supposing, not of a time that ends soon or of one moment past."""
     text = sentence.strip()
     if not text or text.endswith("?") or _CJK.search(text):
         return False
-    if not 3 <= len(_WORD.findall(text)) <= MAX_WORDS or not _SPEAKER.search(text):
+    if not 2 <= len(_WORD.findall(text)) <= MAX_WORDS or not _SPEAKER.search(text):
         return False
     return not supposed(text, 0) and not for_now(text) and not _ONE_MOMENT.search(text)
+
+
+def clauses(sentence: str) -> list[str]:
+    """The parts of a long sentence between commas and the words that join clauses, each a statement."""
+    return [c for part in _CLAUSE_END.split(sentence) if statement(c := part.strip())]
 
 
 def classify(
@@ -187,6 +197,21 @@ class MeaningReader:
         for (index, sentence), (name, score, margin) in zip(
             said, classify(vectors, self._examples, known.labels), strict=True
         ):
-            if accepted(score, margin):
-                items.append(item_of(known.slots[name], index, sentence, score, margin))
+            if not accepted(score, margin):
+                continue
+            if len(_WORD.findall(sentence)) > SHORT_WORDS:
+                found = await self._clause(sentence)
+                if found is None:
+                    continue
+                sentence, name, score, margin = found
+            items.append(item_of(known.slots[name], index, sentence, score, margin))
         return items
+
+    async def _clause(self, sentence: str) -> tuple[str, str, float, float] | None:
+        """The short clause of a long ``sentence`` read as a fact most surely, with its slot, if one is."""
+        parts = [c for c in clauses(sentence) if len(_WORD.findall(c)) <= SHORT_WORDS]
+        if not parts or self._examples is None:
+            return None
+        read = classify(await self.embed(parts), self._examples, examples().labels)
+        found = [(part, *r) for part, r in zip(parts, read, strict=True) if accepted(r[1], r[2])]
+        return max(found, key=lambda f: f[2], default=None)

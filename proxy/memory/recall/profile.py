@@ -36,8 +36,8 @@ MIN_CARD_TOKENS = 8
 SCAN_LIMIT = 40
 # A fact held with less confidence than this is a guess (the reader by meaning files its facts at 0.5); guesses
 # take at most this share of the budget, since a profile card costs every request, whatever it is asked. A
-# third of the default 150 tokens holds one card of the longest sentence that reader files (15 words: 32
-# tokens) or two short ones; a fifth would hold no long one.
+# third of the default 150 tokens holds one card of the longest sentence or clause that reader files (15
+# words: 32 tokens) or two short ones; a fifth would hold no long one.
 SURE = 0.6
 GUESSES_SHARE = 1 / 3
 
