@@ -1,0 +1,79 @@
+"""The reader by meaning (``proxy/memory/extraction/meaning.py``): what it keeps, and what it costs.
+
+Usage (from the repo root, in its virtualenv)::
+
+    python bench/meaning_reader.py                    # the calibration sentences
+    python bench/meaning_reader.py --locomo FILE      # and LoCoMo's turns, per half (docs/recall.md says where to get it)
+
+Prints, for ``bench/data/meaning-calibration.json`` (sentences of our own, which its thresholds were set on: lasting facts a user states
+about themself, and sentences that state none, short and long), how many of each the reader keeps at
+its shipped thresholds; for LoCoMo (``--locomo``, read, never copied), per half of the dev set, how many
+of the turns' sentences that no rule reads are candidates and how many it reads as facts; and the
+bundled model's CPU time per sentence (``time.process_time``), which is the reader's cost per candidate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from proxy.memory.extraction import meaning
+from proxy.memory.extraction.rules import read_turns
+from proxy.memory.search.embedder import load_embedder
+
+HERE = Path(__file__).resolve().parent
+HALVES = {"A": ("conv-26", "conv-30"), "B": ("conv-41", "conv-42")}
+NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--locomo", type=Path, help="a LoCoMo-format JSON file")
+    args = parser.parse_args()
+    embedder = load_embedder("bundled")
+
+    async def embed(texts: Any) -> Any:
+        return embedder.embed(list(texts))
+
+    reader = meaning.MeaningReader(embed)
+    rows = json.loads((HERE / "data" / "meaning-calibration.json").read_text())["sentences"]
+    print("| set | facts kept | non-facts kept |\n|---|---|---|")
+    for kind in ("short", "long"):
+        mine = [r for r in rows if r["set"] == kind]
+        kept = [bool(asyncio.run(reader.read([(1, r["said"])]))) for r in mine]
+        facts = sum(k for k, r in zip(kept, mine, strict=True) if r["fact"])
+        other = sum(k for k, r in zip(kept, mine, strict=True) if not r["fact"])
+        print(f"| {kind} | {facts} of {sum(r['fact'] for r in mine)} | {other} of {sum(not r['fact'] for r in mine)} |")
+    candidates: list[str] = []
+    if args.locomo:
+        data = json.loads(args.locomo.read_text())
+        print("\n| LoCoMo half | turns | sentences no rule reads | candidates | read as facts |\n|---|---|---|---|---|")
+        for half, ids in HALVES.items():
+            turns = 0
+            unread: list[tuple[int, str]] = []
+            for conv in (c for c in data if c["sample_id"] in ids):
+                chat = conv["conversation"]
+                for key in sorted(k for k in chat if k.startswith("session_") and isinstance(chat[k], list)):
+                    said = [(i, "user", t["text"]) for i, t in enumerate(chat[key])]
+                    turns += len(said)
+                    unread += read_turns(said, NOW)[1]
+            mine = [s for _, s in unread if meaning.statement(s)]
+            candidates += mine
+            read = asyncio.run(reader.read(unread))
+            print(f"| {half} | {turns} | {len(unread)} | {len(mine)} | {len(read)} |")
+    texts = candidates[:400] or [r["said"] for r in rows] * 4
+    embedder.embed(texts[:20])
+    started = time.process_time()
+    for i in range(0, len(texts), 20):
+        embedder.embed(texts[i : i + 20])
+    print(f"\nbundled model, CPU per sentence: {(time.process_time() - started) / len(texts) * 1000:.2f} ms "
+          f"({len(texts)} sentences, batches of 20)")
+
+
+if __name__ == "__main__":
+    main()
