@@ -76,6 +76,17 @@ def test_guesses_take_at_most_their_share_of_the_profile_and_sure_facts_the_rest
     assert {TEA.id, NAME.id} <= profile.item_ids  # sure facts of less importance still find room
 
 
+def test_guesses_stay_beside_the_hits_only_in_the_room_they_leave() -> None:
+    guess = Item(30, "entity", "user.identity.facts", "I call Vancouver home.", 0.9, "identity", confidence=0.5)
+    profile = select_profile([guess, NAME], NOW, COUNTER, 150)
+    assert profile.guesses == {"i30"} and 0 < profile.guessed < profile.tokens
+    room = 800 - profile.tokens + profile.guessed
+    assert profile.beside(room - profile.guessed, room) is profile  # the hits left just enough
+    sure = profile.beside(room - profile.guessed + 1, room)
+    assert sure.item_ids == {NAME.id} and sure.tokens == profile.tokens - profile.guessed
+    assert [c.id for c in sure.cards] == [f"i{NAME.id}"]
+
+
 def test_standing_facts_are_the_active_unexpired_items_the_schema_says_stand() -> None:
     # Plans, passing remarks, superseded and expired items never stand; a key's text decides nothing.
     assert {i.id for i in standing(ALL, NOW)} == {1, 2, 3, 4, 5, 6}

@@ -35,9 +35,10 @@ HALF_LIFE_DAYS = 180.0
 MIN_CARD_TOKENS = 8
 SCAN_LIMIT = 40
 # A fact held with less confidence than this is a guess (the reader by meaning files its facts at 0.5); guesses
-# take at most this share of the budget, since a profile card costs every request, whatever it is asked. A
-# third of the default 150 tokens holds one card of the longest sentence or clause that reader files (15
-# words: 32 tokens) or two short ones; a fifth would hold no long one.
+# take at most this share of the budget, since a profile card costs every request, whatever it is asked, and
+# only the room the question's hits leave (``recall``). A third of the default 150 tokens holds one card of
+# the longest sentence or clause that reader files (15 words: 32 tokens) or two short ones; a fifth would
+# hold no long one.
 SURE = 0.6
 GUESSES_SHARE = 1 / 3
 
@@ -68,6 +69,16 @@ class Profile:
     cards: tuple[Card, ...]
     item_ids: frozenset[int]
     tokens: int  # the cards' rendered lines, newline included, without the block around them
+    guesses: frozenset[str] = frozenset()  # the ids of its guesses' cards (``SURE``)
+    guessed: int = 0  # their tokens, within ``tokens``
+
+    def beside(self, hits_tokens: int, room: int) -> Profile:
+        """The profile shown beside hits of ``hits_tokens`` chosen in ``room`` (the block's budget but for
+        the sure facts'): whole when its guesses fit what the hits left, else without them."""
+        if hits_tokens + self.guessed <= room:
+            return self
+        cards = tuple(c for c in self.cards if c.id not in self.guesses)
+        return Profile(cards, frozenset(int(c.id[1:]) for c in cards), self.tokens - self.guessed)
 
 
 EMPTY = Profile((), frozenset(), 0)
@@ -121,7 +132,8 @@ def select_profile(
         guessed += cost if guess else 0
     order = {f.id: i for i, (f, _, _) in enumerate(chosen)}
     chosen.sort(key=lambda c: (group_of(c[0]), order[c[0].id]))
-    return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used)
+    guesses = frozenset(card.id for fact, card, _ in chosen if fact.confidence < SURE)
+    return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used, guesses, guessed)
 
 
 def profile_of(facts: Iterable[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:

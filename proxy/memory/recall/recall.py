@@ -24,7 +24,8 @@ Three steps follow the fusion, each measured on LoCoMo (bench/results/2026-12-01
 
 The user's profile of standing facts (``profile``) leads the block on every
 request, within ``memory.profile_budget_tokens`` of ``memory.budget_tokens``;
-the items it shows are not candidates. Nothing else is injected unless one
+the items it shows are not candidates. Its guesses (facts held with little
+confidence) stay only where the hits leave room for them. Nothing else is injected unless one
 of the best candidates clears the relevance ``Floor`` on raw scores, or the
 question names someone all over the user's history (``names_someone``: a
 participant, so it is about that history however vague its other words);
@@ -48,7 +49,7 @@ from ..search.fragment_index import CANDIDATES, FragmentIndex, keyword_scores, v
 from ..search.fusion import Floor, Normalisation, fuse
 from ..search.item_index import ItemCandidates, ItemIndex, ItemScope, item_candidates
 from ..search.scope_index import ScopeIndex
-from .cards import Card, render_block
+from .cards import Card, card_cost, render_block
 from .packing import SCAN_LIMIT, select
 from .profile import Profile, profile_of
 from .query import (
@@ -186,7 +187,11 @@ async def recall_for(
     ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
         ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)
-    cards = select(ranked, counter, mem.top_k, mem.budget_tokens - profile.tokens, scope.is_common, scope.turn_of)
+    # The profile's guesses take only the room the hits leave (``profile.SURE``).
+    room = mem.budget_tokens - profile.tokens + profile.guessed
+    cards = select(ranked, counter, mem.top_k, room, scope.is_common, scope.turn_of)
+    if profile.guessed:
+        profile = profile.beside(sum(card_cost(c, counter) for c in cards), room)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *cards]
