@@ -21,8 +21,10 @@ from hypothesis import strategies as st
 
 from proxy.memory.extraction import meaning
 from proxy.memory.extraction.extractor import Extractor, Turn
+from proxy.memory.extraction.reconcile import fold_batch
 from proxy.memory.extraction.rules import read_turns, rule_extract
 from proxy.memory.lifecycle import LOOSELY_READ, is_slot, slot_keys
+from proxy.memory.memory_schema import MemoryItem
 from proxy.memory.search.embedder import Embedder, load_embedder
 from proxy.metrics import Metrics
 from proxy.prompts import Prompts
@@ -186,6 +188,18 @@ async def extracted(tmp_path: Path, embedder: Embedder, model: Any) -> dict[str,
     rows = {r.content: r for r in await store.items.all("t", "u")}
     store.close()
     return rows
+
+
+def test_a_guess_replaced_in_its_batch_hides_no_turn() -> None:
+    def job(said: str, turn: int, confidence: float) -> MemoryItem:
+        return MemoryItem(type="entity", category="identity", content=said, key="user.said.job",
+                          confidence=confidence, turns=(turn,))
+
+    vectors = [unit([1, 0, 0]), unit([0, 1, 0])]
+    guessed = fold_batch([job("I run a bakery.", 1, 0.5), job("I teach maths now.", 3, 0.5)], vectors, 0.92)
+    assert [i.content for i in guessed.items] == ["I teach maths now."] and guessed.dropped_turns == ()
+    sure = fold_batch([job("I run a bakery.", 1, 0.9), job("I teach maths now.", 3, 0.9)], vectors, 0.92)
+    assert sure.dropped_turns == (1,)  # a value read surely, replaced: its turn is hidden
 
 
 async def test_with_no_usable_model_the_extractor_keeps_what_the_meaning_reads(

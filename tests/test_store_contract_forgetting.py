@@ -167,6 +167,17 @@ async def test_a_changed_fact_hides_every_turn_that_said_it(stores: Stores) -> N
     assert await _active_texts(stores, "ana") == []
 
 
+async def test_a_replaced_guess_keeps_the_turn_it_was_read_from(stores: Stores) -> None:
+    frags = [NewFragment(f"h{i}", "user", text, text.lower(), i, 5)
+             for i, text in enumerate(["Gotta focus on why I started.", "I work as a nurse now."])]
+    await stores.fragments.add("acme", "ana", "s1", frags, np.stack([_vec(i) for i in range(2)]))
+    guess = await add_item(stores.items, "acme", "ana", "s1", _item("user.said.job", "Gotta focus", ("h0",)), _vec(1))
+    await stores.items.remember("acme", "ana", "s1", _item("user.said.job", "A nurse", ("h1",)), _vec(2),
+                                lambda active: ItemWrite(supersedes=(guess,), keep_turns_of=(guess,)))
+    assert (await stores.items.get("acme", "ana", [guess]))[guess].status == "superseded"
+    assert await _active_texts(stores, "ana") == ["Gotta focus on why I started.", "I work as a nurse now."]
+
+
 async def test_fragments_are_listed_in_id_order_by_session_and_status(stores: Stores) -> None:
     s1 = await _chat(stores, "ana", "s1")
     s2 = await _chat(stores, "ana", "s2", prefix="b")

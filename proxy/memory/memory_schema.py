@@ -52,6 +52,16 @@ CATEGORY_MEANINGS: dict[str, str] = {
     "identifier": "order, ticket, card, account and tracking numbers",
     "other": "anything else worth remembering",
 }
+# Below this confidence a fact is a guess (the reader by meaning files its facts at 0.5): a guess takes a
+# bounded share of the profile, and replacing one never hides the turn it was read from — the turn still
+# says what it said, whatever the guess made of it.
+GUESS_BELOW = 0.6
+
+
+def is_guess(confidence: float) -> bool:
+    return confidence < GUESS_BELOW
+
+
 # Whether a fact of a category shapes every answer when the model did not say.
 STANDS_BY_DEFAULT: dict[str, bool] = {
     "health": True, "identity": True, "relationship": True, "preference": True,

@@ -165,6 +165,8 @@ class ItemWrite:
     merge_into: int | None = None
     supersedes: tuple[int, ...] = ()
     suppress: tuple[str, ...] = ()  # more fragment hashes of a superseded value (with a store)
+    # Superseded items whose turns are not hidden with them (a guess: a reading of a turn, not what it said).
+    keep_turns_of: tuple[int, ...] = ()
     standing: bool | None = None  # the stored item's ``standing``, when not the new item's own
 
     def stored(self, item: NewItem) -> NewItem:

@@ -65,7 +65,7 @@ MARGIN = 0.08
 CHANGE_FLOOR = 0.45
 CHANGE_MARGIN = 0.12
 IMPORTANCE = 0.5  # below a rule's reading (0.6–0.9): the profile prefers a fact read by its words
-CONFIDENCE = 0.5  # a guess: the profile gives guesses a share of its room (``recall.profile.SURE``)
+CONFIDENCE = 0.5  # a guess (``memory_schema.is_guess``)
 
 # The user as the one the sentence is about: "I" (as written: a lower-case "i" is too often something else)
 # or "we".

@@ -30,7 +30,7 @@ from ..lifecycle import (
     slot_members,
     stands_in_place,
 )
-from ..memory_schema import USER, MemoryItem
+from ..memory_schema import USER, MemoryItem, is_guess
 from .item_parser import load_json
 
 Verdict = Literal["merge", "supersede", "add"]
@@ -89,7 +89,8 @@ def fold_batch(items: Sequence[MemoryItem], vectors: Sequence[Vector], dedup_cos
             kept[targets[0]] = (_joined(first, item), first_vector)
             continue
         for t in targets:
-            dropped.update(set(kept[t][0].turns) - set(item.turns))
+            if not is_guess(kept[t][0].confidence):  # a guess replaced hides no turn
+                dropped.update(set(kept[t][0].turns) - set(item.turns))
         kept = [k for i, k in enumerate(kept) if i not in targets]
         kept.append((item, vector))
     return Batch(tuple(k for k, _ in kept), tuple(v for _, v in kept), tuple(sorted(dropped)))
@@ -188,7 +189,8 @@ def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> 
             continue
         if verdict == "supersede":
             heir[m] = p.new
-            dropped.update(set(items[m].turns) - set(items[p.new].turns))
+            if not is_guess(items[m].confidence):
+                dropped.update(set(items[m].turns) - set(items[p.new].turns))
             if stands_in_place(items[p.new], items[m].standing):
                 items[p.new] = items[p.new].model_copy(update={"standing": True})
         elif verdict == "merge":

@@ -18,7 +18,7 @@ import numpy as np
 from ...store.interface import Fragments, Items
 from ...store.records import ItemRow, ItemWrite, NewItem
 from ..lifecycle import Decision, ExistingItem, decide, expiry_epoch, slot_members, stands_in_place
-from ..memory_schema import MemoryItem
+from ..memory_schema import MemoryItem, is_guess
 from ..search.bm25 import tokenize
 from .reconcile import pick_sources
 
@@ -70,8 +70,11 @@ async def remember(
         if decision.action == "merge":
             return ItemWrite(merge_into=targets[0])
         if decision.action == "supersede":
-            stood = any(r.standing for r, _ in existing if r.id in targets)
-            return ItemWrite(supersedes=targets, suppress=tuple(extra), standing=stands_in_place(item, stood) or None)
+            replaced = [r for r, _ in existing if r.id in targets]
+            stood = any(r.standing for r in replaced)
+            guesses = tuple(r.id for r in replaced if is_guess(r.confidence))  # their turns stay
+            return ItemWrite(supersedes=targets, suppress=tuple(extra), standing=stands_in_place(item, stood) or None,
+                             keep_turns_of=guesses)
         return ItemWrite()
 
     new = new_item(item, fragment_hashes)

@@ -27,19 +27,17 @@ from typing import Protocol
 from ...config import Memory
 from ...tokens import TokenCounter
 from ..lifecycle import expiry_moment, is_expired
-from ..memory_schema import CATEGORIES
+from ..memory_schema import CATEGORIES, is_guess
 from .cards import Card, ItemFacts, item_card, render_block, render_card
 
 HALF_LIFE_DAYS = 180.0
 # No card fits in less room than this; past this many standing facts none would make the budget.
 MIN_CARD_TOKENS = 8
 SCAN_LIMIT = 40
-# A fact held with less confidence than this is a guess (the reader by meaning files its facts at 0.5); guesses
-# take at most this share of the budget, since a profile card costs every request, whatever it is asked, and
-# only the room the question's hits leave (``recall``). A third of the default 150 tokens holds one card of
-# the longest sentence or clause that reader files (15 words: 32 tokens) or two short ones; a fifth would
-# hold no long one.
-SURE = 0.6
+# Guesses (``memory_schema.is_guess``) take at most this share of the budget, since a profile card costs every
+# request, whatever it is asked, and only the room the question's hits leave (``recall``). A third of the
+# default 150 tokens holds one card of the longest sentence or clause the reader by meaning files (15 words:
+# 32 tokens) or two short ones; a fifth would hold no long one.
 GUESSES_SHARE = 1 / 3
 
 
@@ -69,7 +67,7 @@ class Profile:
     cards: tuple[Card, ...]
     item_ids: frozenset[int]
     tokens: int  # the cards' rendered lines, newline included, without the block around them
-    guesses: frozenset[str] = frozenset()  # the ids of its guesses' cards (``SURE``)
+    guesses: frozenset[str] = frozenset()  # the ids of its guesses' cards (``memory_schema.is_guess``)
     guessed: int = 0  # their tokens, within ``tokens``
 
     def beside(self, hits_tokens: int, room: int) -> Profile:
@@ -109,9 +107,8 @@ def select_profile(
     old one when it is stored, ``lifecycle.decide``): both may stand.
 
     A fact that does not fit whole is skipped for a shorter one after it:
-    a standing fact cut in half could say the opposite of the whole. Facts
-    held with less confidence than ``SURE`` share ``GUESSES_SHARE`` of the
-    budget.
+    a standing fact cut in half could say the opposite of the whole. Guesses
+    (``memory_schema.is_guess``) share ``GUESSES_SHARE`` of the budget.
     """
     chosen: list[tuple[Fact, Card, int]] = []
     said: set[str] = set()
@@ -123,7 +120,7 @@ def select_profile(
             continue
         card = item_card(fact)
         cost = counter.text(render_card(card) + "\n")
-        guess = fact.confidence < SURE
+        guess = is_guess(fact.confidence)
         if used + cost > budget_tokens or (guess and guessed + cost > budget_tokens * GUESSES_SHARE):
             continue
         chosen.append((fact, card, cost))
@@ -132,7 +129,7 @@ def select_profile(
         guessed += cost if guess else 0
     order = {f.id: i for i, (f, _, _) in enumerate(chosen)}
     chosen.sort(key=lambda c: (group_of(c[0]), order[c[0].id]))
-    guesses = frozenset(card.id for fact, card, _ in chosen if fact.confidence < SURE)
+    guesses = frozenset(card.id for fact, card, _ in chosen if is_guess(fact.confidence))
     return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used, guesses, guessed)
 
 

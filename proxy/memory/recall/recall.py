@@ -187,7 +187,7 @@ async def recall_for(
     ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
         ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)
-    # The profile's guesses take only the room the hits leave (``profile.SURE``).
+    # The profile's guesses take only the room the hits leave (``memory_schema.is_guess``).
     room = mem.budget_tokens - profile.tokens + profile.guessed
     cards = select(ranked, counter, mem.top_k, room, scope.is_common, scope.turn_of)
     if profile.guessed:

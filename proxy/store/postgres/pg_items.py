@@ -77,7 +77,7 @@ class PgItemStore:
                     (new_id, now, tenant, user, old),
                 )
                 hidden = await cur.fetchone()
-                if hidden is not None:
+                if hidden is not None and old not in choice.keep_turns_of:
                     # Neither a superseded fact nor the turns it came from may be injected again.
                     await suppress(conn, tenant, user, json.loads(hidden[0]))
             if choice.supersedes and choice.suppress:

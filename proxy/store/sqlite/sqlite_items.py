@@ -70,7 +70,7 @@ class ItemStore:
                     " WHERE tenant = ? AND user = ? AND id = ? RETURNING fragment_hashes",
                     (new_id, now, tenant, user, old),
                 ).fetchone()
-                if row is not None:
+                if row is not None and old not in choice.keep_turns_of:
                     # Neither a superseded fact nor the turns it came from may be injected again.
                     suppress(c, tenant, user, json.loads(row[0]))
             if choice.supersedes and choice.suppress:
