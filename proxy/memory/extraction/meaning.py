@@ -11,11 +11,15 @@ today, what is true of an office or a friend). A sentence whose closest
 examples are of one slot, clearly closer than any ``none`` example, is kept
 as that slot's fact, in the user's own words, standing.
 
-Only the user's statements about themself qualify: "I" or "we" is said
-(not only "my": "my office moved" and "my friend lives in Paris" are not the
-user's facts), it is not a question, not supposed or wished, not said of a
-time that ends soon (``for_now``) or of one moment past ("yesterday", "just
-got back"). A slot of many values (an allergy, a like) is filed under a key
+Only the user's statements about themself qualify: "I", "we" or "me" is
+said (not only "my": "my office moved" and "my friend lives in Paris" are
+not the user's facts), in at most ``MAX_WORDS`` words, not a question, not
+supposed or wished, not said of a time that ends soon (``for_now``) or of
+one moment past ("yesterday", "just got back"). A sentence of more than
+``SHORT_WORDS`` is kept as its clause that reads as a fact most surely.
+What is read so is a guess (``CONFIDENCE``, ``memory_schema.is_guess``): the
+profile gives guesses a bounded share of its room, and a guess replaced
+hides no turn. A slot of many values (an allergy, a like) is filed under a key
 that names a kind of fact (``user.allergies``): each sentence adds one. A home,
 a job or a pregnancy is one value (``one_value``), and nearness to examples
 does not tell a new home from a visit, or a job from one looked for ("I
@@ -49,6 +53,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ...offload import off_loop
 from ..lifecycle import LOOSELY_READ
 from ..memory_schema import STANDS_BY_DEFAULT, TYPE_OF_CATEGORY, USER, Category, MemoryItem
 from .rule_patterns import for_now, supposed
@@ -57,8 +62,9 @@ from .rules import Said
 EXAMPLES = Path(__file__).with_name("standing_examples.json")
 NONE = "none"
 # The mean cosine of a sentence's closest examples of a slot (``NEAREST``), at least ``FLOOR``, and
-# ahead of the closest ``none`` examples' by at least ``MARGIN``: set on the tuning half of the
-# scenario suite in the bundled model's space.
+# ahead of the closest ``none`` examples' by at least ``MARGIN``; a change said outright takes a one-value
+# slot past ``CHANGE_FLOOR`` and ``CHANGE_MARGIN``. Set in the bundled model's space on sentences of our
+# own (bench/data/meaning-calibration.json), the scenario suite's tuning half and LoCoMo's A half.
 NEAREST = 3
 FLOOR = 0.35
 MARGIN = 0.08
@@ -67,8 +73,8 @@ CHANGE_MARGIN = 0.12
 IMPORTANCE = 0.5  # below a rule's reading (0.6–0.9): the profile prefers a fact read by its words
 CONFIDENCE = 0.5  # a guess (``memory_schema.is_guess``)
 
-# The user as the one the sentence is about: "I" (as written: a lower-case "i" is too often something else)
-# or "we".
+# The user as the one the sentence is about: "I" (as written: a lower-case "i" is too often something else),
+# "we" or "me".
 _SPEAKER = re.compile(r"\bI\b|\b(?:[Ww]e|WE)(?:'re|'ve|'d)?\b|\b(?:[Mm]e|ME)\b")
 # Said of one moment past: an event, not a lasting fact.
 _ONE_MOMENT = re.compile(
@@ -125,6 +131,10 @@ def statement(sentence: str) -> bool:
     return not supposed(text, 0) and not for_now(text) and not _ONE_MOMENT.search(text)
 
 
+def _statements(unread: Sequence[Said]) -> list[Said]:
+    return [(index, sentence) for index, sentence in unread if statement(sentence)]
+
+
 def clauses(sentence: str) -> list[str]:
     """The parts of a long sentence between commas and the words that join clauses, each a statement."""
     return [c for part in _CLAUSE_END.split(sentence) if statement(c := part.strip())]
@@ -171,10 +181,9 @@ def key_for(slot: Slot, sentence: str, score: float, margin: float) -> str:
 def item_of(slot: Slot, index: int, sentence: str, score: float, margin: float) -> MemoryItem:
     """The fact ``sentence`` states, in the user's words."""
     return MemoryItem(
-        type=TYPE_OF_CATEGORY[slot.category], category=slot.category,
-        standing=STANDS_BY_DEFAULT[slot.category], content=sentence, key=key_for(slot, sentence, score, margin), about=USER,
-        importance=IMPORTANCE, confidence=CONFIDENCE, source="user-stated",
-        turns=(index,),
+        type=TYPE_OF_CATEGORY[slot.category], category=slot.category, standing=STANDS_BY_DEFAULT[slot.category],
+        content=sentence, key=key_for(slot, sentence, score, margin), about=USER, importance=IMPORTANCE,
+        confidence=CONFIDENCE, source="user-stated", turns=(index,),
     )
 
 
@@ -186,17 +195,18 @@ class MeaningReader:
         self._examples: npt.NDArray[Any] | None = None
 
     async def read(self, unread: Sequence[Said]) -> list[MemoryItem]:
-        said = [(index, sentence) for index, sentence in unread if statement(sentence)]
+        """The facts read in ``unread``, in order; the pure work off the event loop when it is a lot of text."""
+        size = sum(len(sentence) for _, sentence in unread)
+        said = await off_loop(size, _statements, unread)
         if not said:
             return []
         known = examples()
         if self._examples is None:
             self._examples = await self.embed(list(known.texts))
         vectors = await self.embed([sentence for _, sentence in said])
+        read = await off_loop(size, classify, vectors, self._examples, known.labels)
         items = []
-        for (index, sentence), (name, score, margin) in zip(
-            said, classify(vectors, self._examples, known.labels), strict=True
-        ):
+        for (index, sentence), (name, score, margin) in zip(said, read, strict=True):
             if not accepted(score, margin):
                 continue
             if len(_WORD.findall(sentence)) > SHORT_WORDS:
