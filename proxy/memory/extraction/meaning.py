@@ -56,7 +56,7 @@ import numpy.typing as npt
 from ...offload import off_loop
 from ..lifecycle import LOOSELY_READ
 from ..memory_schema import STANDS_BY_DEFAULT, TYPE_OF_CATEGORY, USER, Category, MemoryItem
-from .rule_patterns import for_now, supposed
+from .rule_patterns import chinese, for_now, supposed
 from .rules import Said
 
 EXAMPLES = Path(__file__).with_name("standing_examples.json")
@@ -80,7 +80,6 @@ _SPEAKER = re.compile(r"\bI\b|\b(?:[Ww]e|WE)(?:'re|'ve|'d)?\b|\b(?:[Mm]e|ME)\b")
 _ONE_MOMENT = re.compile(
     r"\b(?:yesterday|last night|this morning|this afternoon|this evening|earlier|just now|a minute ago"
     r"|just (?:got|came|had|finished|bought|watched|saw|read|tried|ate|left|arrived|woke))\b", re.I)
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 # A change said outright: the value said replaces the one before.
 _CHANGE = re.compile(
     r"\b(?:moved|relocated|now|since|switched|changed|left|quit|no longer|became|started|settled)\b", re.I)
@@ -124,7 +123,7 @@ def statement(sentence: str) -> bool:
     """Whether ``sentence`` can state a lasting fact of the speaker's: a first person says it, in 2 to
     ``MAX_WORDS`` words, not asking, not supposing, not of a time that ends soon or of one moment past."""
     text = sentence.strip()
-    if not text or text.endswith("?") or _CJK.search(text):
+    if not text or text.endswith("?") or chinese(text):
         return False
     if not 2 <= len(_WORD.findall(text)) <= MAX_WORDS or not _SPEAKER.search(text):
         return False

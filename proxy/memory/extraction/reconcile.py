@@ -89,8 +89,7 @@ def fold_batch(items: Sequence[MemoryItem], vectors: Sequence[Vector], dedup_cos
             kept[targets[0]] = (_joined(first, item), first_vector)
             continue
         for t in targets:
-            if not is_guess(kept[t][0].confidence):  # a guess replaced hides no turn
-                dropped.update(set(kept[t][0].turns) - set(item.turns))
+            dropped |= _hidden_turns(kept[t][0], item)
         kept = [k for i, k in enumerate(kept) if i not in targets]
         kept.append((item, vector))
     return Batch(tuple(k for k, _ in kept), tuple(v for _, v in kept), tuple(sorted(dropped)))
@@ -112,6 +111,12 @@ def slot_family(key: str) -> str | None:
     """
     parts = key.split(".")
     return ".".join(parts[:3]) if len(parts) >= 3 else None
+
+
+def _hidden_turns(replaced: MemoryItem, by: MemoryItem) -> set[int]:
+    """The turns that said ``replaced`` and not ``by``, never to be injected again; none of a guess's
+    (``memory_schema.is_guess``: a reading of a turn, not what it said)."""
+    return set() if is_guess(replaced.confidence) else set(replaced.turns) - set(by.turns)
 
 
 def close_pairs(
@@ -189,8 +194,7 @@ def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> 
             continue
         if verdict == "supersede":
             heir[m] = p.new
-            if not is_guess(items[m].confidence):
-                dropped.update(set(items[m].turns) - set(items[p.new].turns))
+            dropped |= _hidden_turns(items[m], items[p.new])
             if stands_in_place(items[p.new], items[m].standing):
                 items[p.new] = items[p.new].model_copy(update={"standing": True})
         elif verdict == "merge":
