@@ -9,6 +9,7 @@ Usage (from the repo root, in its virtualenv)::
     python bench/overhead.py --requests 500 --seconds 4   # a quick run
     python bench/overhead.py --outbound-proxy     # https upstream; + Paperclip through a CONNECT proxy
     python bench/overhead.py --accounting         # ... and Paperclip without its log line and usage
+    python bench/overhead.py --compare ../before  # ... and another checkout's Paperclip, side by side
 
 Three processes on loopback, so that none shares a GIL with another: the
 fixed-answer upstream (``bench/upstream.py``), the proxy (``python -m proxy
@@ -20,6 +21,11 @@ proxy (``litellm[proxy]``, installed on first use into its own virtualenv,
 ``--litellm-venv``, default ``~/.cache/paperclip-bench/venv-litellm``) runs in
 front of the same upstream, with one ``model_list`` entry whose ``api_base``
 is the upstream.
+
+With ``--compare DIR``, the Paperclip of the checkout in ``DIR`` (started
+with ``DIR/.venv``'s Python in ``DIR``, so it runs that checkout's code; same
+config) is one more target, named ``@<DIR's name>``: before/after pairs in one
+run, every round in the rotating order below, so neither build is favoured.
 
 With ``--accounting``, a second Paperclip (``bench/quiet_proxy.py``: the same
 app with the per-request log line, usage ledger and tenant/model metrics
@@ -131,6 +137,7 @@ class Target:
     rss_mb: float | None = None
     ready_rss_mb: float | None = None
     final_rss_mb: float | None = None
+    kinds: tuple[str, ...] = tuple(ENDPOINTS)  # the non-stream endpoints it serves (an older build: no /messages)
 
 
 def free_port() -> int:
@@ -182,7 +189,8 @@ def start(
 
 
 def proxy_config(
-    tmp: Path, upstream_url: str, port: int, memory: bool, embedding: str, name: str = "proxy", **upstream: Any
+    tmp: Path, upstream_url: str, port: int, memory: bool, embedding: str, name: str = "proxy", anthropic: bool = True,
+    **upstream: Any,
 ) -> Path:
     raw = {
         "server": {"host": "127.0.0.1", "port": port, "log_format": "json"},
@@ -190,7 +198,7 @@ def proxy_config(
         "embedding": {"model": embedding},
         "defaults": {
             "upstream": {"base_url": upstream_url, "api_key": UPSTREAM_KEY, **upstream},
-            "anthropic": {"base_url": upstream_url.removesuffix("/v1"), "api_key": UPSTREAM_KEY},
+            **({"anthropic": {"base_url": upstream_url.removesuffix("/v1"), "api_key": UPSTREAM_KEY}} if anthropic else {}),
             "context": {"enabled": memory},
             "memory": {"enabled": memory},
         },
@@ -199,6 +207,41 @@ def proxy_config(
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
+
+
+def compared_proxy(
+    stack: ExitStack, tmp: Path, upstream_url: str, args: argparse.Namespace, level: str, tls: dict[str, str]
+) -> Target:
+    """``--compare DIR``: the Paperclip of the checkout in ``DIR`` (its own ``.venv``, its own code), same config."""
+    other = args.compare.resolve()
+    python = other / ".venv" / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"{other} has no .venv: make one there first (pip install -e .)")
+    port = free_port()
+    kinds = tuple(ENDPOINTS)
+    for anthropic in (True, False):
+        cfg = proxy_config(tmp, upstream_url, port, args.memory, args.embedding, "compared", anthropic, **tls)
+        log = tmp / f"compared-{anthropic}.log"
+        proc = start(stack, [str(python), "-m", "proxy", "serve", "--config", str(cfg), "--log-level", level], log, cwd=other)
+        while proc.poll() is None and not up(f"http://127.0.0.1:{port}/healthz"):
+            time.sleep(0.1)
+        if proc.poll() is None or not anthropic or "defaults.anthropic: unknown key" not in log.read_text():
+            break
+        kinds = tuple(k for k in ENDPOINTS if k != "messages")  # a build from before /v1/messages
+    wait_until_up(f"http://127.0.0.1:{port}/healthz", proc, f"paperclip @{other.name}", 60, log)
+    t = Target(f"@{other.name}", f"http://127.0.0.1:{port}/v1", {"authorization": f"Bearer {PROXY_KEY}"}, proc.pid,
+               kinds=kinds)
+    t.rss_mb = rss_mb(proc.pid)
+    wait_ready(f"http://127.0.0.1:{port}/readyz", 180)
+    t.ready_rss_mb = rss_mb(proc.pid)
+    return t
+
+
+def up(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def litellm_venv(venv: Path) -> Path:
@@ -264,6 +307,8 @@ async def sequential(client: httpx.AsyncClient, targets: list[Target], n: int, s
     kinds = ["chat"] if stream else list(ENDPOINTS)
     for i, order in enumerate(rounds(targets, kinds, warmup + n)):
         for t, kind in order:
+            if kind not in t.kinds:
+                continue
             if stream:
                 elapsed = await one_stream(client, t)
                 if i >= warmup:
@@ -387,7 +432,7 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             row["added_ttfb_p50_ms"] = row["ttfb_p50_ms"] - d["ttfb_p50_ms"]
             row["added_ttfb_p99_ms"] = row["ttfb_p99_ms"] - d["ttfb_p99_ms"]
             row["throughput_ratio"] = row["rps"] / d["rps"] if d["rps"] else 0.0
-            for kind in COMPARED:
+            for kind in (k for k in COMPARED if k in t.kinds):
                 row[f"added_{kind}_p50_ms"] = row[f"{kind}_p50_ms"] - d[f"{kind}_p50_ms"]
                 row[f"added_{kind}_p99_ms"] = row[f"{kind}_p99_ms"] - d[f"{kind}_p99_ms"]
                 row[f"{kind}_vs_chat_parts"] = parts = added_ratios(t, direct, args.parts, kind)
@@ -455,16 +500,18 @@ def table(result: dict[str, Any]) -> str:
     ]
 
     def line(label: str, key: str, added: str | None, fmt: str = "{:.2f}") -> None:
-        cells = "".join(f"{fmt.format(rows[n][key]) if rows[n][key] is not None else '-':>12}" for n in names)
-        extra = "".join(f"{fmt.format(rows[n][added]):>14}" for n in names[1:]) if added else ""
-        lines.append(f"{label:32}{cells}{extra}")
+        def cell(n: str, k: str, width: int) -> str:
+            v = rows[n].get(k)
+            return f"{fmt.format(v) if v is not None else '-':>{width}}"
+        extra = "".join(cell(n, added, 14) for n in names[1:]) if added else ""
+        lines.append(f"{label:32}" + "".join(cell(n, key, 12) for n in names) + extra)
 
     line("non-stream latency p50 (ms)", "latency_p50_ms", "added_p50_ms")
     line("non-stream latency p99 (ms)", "latency_p99_ms", "added_p99_ms")
     for kind in COMPARED:
         line(f"/{kind} latency p50 (ms)", f"{kind}_p50_ms", f"added_{kind}_p50_ms")
         line(f"/{kind} latency p99 (ms)", f"{kind}_p99_ms", f"added_{kind}_p99_ms")
-        for n in names[1:]:
+        for n in (n for n in names[1:] if f"{kind}_vs_chat_parts" in rows[n]):
             parts = ", ".join(f"{r:.2f}" for r in rows[n][f"{kind}_vs_chat_parts"])
             lines.append(f"{'/' + kind + ' added vs chat (' + n + ')':32}{rows[n][f'{kind}_vs_chat_added']:>12.2f}x"
                          f"  median of {len(rows[n][f'{kind}_vs_chat_parts'])} slices: {parts}")
@@ -546,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
         "--outbound-proxy", action="store_true", help="https upstream, and a Paperclip reaching it through a CONNECT proxy"
     )
     parser.add_argument("--litellm-venv", type=Path, default=Path.home() / ".cache" / "paperclip-bench" / "venv-litellm")
+    parser.add_argument("--compare", type=Path, default=None, help="another checkout's Paperclip beside this one's")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "overhead.json")
     args = parser.parse_args(argv)
 
@@ -579,6 +627,9 @@ def main(argv: list[str] | None = None) -> int:
         targets[1].ready_rss_mb = rss_mb(proxy.pid)
         if args.outbound_proxy:
             targets.append(via_proxy(stack, tmp, upstream_url, args, tls))
+
+        if args.compare is not None:
+            targets.append(compared_proxy(stack, tmp, upstream_url, args, level, tls))
 
         if args.accounting:
             port = free_port()

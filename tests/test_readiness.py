@@ -73,3 +73,18 @@ def test_database_problem_names_what_is_wrong(tmp_path: Path) -> None:
         db.write_bytes(b"")
         db.chmod(0o444)
         assert "not writable" in (database_problem(str(db), identity(str(db))) or "")
+
+
+def test_a_plain_proxy_loads_its_token_tables_before_the_first_request(
+    make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path
+) -> None:
+    # Loading an encoding is ~0.2 s of CPU: on the first request it would stall every other one on the loop.
+    from proxy import tokens
+
+    tokens.encoding_for.cache_clear()
+    off = {"memory": {"enabled": False}, "context": {"enabled": False}}
+    proxy = make_proxy(base_config(upstream_url, tmp_path / "p.db", defaults=off))
+    assert readyz(proxy).status_code == 200
+    assert tokens.encoding_for.cache_info().currsize == 1  # before any chat request
+    with proxy.http() as http:
+        assert http.post("/v1/chat/completions", json=HI).status_code == 200
