@@ -45,7 +45,9 @@ Measured, for every target in the same run:
 - streaming time to first byte at concurrency 1: the same, up to the first
   body chunk of a ``stream: true`` chat request (the rest is read too);
 - requests/s at concurrency ``--concurrency`` (32): ``--seconds`` per target,
-  in alternating blocks of ``--block`` seconds, non-stream requests;
+  in alternating blocks of ``--block`` seconds, non-stream requests; and each
+  process's CPU (user + system) per request over that phase, counted until
+  every process has gone quiet, so the work a request leaves behind is in it;
 - the proxy's idle RSS: ``VmRSS`` of its process once it answers
   ``/healthz``, before any request and before the memory layer has loaded;
   also once ``/readyz`` answers 200 (embedding model loaded) and after the run.
@@ -134,6 +136,7 @@ class Target:
     done: int = 0
     failed: int = 0
     busy_s: float = 0.0
+    cpu_s: float | None = None  # the process's CPU over the c=32 phase, the work it left behind included
     rss_mb: float | None = None
     ready_rss_mb: float | None = None
     final_rss_mb: float | None = None
@@ -380,14 +383,35 @@ async def measure(targets: list[Target], args: argparse.Namespace) -> None:
             await block(clients, t, 0.5)
             t.done = t.failed = 0
             t.busy_s = 0.0
+        cpu_before = {id(t): cpu_s(t.pid) for t in targets if t.pid is not None}
         rounds = max(1, round(args.seconds / args.block))
         for i in range(rounds):
             k = i % len(targets)
             for t in targets[k:] + targets[:k]:
                 await block(clients, t, args.seconds / rounds)
+        await quiet([t.pid for t in targets if t.pid is not None])
+        for t in targets:
+            if t.pid is not None:
+                t.cpu_s = cpu_s(t.pid) - cpu_before[id(t)]
     finally:
         for c in clients:
             await c.aclose()
+
+
+def cpu_s(pid: int) -> float:
+    """``pid``'s CPU seconds so far, user and system."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def quiet(pids: list[int], idle_share: float = 0.02, longest_s: float = 30.0) -> None:
+    """Until every process uses under ``idle_share`` of a core (what the requests left behind is done)."""
+    deadline = time.perf_counter() + longest_s
+    while time.perf_counter() < deadline:
+        before = [cpu_s(p) for p in pids]
+        await asyncio.sleep(0.5)
+        if all(cpu_s(p) - b < idle_share * 0.5 for p, b in zip(pids, before, strict=True)):
+            return
 
 
 def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]:
@@ -420,6 +444,7 @@ def summarise(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]
             "ttfb_p50_ms": pct(t.ttfb, 0.50) * 1e3,
             "ttfb_p99_ms": pct(t.ttfb, 0.99) * 1e3,
             "rps": t.done / t.busy_s if t.busy_s else 0.0,
+            "cpu_ms_per_request": t.cpu_s / t.done * 1e3 if t.cpu_s is not None and t.done else None,
             "failed": t.failed,
             "idle_rss_mb": t.rss_mb,
             "ready_rss_mb": t.ready_rss_mb,
@@ -518,6 +543,7 @@ def table(result: dict[str, Any]) -> str:
     line("stream TTFB p50 (ms)", "ttfb_p50_ms", "added_ttfb_p50_ms")
     line("stream TTFB p99 (ms)", "ttfb_p99_ms", "added_ttfb_p99_ms")
     line(f"requests/s at c={s['concurrency']}", "rps", None, "{:.0f}")
+    line(f"CPU ms per request at c={s['concurrency']}", "cpu_ms_per_request", None)
     lines.append(
         f"{'throughput vs direct':32}{'':12}"
         + "".join(f"{rows[n]['throughput_ratio']:>12.0%}" for n in names[1:])

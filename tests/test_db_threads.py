@@ -1,4 +1,4 @@
-"""Where SQLite calls run: on the writer's and the readers' threads, never on the caller's (the event loop)."""
+"""Where SQLite calls run: on the writer's and the readers' threads; only a quick read is tried on the caller's."""
 
 from __future__ import annotations
 
@@ -58,3 +58,31 @@ async def test_a_write_while_another_process_writes_waits_off_the_loop(db: Datab
     finally:
         release.set()
         other.close()
+
+
+async def test_a_quick_read_answers_on_the_callers_thread(db: Database) -> None:
+    await db.write(lambda c: c.executemany("INSERT INTO t VALUES (?)", [(n,) for n in range(100)]))
+    here = threading.current_thread().name
+    seen: list[str] = []
+
+    def total(c: Connection) -> int:
+        seen.append(threading.current_thread().name)
+        return int(c.execute("SELECT sum(n) FROM t").fetchone()[0])
+
+    assert await db.read(total, quick=True) == await db.read(total) == sum(range(100))
+    assert seen[0] == here and seen[1].startswith("paperclip-db-reader")
+
+
+async def test_a_quick_read_past_its_budget_is_finished_on_a_reader_thread(db: Database) -> None:
+    """SQLite is stopped on the caller's thread after QUICK_READ_S; the read runs whole on a reader's."""
+    seen: list[str] = []
+
+    def slow(c: Connection) -> int:  # a few hundred ms of SQLite's work, far past the budget
+        seen.append(threading.current_thread().name)
+        sql = "WITH RECURSIVE k(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM k WHERE x < 2000000) SELECT count(*) FROM k"
+        return int(c.execute(sql).fetchone()[0])
+
+    assert await db.read(slow, quick=True) == 2_000_000
+    assert seen[0] == threading.current_thread().name and len(seen) == 2
+    assert seen[1].startswith("paperclip-db-reader")
+

@@ -25,7 +25,8 @@ class ExtractionCursorStore:
         row = await self.db.read(
             lambda c: c.execute(
                 "SELECT upto FROM extraction_cursors WHERE tenant = ? AND session = ?", (tenant, session)
-            ).fetchone()
+            ).fetchone(),
+            quick=True,
         )
         return 0 if row is None else int(row[0])
 

@@ -45,7 +45,7 @@ class FragmentStore:
                     found.update(r[0] for r in rows)
             return found
 
-        return await self.db.read(read)
+        return await self.db.read(read, quick=True)
 
     async def add(
         self,
@@ -100,7 +100,8 @@ class FragmentStore:
                 f"SELECT id, hash, session, role FROM fragments WHERE tenant = ? AND user = ?"
                 f" AND status = 'active' AND id IN ({marks})",
                 (tenant, user, *ids),
-            ).fetchall()
+            ).fetchall(),
+            quick=True,
         )
         return {int(r[0]): (str(r[1]), str(r[2]), str(r[3])) for r in rows}
 
@@ -140,7 +141,7 @@ class FragmentStore:
             ]
             return (int(found[0]) if found else 0), loaded
 
-        return await self.db.read(read)
+        return await self.db.read(read, quick=True)
 
     async def active_ids(self, tenant: str, user: str) -> set[int]:
         return await self.db.read(

@@ -134,7 +134,8 @@ class ItemStore:
             lambda c: c.execute(
                 "SELECT count(*), coalesce(max(updated), 0) FROM items WHERE tenant = ? AND user = ?",
                 (tenant, user),
-            ).fetchone()
+            ).fetchone(),
+            quick=True,
         )
         return int(row[0]), float(row[1])
 

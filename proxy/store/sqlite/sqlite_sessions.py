@@ -32,7 +32,7 @@ class SessionStore:
             ids = json.loads(best[2])
             return prefix_state(best, ids, {r.id: r for r in _summaries(c, tenant, ids)})
 
-        return await self.db.read(read)  # one call: the summaries are read in the same hop
+        return await self.db.read(read, quick=True)  # one call: the summaries are read in the same hop
 
     async def save_prefix(
         self,
