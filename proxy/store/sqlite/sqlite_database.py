@@ -9,7 +9,9 @@ sqlite3 releases the GIL while SQLite works, so the loop serves meanwhile.
 
 One exception, the request path's point reads (``read(fn, quick=True)``: a
 session's prefix, an extraction cursor, the items' version, the fragments
-stored since the index last looked): a hand-off to a thread and back costs
+stored since the index last looked, the sources of some fragments; never a
+read whose size grows with the chat, which would be stopped and run again
+on a thread, its first try wasted): a hand-off to a thread and back costs
 more than the read itself (a wake-up of each side and the GIL passed twice;
 under load, ~1 ms of CPU a request over five such reads). Such a read is
 tried on the caller's thread first, on a connection of its own that never
@@ -17,7 +19,9 @@ waits for a lock, and SQLite is stopped after ``QUICK_READ_S`` of work (a
 progress handler); a read stopped so, refused by a lock or failing in any
 other way of SQLite's is run again on a reader thread, where it takes the
 ordinary path with its timeout and its errors. So the loop gives at most
-``QUICK_READ_S`` (and the building of the rows found in it) to a read.
+``QUICK_READ_S`` (and the building of the rows found in it) to a read; the
+one wait not cut short is a page read from disk itself (these reads touch a
+few pages of the indexes, nearly always in the OS's cache).
 
 Extension loading: the stdlib ``sqlite3`` where it was built with
 ``enable_load_extension``, else ``sqlean`` (a drop-in with extensions on all
@@ -42,7 +46,7 @@ from ..interface import DatabaseUnavailable
 T = TypeVar("T")
 Connection = Any  # sqlite3.Connection or sqlean's equivalent: same API
 BUSY_TIMEOUT_MS = 30_000  # how long a call waits for another process's write lock
-QUICK_READ_S = 0.002  # of SQLite's work for a quick read on the caller's thread (see the docstring)
+QUICK_READ_S = 0.001  # of SQLite's work for a quick read on the caller's thread (see the docstring)
 QUICK_STEPS = 1_000  # virtual machine steps between two looks at the clock (a few µs)
 
 

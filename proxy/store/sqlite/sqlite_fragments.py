@@ -45,7 +45,7 @@ class FragmentStore:
                     found.update(r[0] for r in rows)
             return found
 
-        return await self.db.read(read, quick=True)
+        return await self.db.read(read)  # not quick: its hashes grow with the chat
 
     async def add(
         self,
