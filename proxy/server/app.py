@@ -81,8 +81,8 @@ def create_app(
         if pipeline is not None:
             runtime.memory.ready(pipeline)
         elif not memory_needed(settings):
-            # Nothing to remember for anyone: no model, no database (a plain proxy, ~65 MB). Counting's
-            # tables load before the first request, off the loop (~0.2 s of CPU that would stall it).
+            # Nothing to remember for anyone: no model, no database (a plain proxy). Counting's tables
+            # load before the first request, off the loop (~0.2 s of CPU that would stall it).
             await asyncio.to_thread(encoding_for, None)
             runtime.memory.ready(runtime.bypass)
             if freeze_heap:
