@@ -226,7 +226,8 @@ def compared_proxy(
         cfg = proxy_config(tmp, upstream_url, port, args.memory, args.embedding, "compared", anthropic, **tls)
         log = tmp / f"compared-{anthropic}.log"
         proc = start(stack, [str(python), "-m", "proxy", "serve", "--config", str(cfg), "--log-level", level], log, cwd=other)
-        while proc.poll() is None and not up(f"http://127.0.0.1:{port}/healthz"):
+        deadline = time.monotonic() + 60  # wait_until_up below says why it did not come up
+        while proc.poll() is None and not up(f"http://127.0.0.1:{port}/healthz") and time.monotonic() < deadline:
             time.sleep(0.1)
         if proc.poll() is None or not anthropic or "defaults.anthropic: unknown key" not in log.read_text():
             break
