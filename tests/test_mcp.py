@@ -146,3 +146,33 @@ def test_list_memories_pages_with_after(make_proxy: Callable[..., Proxy], upstre
                        ("list_memories", {"limit": 1000}))
     assert [m["content"] for m in payload(rest)["data"]] == [facts[2]] and payload(rest)["has_more"] is False
     assert bad.is_error and "'limit' must be an integer from 1 to 100" in bad.content[0].text  # type: ignore[union-attr]
+
+
+_LAZY = """
+import sys
+from starlette.testclient import TestClient
+from proxy import config
+from proxy.server.app import create_app
+
+raw = {"tenants": {"acme": {"api_keys": ["pk"]}},
+       "defaults": {"upstream": {"base_url": "http://127.0.0.1:9/v1"},
+                    "memory": {"enabled": False}, "context": {"enabled": False}}}
+with TestClient(create_app(config.from_dict(raw, env={}))) as client:
+    assert client.get("/healthz").status_code == 200
+    before = "mcp" in sys.modules
+    listed = client.post("/mcp", headers={"authorization": "Bearer pk", "accept": "application/json, text/event-stream"},
+                         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+    print(before, "mcp" in sys.modules, listed.status_code, sorted(t["name"] for t in listed.json()["result"]["tools"]))
+"""
+
+
+def test_the_sdk_is_loaded_by_the_first_mcp_request_not_at_start() -> None:
+    # A proxy no agent reaches over MCP never pays for the SDK (~0.5 s and ~30 MB at start).
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _LAZY], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    before, after, status, names = done.stdout.strip().split(" ", 3)
+    assert (before, after, status) == ("False", "True", "200")
+    assert set(json.loads(names.replace("'", '"'))) == TOOLS

@@ -19,62 +19,46 @@ once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, TextContent
 from starlette.types import Receive, Scope, Send
 
 from ..errors import PaperclipError
-from ..memory.curation.memory_admin import NEW_MEMORY_FIELDS, MemoryAdmin
-from ..tenancy import ANONYMOUS, Tenant, client_key, user_id
+from ..tenancy import client_key
 from ..upstream.headers import header_map
-from .admin.admin_call import memory_admin
-from .admin.memory_calls import added_memory, deleted_memory, memory_page
-from .admin.pagination import DEFAULT_LIMIT, page_ask
-from .admin.user_calls import user_profile
 from .relay import send_error
 from .runtime import Runtime
 
-# One admin call, for a tenant's user, through the serving memory layer's admin view.
-AdminWork = Callable[[MemoryAdmin, Tenant, str], Awaitable[dict[str, Any]]]
-# Who a memory added here was written by, in its history (the admin API names its key).
-CREDIT = "mcp"
-INSTRUCTIONS = (
-    "Long-term memory of this user, shared with their chats through Paperclip. Search it before "
-    "answering questions about the user's past; add what they ask you to remember; forget what they "
-    "ask you to forget."
-)
-
 
 class MemoryTools:
-    """The MCP server of one running proxy, and the ASGI endpoint that authenticates its requests."""
+    """The ASGI endpoint of ``/mcp``: authenticates a request, then hands it to the MCP server.
+
+    The server (``memory_tool_server``, the SDK with it) is built and its
+    session manager started on the first authenticated request, not at start:
+    a proxy that no agent reaches over MCP never loads the SDK (~0.5 s, ~30 MB).
+    The session manager's task group then runs in a task of its own until the
+    app's lifespan ends (``running``).
+    """
 
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
-        with _root_logging_kept():
-            self.server: MCPServer[Any] = MCPServer("paperclip", instructions=INSTRUCTIONS)
-        self._register()
-        # Clients are authenticated by key; the SDK's Host/Origin check (its guard against DNS
-        # rebinding for unauthenticated local servers) would refuse a proxy reached by its own name.
-        self.server.streamable_http_app(
-            stateless_http=True,
-            json_response=True,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            max_request_body_size=runtime.settings.server.max_body_bytes,
-        )
+        self._server: Any = None  # the MCPServer, once started
+        self._starting = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """The SDK's task group for requests: held for the app's lifetime (its lifespan)."""
-        async with self.server.session_manager.run():
+        """The app's lifetime: at its end, the SDK's task group (if a request started it) ends too."""
+        try:
             yield
+        finally:
+            self._stop.set()
+            if self._task is not None:
+                await self._task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -82,74 +66,28 @@ class MemoryTools:
         except PaperclipError as exc:
             await send_error(send, exc)
             return
-        await self.server.session_manager.handle_request(scope, receive, send)
+        server = self._server or await self._start()
+        await server.session_manager.handle_request(scope, receive, send)
 
-    def _who(self, ctx: Context, user: str | None) -> tuple[Tenant, str]:
-        request = ctx.request_context.request
-        headers: Mapping[str, str] = header_map(request.scope["headers"]) if request is not None else {}
-        tenant = self.rt.keys.tenant_for(client_key(headers))
-        named = headers.get("x-paperclip-user", "").strip() or (user or "").strip()
-        return tenant, user_id(named) if named else ANONYMOUS
+    async def _start(self) -> Any:
+        async with self._starting:
+            if self._server is not None:
+                return self._server
+            from .memory_tool_server import memory_server
 
-    async def _answer(self, ctx: Context, user: str | None, call: AdminWork) -> CallToolResult:
-        """Run one admin call for the asking user: its JSON, as structured content and as the same text.
+            server = memory_server(self.rt)
+            ready = asyncio.Event()
 
-        Paperclip's errors (a bad argument, no such memory, the memory layer still
-        loading) reach the model as the tool's error, with the admin API's message.
-        """
-        try:
-            tenant, who = self._who(ctx, user)
-            payload = await call(memory_admin(self.rt), tenant, who)
-        except PaperclipError as exc:
-            raise ToolError(exc.message) from exc
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+            async def serve() -> None:
+                async with server.session_manager.run():
+                    ready.set()
+                    await self._stop.wait()
 
-    def _register(self) -> None:
-        tool, answer = self.server.tool, self._answer
-
-        @tool(description="Search the user's memories (hybrid vector + keyword search), best match first.")
-        async def search_memories(
-            query: str, ctx: Context, limit: int = DEFAULT_LIMIT, user: str | None = None
-        ) -> CallToolResult:
-            return await answer(ctx, user, lambda admin, tenant, who: memory_page(
-                admin, tenant, who, page_ask({"limit": str(limit)}), query.strip()))
-
-        @tool(description="Remember one fact about the user, as they would want it kept (one sentence).")
-        async def add_memory(
-            content: str, ctx: Context, category: str | None = None, user: str | None = None
-        ) -> CallToolResult:
-            body: dict[str, Any] = {"content": content}
-            if category is not None and "category" in NEW_MEMORY_FIELDS:
-                body["category"] = category
-            return await answer(ctx, user, lambda admin, tenant, who: added_memory(admin, tenant, who, body, CREDIT))
-
-        @tool(description="List the user's active memories in the order they were made, a page at a time.")
-        async def list_memories(
-            ctx: Context, limit: int = DEFAULT_LIMIT, after: int | str | None = None, user: str | None = None
-        ) -> CallToolResult:
-            cursor = "" if after is None else str(after)  # the last id of the page before (an id is a number)
-            return await answer(ctx, user, lambda admin, tenant, who: memory_page(
-                admin, tenant, who, page_ask({"limit": str(limit), "after": cursor})))
-
-        @tool(description="Forget one memory of the user, by its id: it is never recalled again.")
-        async def forget_memory(id: int, ctx: Context, user: str | None = None) -> CallToolResult:
-            return await answer(ctx, user, lambda admin, tenant, who: deleted_memory(admin, tenant, who, id))
-
-        @tool(description="The user's standing facts: what leads every answer's memory, whatever the question.")
-        async def get_profile(ctx: Context, user: str | None = None) -> CallToolResult:
-            return await answer(ctx, user, user_profile)
-
-
-@contextlib.contextmanager
-def _root_logging_kept() -> Iterator[None]:
-    """The root logger as it was: the SDK's server calls ``logging.basicConfig`` (INFO, its own
-    handler) when it is made, which would print every library's INFO lines in a process that
-    has not configured logging yet. Paperclip's logging is its own (``requestlog``)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        yield
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
+            task = asyncio.ensure_future(serve())
+            waiting = asyncio.ensure_future(ready.wait())
+            await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            if not ready.is_set():  # the session manager failed to start: this request fails with it
+                waiting.cancel()
+                task.result()
+            self._task, self._server = task, server
+            return server
