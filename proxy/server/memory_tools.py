@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
@@ -38,8 +38,9 @@ class MemoryTools:
 
     The server (``memory_tool_server``, the SDK with it) is built and its
     session manager started on the first authenticated request, not at start:
-    a proxy that no agent reaches over MCP never loads the SDK (~0.5 s, ~30 MB).
-    The session manager's task group then runs in a task of its own until the
+    a proxy that no agent reaches over MCP never loads the SDK (~0.5 s, ~26 MB).
+    The import runs on a worker thread, so the loop serves meanwhile; the
+    session manager's task group then runs in a task of its own until the
     app's lifespan ends (``running``).
     """
 
@@ -73,9 +74,7 @@ class MemoryTools:
         async with self._starting:
             if self._server is not None:
                 return self._server
-            from .memory_tool_server import memory_server
-
-            server = memory_server(self.rt)
+            server = (await asyncio.to_thread(_server_factory))(self.rt)
             ready = asyncio.Event()
 
             async def serve() -> None:
@@ -91,3 +90,10 @@ class MemoryTools:
                 task.result()
             self._task, self._server = task, server
             return server
+
+
+def _server_factory() -> Callable[[Runtime], Any]:
+    """``memory_tool_server.memory_server``, imported by the caller's thread (a worker's: see ``_start``)."""
+    from .memory_tool_server import memory_server
+
+    return memory_server
