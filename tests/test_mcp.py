@@ -167,7 +167,7 @@ with TestClient(create_app(config.from_dict(raw, env={}))) as client:
 
 
 def test_the_sdk_is_loaded_by_the_first_mcp_request_not_at_start() -> None:
-    # A proxy no agent reaches over MCP never pays for the SDK (~0.5 s and ~30 MB at start).
+    # A proxy no agent reaches over MCP never pays for the SDK (~0.5 s and ~26 MB at start).
     import subprocess
     import sys
 
