@@ -101,29 +101,29 @@ class _Connections:
         return self.write_conn
 
     def reader_conn(self) -> Connection:
-        conn = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = connect(self.path, readonly=True)
-            self.local.conn = conn
-            with self.lock:
-                self.all.append(conn)
-        return conn
+        return self._thread_conn("conn")
 
     def quick(self, fn: Callable[[Connection], T], budget_s: float) -> T:
         """``fn`` on this thread's quick connection, SQLite stopped past ``budget_s`` of work."""
-        conn = getattr(self.local, "quick", None)
-        if conn is None:
-            conn = connect(self.path, readonly=True)
-            conn.execute("PRAGMA busy_timeout = 0")  # a lock held elsewhere: straight to the reader threads
-            self.local.quick = conn
-            with self.lock:
-                self.all.append(conn)
+        conn = self._thread_conn("quick", busy_timeout_ms=0)  # a lock held elsewhere: straight to the readers
         deadline = time.perf_counter() + budget_s
         conn.set_progress_handler(lambda: time.perf_counter() > deadline, QUICK_STEPS)
         try:
             return fn(conn)
         finally:
             conn.set_progress_handler(None, 0)
+
+    def _thread_conn(self, name: str, busy_timeout_ms: int | None = None) -> Connection:
+        """This thread's read-only connection called ``name``, opened on first use."""
+        conn = getattr(self.local, name, None)
+        if conn is None:
+            conn = connect(self.path, readonly=True)
+            if busy_timeout_ms is not None:
+                conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+            setattr(self.local, name, conn)
+            with self.lock:
+                self.all.append(conn)
+        return conn
 
 
 class Database:
