@@ -55,7 +55,16 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from large_body import start_poller
-from overhead import PROXY_KEY, free_port, proxy_config, rss_mb, start, wait_ready, wait_until_up
+from overhead import (
+    PROXY_KEY,
+    cpu_s,
+    free_port,
+    proxy_config,
+    rss_mb,
+    start,
+    wait_ready,
+    wait_until_up,
+)
 
 MODEL = "gpt-4o-mini"
 # After the clients stop, the proxy is quiet once a second passes with less CPU than this.
@@ -125,8 +134,7 @@ async def sample_rss(run: Run, started: float, deadline: float) -> None:
 def cpu_and_switches(pid: int) -> tuple[float, int, int]:
     """``pid``'s CPU seconds so far (user + system) and its live threads' context switches:
     voluntary (waiting: the GIL, a queue, a socket) and not (preempted by the OS)."""
-    stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    cpu = (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+    cpu = cpu_s(pid)
     counts = collections.Counter[str]()
     for status in Path(f"/proc/{pid}/task").glob("*/status"):
         try:

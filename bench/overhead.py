@@ -226,26 +226,19 @@ def compared_proxy(
         cfg = proxy_config(tmp, upstream_url, port, args.memory, args.embedding, "compared", anthropic, **tls)
         log = tmp / f"compared-{anthropic}.log"
         proc = start(stack, [str(python), "-m", "proxy", "serve", "--config", str(cfg), "--log-level", level], log, cwd=other)
-        deadline = time.monotonic() + 60  # wait_until_up below says why it did not come up
-        while proc.poll() is None and not up(f"http://127.0.0.1:{port}/healthz") and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if proc.poll() is None or not anthropic or "defaults.anthropic: unknown key" not in log.read_text():
+        try:
+            wait_until_up(f"http://127.0.0.1:{port}/healthz", proc, f"paperclip @{other.name}", 60, log)
             break
+        except SystemExit:
+            if not anthropic or "defaults.anthropic: unknown key" not in log.read_text():
+                raise
         kinds = tuple(k for k in ENDPOINTS if k != "messages")  # a build from before /v1/messages
-    wait_until_up(f"http://127.0.0.1:{port}/healthz", proc, f"paperclip @{other.name}", 60, log)
     t = Target(f"@{other.name}", f"http://127.0.0.1:{port}/v1", {"authorization": f"Bearer {PROXY_KEY}"}, proc.pid,
                kinds=kinds)
     t.rss_mb = rss_mb(proc.pid)
     wait_ready(f"http://127.0.0.1:{port}/readyz", 180)
     t.ready_rss_mb = rss_mb(proc.pid)
     return t
-
-
-def up(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def litellm_venv(venv: Path) -> Path:
