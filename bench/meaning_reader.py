@@ -7,7 +7,10 @@ Usage (from the repo root, in its virtualenv)::
 
 Prints, for ``bench/data/meaning-calibration.json`` (sentences of our own, which its thresholds were set on:
 lasting facts a user states about themself, and sentences that state none, short and long) and
-``bench/data/meaning-heldout.json`` (more, written after the reader and never tuned on), how many facts
+``bench/data/meaning-heldout.json`` (more, written after the reader and never tuned on) and
+``bench/data/possessive-heldout.json`` (statements whose only first person is "my", "our" or "us", and
+sentences of other people's, offices' and moments' facts; written before the reader took such statements,
+never tuned on), how many facts
 the rules read, how many of the rest the reader reads, and how many non-facts either takes for a fact; for LoCoMo (``--locomo``, read, never copied), per half of the dev set, how many
 of the turns' sentences that no rule reads are candidates and how many it reads as facts; and the
 bundled model's CPU time per sentence (``time.process_time``), which is the reader's cost per candidate.
@@ -44,10 +47,11 @@ def main() -> None:
     reader = meaning.MeaningReader(embed)
     rows = json.loads((HERE / "data" / "meaning-calibration.json").read_text())["sentences"]
     held_out = json.loads((HERE / "data" / "meaning-heldout.json").read_text())["sentences"]
+    possessive = json.loads((HERE / "data" / "possessive-heldout.json").read_text())["sentences"]
     sets = [(f"calibration, {kind}", [r for r in rows if r["set"] == kind]) for kind in ("short", "long")]
     print("| set | facts: by the rules | by meaning, of the rest | by either | non-facts: by either |")
     print("|---|---|---|---|---|")
-    for name, mine in [*sets, ("held out", held_out)]:
+    for name, mine in [*sets, ("held out", held_out), ("held out, possessive", possessive)]:
         ruled = [any(i.standing for i in read_turns([(1, "user", r["said"])], NOW)[0]) for r in mine]
         meant = [bool(asyncio.run(reader.read(read_turns([(1, "user", r["said"])], NOW)[1]))) for r in mine]
         facts = [(a, b) for a, b, r in zip(ruled, meant, mine, strict=True) if r["fact"]]

@@ -45,6 +45,12 @@ def bundled() -> Embedder:
     "I am lactose intolerant.",
     "We keep a vegetarian kitchen.",
     "Shellfish gives me hives.",
+    "Rent can't go over 1,200 a month for us.",
+    # the user as owner of something that is not someone else
+    "Pork never goes on my plate.",
+    "Our house is in Leeds, near the station.",
+    "Pepper, our cat, needs her thyroid pill with breakfast.",
+    "My knees are bad, so stairs are hard.",
 ])
 def test_the_users_own_statements_are_read(said: str) -> None:
     assert meaning.statement(said)
@@ -52,8 +58,12 @@ def test_the_users_own_statements_are_read(said: str) -> None:
 
 @pytest.mark.parametrize("said", [
     "Am I allergic to anything?",  # a question
-    "My friend lives in Paris.",  # someone else's fact: no "I", "we" or "me"
-    "Our office moved to the fifth floor.",
+    "My friend lives in Paris.",  # someone else's fact: no "I", "we", "me" or "us", and "my" owns a person
+    "Our office moved to the fifth floor.",  # ... or a body of people
+    "My younger sister is vegan.",
+    "My best friend's dog is allergic to chicken.",
+    "Our neighbours' kids are loud.",
+    "The US has fifty states.",  # a country, not "us"
     "I'm in Rome this week for a conference.",  # for now
     "I just got back from the gym.",  # one moment past
     "If I lived abroad I would learn the language.",  # supposed
@@ -62,6 +72,21 @@ def test_the_users_own_statements_are_read(said: str) -> None:
 ])
 def test_what_is_not_the_users_lasting_statement_is_not_read(said: str) -> None:
     assert not meaning.statement(said)
+
+
+@given(
+    owner=st.sampled_from(["My", "my", "Our", "our"]),
+    before=st.lists(st.sampled_from(["younger", "best", "new", "old", "dear"]), max_size=2),
+    person=st.sampled_from(["sister", "friends", "coworker's", "boss", "office", "company", "husband", "kids",
+                            "neighbour", "family", "team", "mother-in-law"]),
+    rest=st.sampled_from([" is vegan.", " lives in Paris.", " is allergic to cats.", " moved to Austin.",
+                          " works nights."]),
+)
+def test_a_possession_that_is_someone_else_never_makes_a_statement_the_users(
+    owner: str, before: list[str], person: str, rest: str
+) -> None:
+    words = " ".join([*before, person])
+    assert not meaning.speaks_of_self(f"{owner} {words}{rest}")
 
 
 def unit(v: Sequence[float]) -> np.ndarray:

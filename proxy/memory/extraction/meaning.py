@@ -11,9 +11,12 @@ today, what is true of an office or a friend). A sentence whose closest
 examples are of one slot, clearly closer than any ``none`` example, is kept
 as that slot's fact, in the user's own words, standing.
 
-Only the user's statements about themself qualify: "I", "we" or "me" is
-said (not only "my": "my office moved" and "my friend lives in Paris" are
-not the user's facts), in at most ``MAX_WORDS`` words, not a question, not
+Only the user's statements about themself qualify: "I", "we", "me" or "us"
+is said, or "my" / "our" owns something that is not another person or a
+body of people (``speaks_of_self``: "beef never touches my plate", "our flat
+is in Leeds"; not "my friend lives in Paris", "our office moved", "my
+sister is vegan": those are not the user's facts, and a slot read from them
+would be filed as the user's), in at most ``MAX_WORDS`` words, not a question, not
 supposed or wished, not said of a time that ends soon (``for_now``) or of
 one moment past ("yesterday", "just got back"). A sentence of more than
 ``SHORT_WORDS`` is kept as its clause that reads as a fact most surely.
@@ -74,8 +77,25 @@ IMPORTANCE = 0.5  # below a rule's reading (0.6–0.9): the profile prefers a fa
 CONFIDENCE = 0.5  # a guess (``memory_schema.is_guess``)
 
 # The user as the one the sentence is about: "I" (as written: a lower-case "i" is too often something else),
-# "we" or "me".
-_SPEAKER = re.compile(r"\bI\b|\b(?:[Ww]e|WE)(?:'re|'ve|'d)?\b|\b(?:[Mm]e|ME)\b")
+# "we", "me" or "us" ("US" is a country).
+_SPEAKER = re.compile(r"\bI\b|\b(?:[Ww]e|WE)(?:'re|'ve|'d)?\b|\b(?:[Mm]e|ME|[Uu]s)\b")
+# Or the user as owner: "my" / "our" and the (up to three) words after it, which say what is owned.
+_OWNER = re.compile(r"\b(?:[Mm]y|MY|[Oo]ur|OUR)((?:\s+[A-Za-z][\w-]*(?:'s)?){1,3})")
+# What a user owns that is someone else, whose facts are theirs, not the user's: a person (kin, partners,
+# friends, the people of their work or home) or a body of people (a workplace, a school, a team). A closed
+# class of words, whole or as a part of a compound ("mother-in-law"), in the singular or plural, possessive or
+# not ("friends", "coworker's"); pets are in the user's care and are the user's (the ``pet`` slot).
+_SOMEONE_ELSE = re.compile(
+    r"(?:mom|mum|mommy|mother|mama|dad|daddy|father|papa|parent|sister|brother|sibling|son|daughter|kid|child"
+    r"|children|baby|babies|toddler|twin|teenager|wife|wives|husband|partner|spouse|boyfriend|girlfriend"
+    r"|fiance|fiancee|fiancé|fiancée|ex|grandma|grandmother|grandpa|grandfather|grandparent|granny|grandson"
+    r"|granddaughter|grandchild|grandchildren|grandkid|aunt|uncle|cousin|nephew|niece|family|families"
+    r"|relative|in-law|stepson|stepdaughter|stepmom|stepmother|stepdad|stepfather|friend|buddy|roommate"
+    r"|flatmate|housemate|neighbor|neighbour|boss|manager|colleague|coworker|co-worker|teammate|employee"
+    r"|staff|client|customer|student|pupil|patient|tenant|landlord|landlady|guest|doctor|teacher|therapist"
+    r"|coach|office|company|companies|firm|employer|team|department|school|class|classes|university"
+    r"|building|club|church|business|businesses|startup|store|shop|restaurant|group|band|people|folks|guys)"
+    r"(?:s|es|'s|s')?$", re.I)
 # Said of one moment past: an event, not a lasting fact.
 _ONE_MOMENT = re.compile(
     r"\b(?:yesterday|last night|this morning|this afternoon|this evening|earlier|just now|a minute ago"
@@ -125,9 +145,22 @@ def statement(sentence: str) -> bool:
     text = sentence.strip()
     if not text or text.endswith("?") or chinese(text):
         return False
-    if not 2 <= len(_WORD.findall(text)) <= MAX_WORDS or not _SPEAKER.search(text):
+    if not 2 <= len(_WORD.findall(text)) <= MAX_WORDS or not speaks_of_self(text):
         return False
     return not supposed(text, 0) and not for_now(text) and not _ONE_MOMENT.search(text)
+
+
+def speaks_of_self(text: str) -> bool:
+    """Whether the user is who ``text`` is about: a first person is its subject or object, or owns something
+    in it that is not someone else (``_SOMEONE_ELSE``)."""
+    if _SPEAKER.search(text):
+        return True
+    return any(not any(_someone_else(w) for w in m.group(1).split()) for m in _OWNER.finditer(text))
+
+
+def _someone_else(word: str) -> bool:
+    """Whether ``word`` names someone else, whole or by a part of it ("mother-in-law", "ex-wife")."""
+    return any(_SOMEONE_ELSE.match(part) for part in (word, *word.split("-")))
 
 
 def _statements(unread: Sequence[Said]) -> list[Said]:
