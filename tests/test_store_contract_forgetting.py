@@ -178,6 +178,19 @@ async def test_a_replaced_guess_keeps_the_turn_it_was_read_from(stores: Stores) 
     assert await _active_texts(stores, "ana") == ["Gotta focus on why I started.", "I work as a nurse now."]
 
 
+async def test_the_replies_to_a_users_turns_are_found_by_their_hashes(stores: Stores) -> None:
+    """The assistant's active reply right after each user turn named (the rule a deletion follows), what a
+    supersede hides when it repeats the old value; none after an assistant's turn, none of another user's."""
+    await _chat(stores, "ana", "s1")
+    await _chat(stores, "ana", "s2", prefix="b")
+    await _chat(stores, "bob", "s3", prefix="c")
+    assert sorted(await stores.fragments.replies("acme", "ana", ["h0", "bh2", "bh1", "ch0"])) == [
+        ("bh3", TURNS[3][1]), ("h1", TURNS[1][1])]
+    await stores.fragments.suppress("acme", "ana", ["h1"])
+    assert await stores.fragments.replies("acme", "ana", ["h0"]) == []  # hidden already
+    assert await stores.fragments.replies("acme", "ana", []) == []
+
+
 async def test_fragments_are_listed_in_id_order_by_session_and_status(stores: Stores) -> None:
     s1 = await _chat(stores, "ana", "s1")
     s2 = await _chat(stores, "ana", "s2", prefix="b")

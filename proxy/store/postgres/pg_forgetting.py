@@ -11,15 +11,11 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from psycopg.rows import dict_row
-
-from ..forgetting import FORGOTTEN, SESSION_TABLES, drawn_only_from, replies_to, trace_needles
+from ..forgetting import FORGOTTEN, SESSION_TABLES, drawn_only_from, trace_needles
 from ..records import Forgot
 from .pg_coordination import bump_generation
 from .pg_database import PgConnection, PgDatabase
-
-_WHO = 'tenant = %s AND "user" = %s'
-_TURN = "id, session, hash, position, role, text"
+from .pg_fragments import TURN, WHO, ids_of, rows_of, source_turns
 
 
 class PgForgetStore:
@@ -32,12 +28,12 @@ class PgForgetStore:
         """Delete the item, and hide (``purge``: delete) the turns it came from — those it names and
         ``turns``; None: no such item."""
         async with self.db.transaction() as conn:
-            found = await _rows(conn, f"SELECT fragment_hashes, content FROM items WHERE {_WHO} AND id = %s",
+            found = await rows_of(conn, f"SELECT fragment_hashes, content FROM items WHERE {WHO} AND id = %s",
                                 (tenant, user, item_id))
             if not found:
                 return None
             await conn.execute("DELETE FROM items WHERE id = %s", (item_id,))
-            said = await _source_turns(conn, tenant, user, [*json.loads(found[0]["fragment_hashes"]), *turns])
+            said = await source_turns(conn, tenant, user, [*json.loads(found[0]["fragment_hashes"]), *turns])
             traces = 0
             if purge:
                 traces = await _purge(conn, tenant, user, said, also=[found[0]["content"]])
@@ -45,7 +41,7 @@ class PgForgetStore:
             else:
                 await conn.execute(
                     f"UPDATE fragments SET status = '{FORGOTTEN}' WHERE status = 'active' AND id = ANY(%s)",
-                    (_ids(said),),
+                    (ids_of(said),),
                 )
             await bump_generation(conn, tenant, user)
         return Forgot((item_id,), len(said), purge, traces)
@@ -53,7 +49,7 @@ class PgForgetStore:
     async def fragment(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
         """Delete one fragment and the memories drawn only from it; None: no such fragment."""
         async with self.db.transaction() as conn:
-            found = await _rows(conn, f"SELECT {_TURN} FROM fragments WHERE {_WHO} AND id = %s",
+            found = await rows_of(conn, f"SELECT {TURN} FROM fragments WHERE {WHO} AND id = %s",
                                 (tenant, user, fragment_id))
             if not found:
                 return None
@@ -69,9 +65,9 @@ class PgForgetStore:
         named = " UNION ".join(f'SELECT "user" FROM {t} WHERE tenant = %s AND session = %s' for t in tables)
         counts = dict.fromkeys(("fragments", "items", "vectors", *SESSION_TABLES), 0)
         async with self.db.transaction() as conn:
-            users = [str(r["user"]) for r in await _rows(conn, named, (tenant, session) * len(tables))]
+            users = [str(r["user"]) for r in await rows_of(conn, named, (tenant, session) * len(tables))]
             for user in users:
-                turns = await _rows(conn, f"SELECT {_TURN} FROM fragments WHERE {_WHO} AND session = %s",
+                turns = await rows_of(conn, f"SELECT {TURN} FROM fragments WHERE {WHO} AND session = %s",
                                     (tenant, user, session))
                 counts["traces"] += await _purge(conn, tenant, user, turns)
                 deleted = await _items_after(conn, tenant, user, {t["hash"] for t in turns}, session,
@@ -86,41 +82,12 @@ class PgForgetStore:
         return counts
 
 
-async def _rows(conn: PgConnection, sql: str, args: Sequence[Any]) -> list[dict[str, Any]]:
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(sql, tuple(args))
-        return list(await cur.fetchall())
-
-
-async def _source_turns(conn: PgConnection, tenant: str, user: str, hashes: Sequence[str]) -> list[dict[str, Any]]:
-    """The user's fragments with ``hashes``, and the assistant's reply right after each user turn."""
-    if not hashes:
-        return []
-    turns = await _rows(conn, f"SELECT {_TURN} FROM fragments WHERE {_WHO} AND hash = ANY(%s)",
-                        (tenant, user, list(hashes)))
-    after: dict[tuple[str, int], tuple[int, str]] = {}
-    for t in turns:
-        nxt = await _rows(
-            conn, 'SELECT id, role FROM fragments WHERE tenant = %s AND session = %s AND position = %s AND "user" = %s',
-            (tenant, t["session"], t["position"] + 1, user),
-        )
-        if nxt:
-            after[(t["session"], t["position"] + 1)] = (int(nxt[0]["id"]), str(nxt[0]["role"]))
-    seen = set(_ids(turns))
-    replies = [i for i in replies_to(((t["session"], t["position"], t["role"]) for t in turns), after)
-               if i not in seen]
-    if replies:
-        turns += await _rows(conn, f"SELECT {_TURN} FROM fragments WHERE {_WHO} AND id = ANY(%s)",
-                             (tenant, user, replies))
-    return turns
-
-
 async def _purge(
     conn: PgConnection, tenant: str, user: str, turns: Sequence[dict[str, Any]], also: Iterable[str] = ()
 ) -> int:
     """Delete ``turns``, keep their digests, delete the traces holding their text; returns how many traces went."""
     if turns:
-        await conn.execute("DELETE FROM fragments WHERE id = ANY(%s)", (_ids(turns),))
+        await conn.execute("DELETE FROM fragments WHERE id = ANY(%s)", (ids_of(turns),))
         async with conn.cursor() as cur:
             await cur.executemany(
                 'INSERT INTO forgotten_turns (tenant, "user", session, hash) VALUES (%s, %s, %s, %s)'
@@ -131,7 +98,7 @@ async def _purge(
     if not needles:
         return 0
     cur = await conn.execute(
-        f"DELETE FROM traces WHERE {_WHO} AND EXISTS (SELECT 1 FROM unnest(%s::text[]) AS n"
+        f"DELETE FROM traces WHERE {WHO} AND EXISTS (SELECT 1 FROM unnest(%s::text[]) AS n"
         " WHERE strpos(data, n) > 0)",
         (tenant, user, needles),
     )
@@ -142,7 +109,7 @@ async def _items_after(
     conn: PgConnection, tenant: str, user: str, gone: set[str], session: str | None = None, *, delete_drawn: bool
 ) -> list[int]:
     """``sqlite_forgetting._items_after``: the user's items after the turns ``gone``; returns the ids deleted."""
-    rows = await _rows(conn, f"SELECT id, session, fragment_hashes FROM items WHERE {_WHO} ORDER BY id",
+    rows = await rows_of(conn, f"SELECT id, session, fragment_hashes FROM items WHERE {WHO} ORDER BY id",
                        (tenant, user))
     items = [(int(r["id"]), r["session"], json.loads(r["fragment_hashes"])) for r in rows]
     deleted, kept = drawn_only_from(items, gone, session)
@@ -158,12 +125,8 @@ async def _items_after(
     if session is not None:
         for item_id, item_session, hashes in items:
             if item_session == session and item_id not in deleted:
-                first = await _rows(conn, f"SELECT session FROM fragments WHERE {_WHO} AND hash = ANY(%s)"
+                first = await rows_of(conn, f"SELECT session FROM fragments WHERE {WHO} AND hash = ANY(%s)"
                                     " ORDER BY id LIMIT 1", (tenant, user, list(kept.get(item_id, hashes))))
                 await conn.execute("UPDATE items SET session = %s WHERE id = %s",
                                    (first[0]["session"] if first else None, item_id))
     return deleted
-
-
-def _ids(rows: Iterable[dict[str, Any]]) -> list[int]:
-    return [int(r["id"]) for r in rows]

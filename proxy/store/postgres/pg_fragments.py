@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
+from psycopg.rows import dict_row
 
+from ..forgetting import replies_to
 from ..records import Fragment, Loaded, NewFragment, generation_key
 from .pg_coordination import GENERATION, bump_generation, scope_lock_key
 from .pg_database import PgConnection, PgDatabase, nearest
@@ -89,6 +92,16 @@ class PgFragmentStore:
         async with self.db.transaction() as conn:
             await suppress(conn, tenant, user, hashes)
 
+    async def replies(self, tenant: str, user: str, hashes: Sequence[str]) -> list[tuple[str, str]]:
+        """(hash, text) of the assistant's active replies right after the user's turns with ``hashes``
+        (``forgetting.replies_to``)."""
+        if not hashes:
+            return []
+        async with self.db.connection() as conn:
+            turns = await source_turns(conn, tenant, user, hashes)
+        said = set(hashes)
+        return [(str(t["hash"]), str(t["text"])) for t in turns if t["hash"] not in said and t["status"] == "active"]
+
     async def load_since(
         self, tenant: str, user: str, after_id: int, limit: int
     ) -> tuple[int, list[Loaded]]:
@@ -157,7 +170,42 @@ async def suppress(conn: PgConnection, tenant: str, user: str, hashes: Sequence[
     if not hashes:
         return
     await conn.execute(
-        "UPDATE fragments SET status = 'superseded' WHERE tenant = %s AND \"user\" = %s AND hash = ANY(%s)",
-        (tenant, user, list(hashes)),
-    )
+        f"UPDATE fragments SET status = 'superseded' WHERE {WHO} AND hash = ANY(%s)", (tenant, user, list(hashes)))
     await bump_generation(conn, tenant, user)
+
+
+TURN = "id, session, hash, position, role, text, status"  # the columns ``source_turns`` reads
+WHO = 'tenant = %s AND "user" = %s'  # one user's rows
+
+
+async def rows_of(conn: PgConnection, sql: str, args: Sequence[Any]) -> list[dict[str, Any]]:
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, tuple(args))
+        return list(await cur.fetchall())
+
+
+async def source_turns(conn: PgConnection, tenant: str, user: str, hashes: Sequence[str]) -> list[dict[str, Any]]:
+    """The user's fragments with ``hashes``, and the assistant's reply right after each user turn."""
+    if not hashes:
+        return []
+    turns = await rows_of(conn, f"SELECT {TURN} FROM fragments WHERE {WHO} AND hash = ANY(%s)",
+                        (tenant, user, list(hashes)))
+    after: dict[tuple[str, int], tuple[int, str]] = {}
+    for t in turns:
+        nxt = await rows_of(
+            conn, 'SELECT id, role FROM fragments WHERE tenant = %s AND session = %s AND position = %s AND "user" = %s',
+            (tenant, t["session"], t["position"] + 1, user),
+        )
+        if nxt:
+            after[(t["session"], t["position"] + 1)] = (int(nxt[0]["id"]), str(nxt[0]["role"]))
+    seen = set(ids_of(turns))
+    replies = [i for i in replies_to(((t["session"], t["position"], t["role"]) for t in turns), after)
+               if i not in seen]
+    if replies:
+        turns += await rows_of(conn, f"SELECT {TURN} FROM fragments WHERE {WHO} AND id = ANY(%s)",
+                             (tenant, user, replies))
+    return turns
+
+
+def ids_of(rows: Iterable[dict[str, Any]]) -> list[int]:
+    return [int(r["id"]) for r in rows]

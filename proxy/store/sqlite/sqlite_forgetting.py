@@ -12,13 +12,10 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..forgetting import FORGOTTEN, SESSION_TABLES, drawn_only_from, replies_to, trace_needles
+from ..forgetting import FORGOTTEN, SESSION_TABLES, drawn_only_from, trace_needles
 from ..records import Forgot
 from .sqlite_database import Connection, Database
-from .sqlite_fragments import bump_generation
-
-_TURN = "id, session, hash, position, role, text"
-_BATCH = 500
+from .sqlite_fragments import TURN, bump_generation, ids_of, rows_in, source_turns
 
 
 class ForgetStore:
@@ -52,20 +49,20 @@ def _memory(
     if row is None:
         return None
     _delete_items(c, [item_id])
-    turns = _source_turns(c, tenant, user, [*json.loads(row[0]), *more])
+    turns = source_turns(c, tenant, user, [*json.loads(row[0]), *more])
     traces = 0
     if purge:
         traces = _purge(c, tenant, user, turns, also=[row[1]])
         _items_after(c, tenant, user, {t["hash"] for t in turns}, delete_drawn=False)
     else:
-        _in(c, f"UPDATE fragments SET status = '{FORGOTTEN}' WHERE status = 'active' AND id IN", _ids(turns))
+        rows_in(c, f"UPDATE fragments SET status = '{FORGOTTEN}' WHERE status = 'active' AND id IN", ids_of(turns))
     bump_generation(c, tenant, user)
     return Forgot((item_id,), len(turns), purge, traces)
 
 
 def _fragment(c: Connection, tenant: str, user: str, fragment_id: int) -> Forgot | None:
     row = c.execute(
-        f"SELECT {_TURN} FROM fragments WHERE tenant = ? AND user = ? AND id = ?", (tenant, user, fragment_id)
+        f"SELECT {TURN} FROM fragments WHERE tenant = ? AND user = ? AND id = ?", (tenant, user, fragment_id)
     ).fetchone()
     if row is None:
         return None
@@ -83,7 +80,7 @@ def _session(c: Connection, tenant: str, session: str) -> dict[str, int]:
     counts = dict.fromkeys(("fragments", "items", "vectors", *SESSION_TABLES), 0)
     for user in users:
         turns = c.execute(
-            f"SELECT {_TURN} FROM fragments WHERE tenant = ? AND user = ? AND session = ?", (tenant, user, session)
+            f"SELECT {TURN} FROM fragments WHERE tenant = ? AND user = ? AND session = ?", (tenant, user, session)
         ).fetchall()
         counts["traces"] += _purge(c, tenant, user, turns)
         deleted = _items_after(c, tenant, user, {t["hash"] for t in turns}, session, delete_drawn=True)
@@ -96,30 +93,12 @@ def _session(c: Connection, tenant: str, session: str) -> dict[str, int]:
     return counts
 
 
-def _source_turns(c: Connection, tenant: str, user: str, hashes: Sequence[str]) -> list[Any]:
-    """The user's fragments with ``hashes``, and the assistant's reply right after each user turn."""
-    turns = _in(c, f"SELECT {_TURN} FROM fragments WHERE tenant = ? AND user = ? AND hash IN", hashes, (tenant, user))
-    after: dict[tuple[str, int], tuple[int, str]] = {}
-    for t in turns:
-        nxt = c.execute(
-            "SELECT id, role FROM fragments WHERE tenant = ? AND session = ? AND position = ? AND user = ?",
-            (tenant, t["session"], t["position"] + 1, user),
-        ).fetchone()
-        if nxt is not None:
-            after[(t["session"], t["position"] + 1)] = (int(nxt[0]), str(nxt[1]))
-    seen = set(_ids(turns))
-    replies = [i for i in replies_to(((t["session"], t["position"], t["role"]) for t in turns), after)
-               if i not in seen]
-    return [*turns, *_in(c, f"SELECT {_TURN} FROM fragments WHERE tenant = ? AND user = ? AND id IN",
-                         replies, (tenant, user))]
-
-
 def _purge(c: Connection, tenant: str, user: str, turns: Sequence[Any], also: Iterable[str] = ()) -> int:
     """Delete ``turns`` and their vectors, keep their digests, delete the traces holding their text.
     Returns how many traces went."""
-    ids = _ids(turns)
-    _in(c, "DELETE FROM vec_fragments WHERE rowid IN", ids)
-    _in(c, "DELETE FROM fragments WHERE id IN", ids)
+    ids = ids_of(turns)
+    rows_in(c, "DELETE FROM vec_fragments WHERE rowid IN", ids)
+    rows_in(c, "DELETE FROM fragments WHERE id IN", ids)
     c.executemany(
         "INSERT OR IGNORE INTO forgotten_turns (tenant, user, session, hash) VALUES (?, ?, ?, ?)",
         [(tenant, user, t["session"], t["hash"]) for t in turns],
@@ -165,25 +144,12 @@ def _items_after(
 
 def _move(c: Connection, tenant: str, user: str, item_id: int, hashes: Sequence[str]) -> None:
     """The item now belongs to the session of the first stored turn it names (or to none)."""
-    sessions = _in(c, "SELECT id, session FROM fragments WHERE tenant = ? AND user = ? AND hash IN", hashes,
+    sessions = rows_in(c, "SELECT id, session FROM fragments WHERE tenant = ? AND user = ? AND hash IN", hashes,
                    (tenant, user))
     first = min(sessions, key=lambda r: int(r[0]))[1] if sessions else None
     c.execute("UPDATE items SET session = ? WHERE id = ?", (first, item_id))
 
 
 def _delete_items(c: Connection, ids: Sequence[int]) -> None:
-    _in(c, "DELETE FROM vec_items WHERE rowid IN", ids)
-    _in(c, "DELETE FROM items WHERE id IN", ids)
-
-
-def _in(c: Connection, sql: str, values: Sequence[Any], before: tuple[Any, ...] = ()) -> list[Any]:
-    """``sql`` ending in ``IN`` run over ``values`` in batches; the rows it returns, if any."""
-    out: list[Any] = []
-    for i in range(0, len(values), _BATCH):
-        part = list(values[i : i + _BATCH])
-        out += c.execute(f"{sql} ({','.join('?' * len(part))})", (*before, *part)).fetchall()
-    return out
-
-
-def _ids(rows: Iterable[Any]) -> list[int]:
-    return [int(r["id"]) for r in rows]
+    rows_in(c, "DELETE FROM vec_items WHERE rowid IN", ids)
+    rows_in(c, "DELETE FROM items WHERE id IN", ids)

@@ -9,10 +9,12 @@ be rebuilt without re-tokenising.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
+from ..forgetting import replies_to
 from ..records import Fragment, Loaded, NewFragment, generation_key, scope_of
 from .sqlite_database import Connection, Database
 
@@ -108,6 +110,15 @@ class FragmentStore:
     async def suppress(self, tenant: str, user: str, hashes: Sequence[str]) -> None:
         await self.db.write(lambda c: suppress(c, tenant, user, hashes))
 
+    async def replies(self, tenant: str, user: str, hashes: Sequence[str]) -> list[tuple[str, str]]:
+        """(hash, text) of the assistant's active replies right after the user's turns with ``hashes``
+        (``forgetting.replies_to``)."""
+        if not hashes:
+            return []
+        turns = await self.db.read(lambda c: source_turns(c, tenant, user, hashes))
+        said = set(hashes)
+        return [(str(t["hash"]), str(t["text"])) for t in turns if t["hash"] not in said and t["status"] == "active"]
+
     async def load_since(
         self, tenant: str, user: str, after_id: int, limit: int
     ) -> tuple[int, list[Loaded]]:
@@ -167,12 +178,44 @@ def suppress(c: Connection, tenant: str, user: str, hashes: Sequence[str]) -> No
     """Mark fragments as never to be injected again (their fact was superseded)."""
     if not hashes:
         return
-    marks = ",".join("?" * len(hashes))
-    c.execute(
-        f"UPDATE fragments SET status = 'superseded' WHERE tenant = ? AND user = ? AND hash IN ({marks})",
-        (tenant, user, *hashes),
-    )
+    rows_in(c, "UPDATE fragments SET status = 'superseded' WHERE tenant = ? AND user = ? AND hash IN", hashes,
+            (tenant, user))
     bump_generation(c, tenant, user)
+
+
+TURN = "id, session, hash, position, role, text, status"  # the columns ``source_turns`` reads
+_BATCH = 500
+
+
+def source_turns(c: Connection, tenant: str, user: str, hashes: Sequence[str]) -> list[Any]:
+    """The user's fragments with ``hashes``, and the assistant's reply right after each user turn."""
+    turns = rows_in(c, f"SELECT {TURN} FROM fragments WHERE tenant = ? AND user = ? AND hash IN", hashes, (tenant, user))
+    after: dict[tuple[str, int], tuple[int, str]] = {}
+    for t in turns:
+        nxt = c.execute(
+            "SELECT id, role FROM fragments WHERE tenant = ? AND session = ? AND position = ? AND user = ?",
+            (tenant, t["session"], t["position"] + 1, user),
+        ).fetchone()
+        if nxt is not None:
+            after[(t["session"], t["position"] + 1)] = (int(nxt[0]), str(nxt[1]))
+    seen = set(ids_of(turns))
+    replies = [i for i in replies_to(((t["session"], t["position"], t["role"]) for t in turns), after)
+               if i not in seen]
+    return [*turns, *rows_in(c, f"SELECT {TURN} FROM fragments WHERE tenant = ? AND user = ? AND id IN",
+                         replies, (tenant, user))]
+
+
+def rows_in(c: Connection, sql: str, values: Sequence[Any], before: tuple[Any, ...] = ()) -> list[Any]:
+    """``sql`` ending in ``IN`` run over ``values`` in batches; the rows it returns, if any."""
+    out: list[Any] = []
+    for i in range(0, len(values), _BATCH):
+        part = list(values[i : i + _BATCH])
+        out += c.execute(f"{sql} ({','.join('?' * len(part))})", (*before, *part)).fetchall()
+    return out
+
+
+def ids_of(rows: Iterable[Any]) -> list[int]:
+    return [int(r["id"]) for r in rows]
 
 
 def bump_generation(c: Connection, tenant: str, user: str) -> None:
