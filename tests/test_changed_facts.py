@@ -15,9 +15,9 @@ backend = both_stores
 QUESTION = "Which grocery delivery service would work for where I live?"
 
 
-def say(proxy: Proxy, user: str, statement: str) -> None:
-    """A chat stating ``statement``, long enough for its memories to be mined."""
-    history = [{"role": "user", "content": statement}, {"role": "assistant", "content": "Thanks for telling me."}]
+def say(proxy: Proxy, user: str, statement: str, reply: str = "Thanks for telling me.") -> None:
+    """A chat stating ``statement``, answered by ``reply``, long enough for its memories to be mined."""
+    history = [{"role": "user", "content": statement}, {"role": "assistant", "content": reply}]
     for topic in ("naps", "tea"):
         history += [{"role": "user", "content": f"How do you feel about {topic}?"},
                     {"role": "assistant", "content": f"{topic.title()} are fine by me."}]
@@ -39,6 +39,15 @@ def test_a_value_said_twice_then_changed_is_never_injected_again(proxy: Proxy, u
     assert forwarded(proxy, upstream, "ana").count("Boston") >= 2
     say(proxy, "ana", "Big news: I moved to Denver last week!")
     sent = forwarded(proxy, upstream, "ana")
+    assert "Denver" in sent and "Boston" not in sent
+
+
+def test_the_reply_that_repeated_a_changed_value_is_never_injected_again(proxy: Proxy, upstream: FakeUpstream) -> None:
+    # An assistant answers a fact by repeating it as often as not: the reply says the old value too.
+    say(proxy, "cy", "I live in Boston these days.", reply="Boston is a wonderful place to live, enjoy it!")
+    assert "wonderful place" in forwarded(proxy, upstream, "cy")
+    say(proxy, "cy", "Big news: I moved to Denver last week!")
+    sent = forwarded(proxy, upstream, "cy")
     assert "Denver" in sent and "Boston" not in sent
 
 

@@ -107,6 +107,35 @@ async def test_a_batchs_own_repeat_merges_and_its_replaced_value_is_suppressed(t
         store.close()
 
 
+async def test_a_replaced_values_reply_goes_with_it_when_it_repeats_the_value(tmp_path: Path) -> None:
+    """In one batch and across two: the assistant's reply that names the old value is hidden with the turn
+    that said it; a reply that does not name it stays (it is what the assistant said besides)."""
+    def said(content: str, turn: int) -> dict[str, Any]:
+        return {"type": "preference", "content": content, "key": "user.drink.morning", "turns": [turn]}
+
+    tea, coffee = "The user drinks green tea.", "The user now drinks black coffee."
+    echo = "Green tea is a lovely way to start the day."
+    first: list[Turn] = [(0, "user", "I drink green tea."), (1, "assistant", echo),
+                         (2, "user", "Actually I switched to black coffee."), (3, "assistant", "Got it, enjoy.")]
+    one_batch = [(first, [said(tea, 1), said(coffee, 3)])]
+    two_batches = [(first[:2], [said(tea, 1)]), (first[2:], [said(coffee, 1)])]
+    for name, chats in (("one", one_batch), ("two", two_batches)):
+        store = open_store(str(tmp_path / f"{name}.db"), 64)
+        try:
+            extractor = Extractor(store.items, store.cursors, Prompts.load(), embed, Metrics(), store.fragments)
+            for n, (turns, extracted) in enumerate(chats):
+                turns = [(p % 2 if name == "two" else p, r, t) for p, r, t in turns]
+                news = [NewFragment(fragment_hash(r, t), r, t, t, p, 5) for p, r, t in turns]
+                await store.fragments.add("t", "u", f"s{n}", news, await embed([t for _, _, t in turns]))
+                await extractor.extract("t", "u", f"s{n}", turns, Model(extracted, "[]"), pii="keep",
+                                        dedup_cosine=0.92)
+            texts = await active_texts(store)
+            assert echo not in texts and "I drink green tea." not in texts, name
+            assert "Got it, enjoy." in texts and "Actually I switched to black coffee." in texts, name
+        finally:
+            store.close()
+
+
 async def test_a_correction_in_the_same_chat_under_another_key_is_the_models_to_settle(tmp_path: Path) -> None:
     """Two keys the rules cannot tie: the model is asked, and the earlier statement is never stored."""
     drives: dict[str, Any] = {"type": "preference", "content": "The user drives to work in an old Corolla.",

@@ -7,8 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from proxy.memory.extraction.remember import remember
+from proxy.memory.extraction.remember import remember, repeats
 from proxy.memory.memory_schema import MemoryItem
 from proxy.memory.search.embedder import HashEmbedder
 from proxy.store import open_store
@@ -91,3 +94,28 @@ async def test_a_new_value_of_a_standing_fact_stands_in_its_place_unless_it_expi
         assert {r.content: r.standing for r in await store.items.all("t", "u")}[visit.content] is False
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(("old", "new", "reply", "repeated"), [
+    ("The user lives in Boston.", "The user lives in Denver.", "Boston is a wonderful place to live!", True),
+    ("The user lives in Boston.", "The user lives in Denver.", "Thanks for telling me.", False),
+    ("The user lives in Boston.", "The user lives in Denver.", "Denver it is, then.", False),
+    ("用户住在苏州。", "用户现在住在南京。", "苏州是个好地方！", True),
+    ("用户住在苏州。", "用户现在住在南京。", "好的，记住了。", False),
+])
+def test_a_reply_repeats_a_replaced_value_when_it_names_a_word_of_its_own(
+    old: str, new: str, reply: str, repeated: bool
+) -> None:
+    assert repeats(old, new, reply) is repeated
+
+
+WORDS = st.sampled_from(["boston", "denver", "lives", "works", "nurse", "teacher", "coffee", "tea", "green"])
+
+
+@given(old=st.lists(WORDS, min_size=1, max_size=4), new=st.lists(WORDS, min_size=1, max_size=4),
+       reply=st.lists(WORDS, max_size=5))
+def test_only_a_word_the_old_value_says_and_the_new_does_not_makes_a_repeat(
+    old: list[str], new: list[str], reply: list[str]
+) -> None:
+    own = set(old) - set(new)
+    assert repeats(" ".join(old), " ".join(new), " ".join(reply)) == bool(own & set(reply))

@@ -29,7 +29,7 @@ from ...store import lease
 from ...store.interface import ExtractionCursors, Fragments, Items
 from ...store.records import ItemRow
 from ..lifecycle import Decision, ExistingItem
-from ..memory_schema import MemoryItem, example_reply, prompt_fields, response_format
+from ..memory_schema import MemoryItem, example_reply, is_guess, prompt_fields, response_format
 from ..recall.query import fragment_hash
 from ..redaction import redact
 from .item_parser import parse_items, transcript_for_extraction
@@ -46,7 +46,7 @@ from .reconcile import (
     settle,
     verdicts_for,
 )
-from .remember import Planned, remember, said_in
+from .remember import Planned, remember, replies_repeating, said_in
 from .rules import Said, read_turns
 
 log = logging.getLogger("paperclip.items")
@@ -171,15 +171,18 @@ class Extractor:
         rows = {str(r.id): (r, v) for r, v in existing}
         added = 0
         for item, vector, decision in zip(batch.items, batch.vectors, plans, strict=True):
-            planned = Planned(decision, await self._sources_of(tenant, user, decision, rows))
+            planned = Planned(decision, await self._sources_of(tenant, user, decision, item, rows))
             done = await remember(
                 self.items, self.embed, tenant, user, session, item, dedup_cosine=dedup_cosine,
                 fragment_hashes=_sources(item, turns), vector=vector, planned=planned,
             )
             added += done.action != "merged"
-        # A value the same batch replaced was said in these turns: never inject them again.
+        # A value the same batch replaced was said in these turns, and repeated in the replies to them
+        # that name it: never inject them again.
         dropped = _hashes(batch.dropped_turns, turns)
         if dropped and self.fragments is not None:
+            for hidden, old, new in batch.replaced:
+                dropped += await replies_repeating(self.fragments, tenant, user, _hashes(hidden, turns), old, new)
             await self.fragments.suppress(tenant, user, dropped)
         return added
 
@@ -194,14 +197,23 @@ class Extractor:
         return judged
 
     async def _sources_of(
-        self, tenant: str, user: str, decision: Decision, rows: dict[str, tuple[ItemRow, np.ndarray]]
+        self, tenant: str, user: str, decision: Decision, item: MemoryItem,
+        rows: dict[str, tuple[ItemRow, np.ndarray]],
     ) -> tuple[str, ...]:
-        """The turns a superseded item was said in, found by similarity when it kept none."""
+        """More turns a supersede hides than those the replaced items name: the turns they were said in,
+        found by similarity when they name none, and the replies to them that repeat the old value. A
+        replaced guess keeps its turns, and so its replies."""
         if decision.action != "supersede" or self.fragments is None:
             return ()
         found: list[str] = []
         for target in decision.target_ids:
-            found += await said_in(self.fragments, tenant, user, *rows[target])
+            row, vector = rows[target]
+            if is_guess(row.confidence):
+                continue
+            said = await said_in(self.fragments, tenant, user, row, vector)
+            found += said
+            found += await replies_repeating(
+                self.fragments, tenant, user, [*row.fragment_hashes, *said], row.content, item.content)
         return tuple(found)
 
     async def _from_model(

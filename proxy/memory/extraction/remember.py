@@ -112,6 +112,23 @@ async def said_in(fragments: Fragments, tenant: str, user: str, row: ItemRow, ve
     return pick_sources([(meta[i][0], c) for i, c in near if i in meta and meta[i][1:] == (row.session, "user")])
 
 
+async def replies_repeating(
+    fragments: Fragments, tenant: str, user: str, said: Sequence[str], old: str, new: str
+) -> list[str]:
+    """The assistant's replies right after the turns ``said`` (the old value's) that repeat the old value
+    (``repeats``): a supersede hides them with the turns, as a deletion hides every reply."""
+    return [h for h, text in await fragments.replies(tenant, user, said) if repeats(old, new, text)]
+
+
+def repeats(old: str, new: str, reply: str) -> bool:
+    """Whether ``reply`` names what ``old`` says and ``new`` does not ("Boston is lovely!" after "The user
+    lives in Boston", replaced by "The user lives in Denver"): one search term of the old value's own.
+    A reply that names none carries what the assistant answered besides — in a conversation between two
+    people, the other one's own news — and stays."""
+    own = set(tokenize(old)) - set(tokenize(new))
+    return bool(own) and not own.isdisjoint(tokenize(reply))
+
+
 def new_item(item: MemoryItem, fragment_hashes: Sequence[str] = ()) -> NewItem:
     """The row of a new item: its BM25 terms and comparable expiry computed here, above the store."""
     return NewItem(
