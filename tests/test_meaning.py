@@ -74,6 +74,12 @@ def test_what_is_not_the_users_lasting_statement_is_not_read(said: str) -> None:
     assert not meaning.statement(said)
 
 
+def test_a_clause_of_a_long_sentence_is_a_fact_only_where_a_first_person_speaks_in_it() -> None:
+    assert meaning.clauses("Biscuit, our rabbit, has to have fresh hay every single day or his gut stops working.") == []
+    assert meaning.clauses("Just so you know, I have been meat-free since college, so no steak please") == [
+        "I have been meat-free since college"]
+
+
 @given(
     owner=st.sampled_from(["My", "my", "Our", "our"]),
     before=st.lists(st.sampled_from(["younger", "best", "new", "old", "dear"]), max_size=2),

@@ -19,7 +19,9 @@ sister is vegan": those are not the user's facts, and a slot read from them
 would be filed as the user's), in at most ``MAX_WORDS`` words, not a question, not
 supposed or wished, not said of a time that ends soon (``for_now``) or of
 one moment past ("yesterday", "just got back"). A sentence of more than
-``SHORT_WORDS`` is kept as its clause that reads as a fact most surely.
+``SHORT_WORDS`` is kept as its clause that reads as a fact most surely, a
+clause in which "I", "we", "me" or "us" speaks: a part cut out by its commas
+that only owns something ("our rabbit") is a phrase, not a fact.
 What is read so is a guess (``CONFIDENCE``, ``memory_schema.is_guess``): the
 profile gives guesses a bounded share of its room, and a guess replaced
 hides no turn. A slot of many values (an allergy, a like) is filed under a key
@@ -139,13 +141,15 @@ def examples() -> Examples:
     return Examples(slots, tuple(t for t, _ in pairs), tuple(label for _, label in pairs))
 
 
-def statement(sentence: str) -> bool:
-    """Whether ``sentence`` can state a lasting fact of the speaker's: a first person says it, in 2 to
-    ``MAX_WORDS`` words, not asking, not supposing, not of a time that ends soon or of one moment past."""
+def statement(sentence: str, *, owner: bool = True) -> bool:
+    """Whether ``sentence`` can state a lasting fact of the speaker's: a first person says it (``owner``:
+    or owns something in it), in 2 to ``MAX_WORDS`` words, not asking, not supposing, not of a time that ends
+    soon or of one moment past."""
     text = sentence.strip()
     if not text or text.endswith("?") or chinese(text):
         return False
-    if not 2 <= len(_WORD.findall(text)) <= MAX_WORDS or not speaks_of_self(text):
+    speaks = _SPEAKER.search(text) is not None or (owner and speaks_of_self(text))
+    if not 2 <= len(_WORD.findall(text)) <= MAX_WORDS or not speaks:
         return False
     return not supposed(text, 0) and not for_now(text) and not _ONE_MOMENT.search(text)
 
@@ -168,8 +172,10 @@ def _statements(unread: Sequence[Said]) -> list[Said]:
 
 
 def clauses(sentence: str) -> list[str]:
-    """The parts of a long sentence between commas and the words that join clauses, each a statement."""
-    return [c for part in _CLAUSE_END.split(sentence) if statement(c := part.strip())]
+    """The parts of a long sentence between commas and the words that join clauses, each a statement in
+    which a first person speaks: a part cut out by its commas that only owns something ("our rabbit",
+    "my plate") is a phrase, not a fact."""
+    return [c for part in _CLAUSE_END.split(sentence) if statement(c := part.strip(), owner=False)]
 
 
 def classify(
