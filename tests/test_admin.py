@@ -127,7 +127,7 @@ def test_add_list_delete(proxy: Proxy) -> None:
         path = f"{MEMORIES.format(user='alice')}/{item['id']}"
         assert_envelope(http.delete(f"{MEMORIES.format(user='bob')}/{item['id']}"), 404)
         assert http.delete(path).json() == {"id": item["id"], "object": "paperclip.memory", "deleted": True,
-                                            "turns": 0, "purged": False}
+                                            "memories": [item["id"]], "turns": 0, "purged": False}
         assert_envelope(http.delete(path), 404)
         assert_envelope(http.delete(f"{MEMORIES.format(user='alice')}/not-a-number"), 404)
     assert listed(proxy, "alice") == []

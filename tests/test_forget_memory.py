@@ -8,11 +8,14 @@ the reply repeats the fact, as replies do.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from proxy.memory.curation.memory_admin import restates
 from tests.admin_helpers import admin
 from tests.conftest import PROXY_KEY, Proxy, both_stores
 from tests.fake_upstream import FakeUpstream, completion, fake_summary
@@ -117,3 +120,48 @@ def test_a_deleted_model_memory_that_named_no_turn_takes_the_turn_most_like_it(
     with admin(proxy) as http:
         assert http.delete(f"/paperclip/v1/users/gus/memories/{memory['id']}").json()["turns"] == 2
     assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "gus")
+
+
+def test_a_deleted_memory_takes_the_turns_that_said_it_again_in_other_words(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """A user says a fact in several chats, in other words each time, and deletes the memory: none of
+    the times it was said reaches the upstream again, though only the first was read as the memory.
+    In the bundled model's space, where what restates a memory is measured (``memory_admin.restates``)."""
+    proxy = make_proxy(embedding={"model": "bundled"})
+    chat(proxy, "hal")
+    for again in ("Shellfish gives me hives, just so you know.", "Remember, no shellfish for me, ever."):
+        history: list[dict[str, Any]] = [{"role": "user", "content": again}, {"role": "assistant", "content": "Noted."}]
+        for topic in ("boats", "clouds"):
+            history += [{"role": "user", "content": f"Tell me about {topic}."},
+                        {"role": "assistant", "content": f"The {topic} are nice."}]
+        history.append({"role": "user", "content": "Bye for now."})
+        proxy.client(PROXY_KEY).chat.completions.create(
+            model="gpt-4o-mini", messages=history, extra_headers={"X-Paperclip-User": "hal"},  # type: ignore[arg-type]
+        )
+        proxy.drain()
+    assert WORD in sent_in_a_fresh_chat(proxy, upstream, "hal")
+    with admin(proxy) as http:
+        said = [m for m in http.get("/paperclip/v1/users/hal/memories").json()["data"] if WORD in m["content"].lower()]
+        assert len(said) > 1  # the rules read the first, the reader by meaning the others, as guesses
+        (first,) = [m for m in said if m["key"] == "user.allergy.shellfish"]
+        r = http.delete(f"/paperclip/v1/users/hal/memories/{first['id']}")
+        assert r.status_code == 200, r.text
+        assert sorted(r.json()["memories"]) == sorted(m["id"] for m in said)
+        left = http.get("/paperclip/v1/users/hal/memories").json()["data"]
+        assert not [m for m in left if WORD in m["content"].lower()]
+    assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "hal")
+
+
+@pytest.mark.parametrize(("turn", "cosine", "said"), [
+    ("Shellfish gives me hives, just so you know.", 0.74, True),
+    ("Remember, no shellfish for me, ever.", 0.70, True),
+    ("We had shellfish pasta in Rome last summer.", 0.45, False),  # named in passing: not the fact
+    ("I'm allergic to cats.", 0.40, False),
+    ("Seafood of any kind makes me ill.", 0.65, False),  # close, but names none of its words
+    ("Shellfish gives me hives.", None, False),  # no cosine: nothing is taken on words alone
+])
+def test_a_turn_restates_a_memory_when_close_in_meaning_and_naming_a_word_of_it(
+    turn: str, cosine: float | None, said: bool
+) -> None:
+    assert restates("The user is allergic to shellfish.", turn, cosine) is said

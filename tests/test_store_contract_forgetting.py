@@ -67,6 +67,25 @@ async def test_a_deleted_memory_hides_its_turns_and_the_reply_to_them(stores: St
     assert await stores.forgetting.memory("acme", "ana", item) is None
 
 
+async def test_a_deleted_memory_takes_the_memories_and_turns_that_say_it_again(stores: Stores) -> None:
+    """``also``: more of the user's memories deleted with it, their turns hidden; another user's never."""
+    await _chat(stores, "ana", "s1")
+    await _chat(stores, "ana", "s2", prefix="b")
+    await _chat(stores, "bob", "s3", prefix="c")
+    item = await add_item(stores.items, "acme", "ana", "s1", _item("user.allergy", "Allergic to shellfish", ("h0",)),
+                          _vec(9))
+    again = await add_item(stores.items, "acme", "ana", "s2", _item("user.allergies", "Shellfish: hives", ("bh0",)),
+                           _vec(10))
+    bobs = await add_item(stores.items, "acme", "bob", "s3", _item("user.allergy", "Allergic to shellfish", ("ch0",)),
+                          _vec(9))
+    forgot = await stores.forgetting.memory("acme", "ana", item, turns=["bh2"], also=[again, bobs])
+    assert forgot == Forgot((item, again), 6, False, 0)  # h0, bh0, bh2 and the reply after each
+    assert await stores.items.all("acme", "ana", include_inactive=True) == []
+    assert await _active_texts(stores, "ana") == [TURNS[2][1], TURNS[3][1]]
+    assert [r.id for r in await stores.items.all("acme", "bob")] == [bobs]
+    assert len(await _active_texts(stores, "bob")) == 4
+
+
 async def test_a_purged_memory_deletes_its_turns_leaves_their_digests_and_drops_traces_that_show_them(
     stores: Stores,
 ) -> None:

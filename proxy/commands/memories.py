@@ -26,7 +26,7 @@ from typing import Any
 
 from ..config import Settings, TenantSettings
 from ..errors import InvalidExport, NotFound
-from ..memory.curation.memory_admin import Embed, MemoryAdmin
+from ..memory.curation.memory_admin import Embed, MemoryAdmin, finds_restatements
 from ..memory.curation.turn_search import turn_search
 from ..memory.search.embedder import Embedder, Vectors, load_embedder
 from ..memory.search.fragment_index import FragmentIndex
@@ -46,7 +46,7 @@ def add_parser(sub: Any) -> None:
     listing.add_argument("--user", required=True)
     listing.add_argument("--all", action="store_true", help="include superseded and archived items")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    delete = actions.add_parser("delete", parents=[common], help="delete one memory; its turns are never recalled")
+    delete = actions.add_parser("delete", parents=[common], help="delete one memory, and the memories and turns that say it again; its turns are never recalled")
     delete.add_argument("--user", required=True)
     delete.add_argument("--id", type=int, required=True, help="the memory's id (see list)")
     delete.add_argument("--purge", action="store_true", help="also delete the turns it came from")
@@ -149,11 +149,13 @@ async def _run(
         store = await connect(settings.storage.url, embedder.dim)
         embed = _embedding_with(embedder)
         turns = turn_search(FragmentIndex(store.fragments, embedder, TokenCounter(None)))
+        restatements = finds_restatements(embedder.name)
     else:
         store = await connect(settings.storage.url, None)
-        embed, turns = _no_embedding, None
+        embed, turns, restatements = _no_embedding, None, False
     try:
-        await ACTIONS[args.action](MemoryAdmin(store, embed, turns=turns), args, tenant, raw)
+        await ACTIONS[args.action](MemoryAdmin(store, embed, turns=turns, restatements=restatements), args, tenant,
+                                   raw)
     except InvalidExport as exc:
         return fail(f"{args.file}: {exc}")
     except NotFound as exc:
@@ -183,8 +185,10 @@ async def _delete(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSe
     forgot = await admin.forget_memory(args.tenant, args.user, args.id, purge=args.purge)
     if forgot is None:
         raise NotFound(f"no memory {args.id} for user {args.user!r}")
-    print(f"deleted memory {args.id} of user {args.user!r}: {forgot.turns} turns "
-          + ("deleted" if forgot.purged else "hidden, never recalled again"))
+    also = [i for i in forgot.items if i != args.id]
+    print(f"deleted memory {args.id} of user {args.user!r}"
+          + (f" and {len(also)} that said it again ({', '.join(map(str, also))})" if also else "")
+          + f": {forgot.turns} turns " + ("deleted" if forgot.purged else "hidden, never recalled again"))
 
 
 async def _fragments(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:

@@ -83,7 +83,8 @@ class Items(Protocol):
 
 class Forgetting(Protocol):
     async def memory(
-        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = ()
+        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = (),
+        also: Sequence[int] = (),
     ) -> Forgot | None: ...
     async def fragment(self, tenant: str, user: str, fragment_id: int) -> Forgot | None: ...
     async def session(self, tenant: str, session: str) -> dict[str, int]: ...

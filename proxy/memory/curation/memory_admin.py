@@ -33,6 +33,7 @@ from ..memory_schema import (
 )
 from ..redaction import redact
 from ..search.bm25 import BM25Index, tokenize
+from ..search.embedder import BUNDLED_NAME
 from ..search.fusion import matches
 from ..search.item_index import ItemIndex
 from .export_reading import read_export
@@ -50,6 +51,26 @@ SEARCH_POOL = 500
 MAX_CONTENT_CHARS = 4000
 NEW_MEMORY_FIELDS = frozenset({"content", "type", "category", "standing", "about", "key", "importance", "expires_at"})
 EDIT_FIELDS = frozenset({"content", "type", "category", "standing", "importance", "expires_at"})
+
+
+# A user's turn restates a memory when it is this close to it in the bundled model's space (the memory's
+# own turns are 0.65-0.8 from it, a turn naming the same thing in passing 0.45; someone else's fact of the
+# same words 0.56) and shares one of its search terms; at most this many of the turns found are looked at.
+# Set in that model's space only: with another embedding model a deletion takes what it names, no more.
+RESTATES_COSINE = 0.6
+RESTATEMENTS = 50
+
+
+def restates(memory: str, turn: str, cosine: float | None) -> bool:
+    """Whether ``turn`` says the fact ``memory`` says: close in meaning (``RESTATES_COSINE``) and naming a
+    word of it ("Shellfish gives me hives" restates "The user is allergic to shellfish"; "We had shellfish
+    pasta in Rome" and "I'm allergic to cats" do not)."""
+    return cosine is not None and cosine >= RESTATES_COSINE and not set(tokenize(memory)).isdisjoint(tokenize(turn))
+
+
+def finds_restatements(embedder_name: str) -> bool:
+    """Whether a deletion looks for what restates the memory: in the space ``RESTATES_COSINE`` was set in."""
+    return embedder_name == BUNDLED_NAME
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,7 @@ class MemoryAdmin:
         settle: Settle | None = None,
         scopes: ItemIndex | None = None,
         turns: SearchTurns | None = None,
+        restatements: bool = False,
     ) -> None:
         self.store = store
         self.embed = embed
@@ -89,6 +111,7 @@ class MemoryAdmin:
         self.settle = settle
         self.scopes = scopes
         self.turns = turns
+        self.restatements = restatements  # a deletion also takes what restates the memory (``restates``)
 
     async def items(self, tenant: str, user: str, *, include_inactive: bool = False) -> list[ItemRow]:
         return await self.store.items.all(tenant, user, include_inactive=include_inactive)
@@ -168,12 +191,40 @@ class MemoryAdmin:
         """Delete a memory; the turns it came from are never injected again, and ``purge`` deletes them.
 
         A memory that names no turn (a model's that gave none) was said in
-        the user's turns of its session most like it (``said_in``).
+        the user's turns of its session most like it (``said_in``). A fact is
+        said again in other words ("Shellfish gives me hives" after "I'm
+        allergic to shellfish") in turns no extraction tied to the memory:
+        the user's turns and memories that restate it (``restates``) go with
+        it, where ``restatements`` says (the bundled model's space) and the
+        turns can be searched (``turns``).
         """
         turns = await self._said_in(tenant, user, item_id)
+        also: list[int] = []
+        if self.restatements:
+            turns += await self._restated(tenant, user, item_id)
+            also = await self._restating_memories(tenant, user, item_id)
         return await self._forgetting(
-            lambda: self.store.forgetting.memory(tenant, user, item_id, purge=purge, turns=turns)
+            lambda: self.store.forgetting.memory(tenant, user, item_id, purge=purge, turns=turns, also=also)
         )
+
+    async def _restated(self, tenant: str, user: str, item_id: int) -> list[str]:
+        """The user's turns that say the memory ``item_id`` again (``restates``), where turns can be searched."""
+        row = (await self.store.items.get(tenant, user, [item_id])).get(item_id)
+        if row is None or self.turns is None:
+            return []
+        found = await self.turns(tenant, user, row.content, None, (0.6, 0.4), RESTATEMENTS)
+        return [t.fragment.hash for t in found
+                if t.fragment.role == "user" and restates(row.content, t.fragment.text, t.vector)]
+
+    async def _restating_memories(self, tenant: str, user: str, item_id: int) -> list[int]:
+        """The user's other active memories that say the memory ``item_id`` again (``restates``)."""
+        active = await self.store.items.active_with_vectors(tenant, user)
+        mine = [(r, v) for r, v in active if r.id == item_id]
+        if not mine:
+            return []
+        row, vector = mine[0]
+        return [r.id for r, v in active
+                if r.id != item_id and restates(row.content, r.content, float(np.dot(vector, v)))]
 
     async def _said_in(self, tenant: str, user: str, item_id: int) -> list[str]:
         row = (await self.store.items.get(tenant, user, [item_id])).get(item_id)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from ...memory.curation.memory_admin import MemoryAdmin
+from ...memory.curation.memory_admin import MemoryAdmin, finds_restatements
 from ...memory.curation.turn_search import turn_search
 from ...tenancy import Grant, Tenant
 from ..runtime import Runtime
@@ -45,7 +45,7 @@ def memory_admin(runtime: Runtime) -> MemoryAdmin:
     memory = runtime.memory.serving_layer()
     return MemoryAdmin(
         memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items,
-        turn_search(memory.fragments),
+        turn_search(memory.fragments), finds_restatements(memory.fragments.embedder.name),
     )
 
 

@@ -107,8 +107,8 @@ async def deleted_memory(
     forgot = await admin.forget_memory(tenant.id, user, item, purge=purge)
     if forgot is None:
         raise NotFound(f"No memory {str(item)!r} for user {user!r}.")
-    return {"id": item, "object": "paperclip.memory", "deleted": True, "turns": forgot.turns,
-            "purged": forgot.purged}
+    return {"id": item, "object": "paperclip.memory", "deleted": True, "memories": list(forgot.items),
+            "turns": forgot.turns, "purged": forgot.purged}
 
 
 async def memory_history(call: AdminCall) -> Response:

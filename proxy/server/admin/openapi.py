@@ -59,7 +59,7 @@ SCHEMAS: dict[str, Schema] = {
     "Added": _obj(["action", "item", "superseded"], action={"enum": ["added", "merged", "superseded"]},
                   item=_ref("Memory"), superseded={"type": "array", "items": _INT}),
     "Deleted": _obj(["id", "object", "deleted"], id=_INT, object=_STR, deleted={"const": True},
-                    turns=_INT, purged=_BOOL),
+                    memories={"type": "array", "items": _INT}, turns=_INT, purged=_BOOL),
     "Fragment": _obj(
         ["id", "object", "session", "role", "text", "position", "tokens", "created", "status"],
         id=_INT, object={"const": "paperclip.fragment"}, session=_STR, role=_STR, text=_STR, position=_INT,
@@ -175,7 +175,8 @@ PATHS: dict[str, Schema] = {
     "/users/{user}/memories/{item}": {
         "get": _op("One memory", "Memory", [_USER, _ITEM]),
         "patch": _op("Edit a memory (re-embedded)", "Memory", [_USER, _ITEM], "MemoryPatch"),
-        "delete": _op("Forget one memory; its source turns are never injected again", "Deleted",
+        "delete": _op("Forget one memory, and the user's memories and turns that say it again (`memories`: "
+                      "every memory deleted); its source turns are never injected again", "Deleted",
                       [_USER, _ITEM, _param("purge", doc="true: also delete its source turns from the store")]),
     },
     "/users/{user}/memories/{item}/history": {

@@ -23,20 +23,27 @@ class PgForgetStore:
         self.db = db
 
     async def memory(
-        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = ()
+        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = (),
+        also: Sequence[int] = (),
     ) -> Forgot | None:
-        """Delete the item, and hide (``purge``: delete) the turns it came from — those it names and
-        ``turns``; None: no such item."""
+        """Delete the item and the user's items ``also`` (the same fact said again), and hide (``purge``:
+        delete) the turns they came from — those they name and ``turns``; None: no such item."""
         async with self.db.transaction() as conn:
-            found = await rows_of(conn, f"SELECT fragment_hashes, content FROM items WHERE {WHO} AND id = %s",
-                                (tenant, user, item_id))
+            found = await rows_of(conn, f"SELECT id, fragment_hashes, content FROM items WHERE {WHO} AND id = %s",
+                                  (tenant, user, item_id))
             if not found:
                 return None
-            await conn.execute("DELETE FROM items WHERE id = %s", (item_id,))
-            said = await source_turns(conn, tenant, user, [*json.loads(found[0]["fragment_hashes"]), *turns])
+            others = await rows_of(
+                conn, f"SELECT id, fragment_hashes, content FROM items WHERE {WHO} AND id = ANY(%s)",
+                (tenant, user, [i for i in also if i != item_id]))
+            rows = [*found, *others]
+            gone = [int(r["id"]) for r in rows]
+            await conn.execute("DELETE FROM items WHERE id = ANY(%s)", (gone,))
+            named = [h for r in rows for h in json.loads(r["fragment_hashes"])]
+            said = await source_turns(conn, tenant, user, [*named, *turns])
             traces = 0
             if purge:
-                traces = await _purge(conn, tenant, user, said, also=[found[0]["content"]])
+                traces = await _purge(conn, tenant, user, said, also=[r["content"] for r in rows])
                 await _items_after(conn, tenant, user, {t["hash"] for t in said}, delete_drawn=False)
             else:
                 await conn.execute(
@@ -44,7 +51,7 @@ class PgForgetStore:
                     (ids_of(said),),
                 )
             await bump_generation(conn, tenant, user)
-        return Forgot((item_id,), len(said), purge, traces)
+        return Forgot(tuple(gone), len(said), purge, traces)
 
     async def fragment(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
         """Delete one fragment and the memories drawn only from it; None: no such fragment."""

@@ -23,11 +23,13 @@ class ForgetStore:
         self.db = db
 
     async def memory(
-        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = ()
+        self, tenant: str, user: str, item_id: int, *, purge: bool = False, turns: Sequence[str] = (),
+        also: Sequence[int] = (),
     ) -> Forgot | None:
-        """Delete the item, and hide (``purge``: delete) the turns it came from — those it names and
-        ``turns`` (hashes found for an item that names none); None: no such item."""
-        return await self.db.write(lambda c: _memory(c, tenant, user, item_id, purge, turns))
+        """Delete the item and the user's items ``also`` (the same fact said again), and hide (``purge``:
+        delete) the turns they came from — those they name and ``turns`` (hashes found for an item that
+        names none, turns that said it again); None: no such item."""
+        return await self.db.write(lambda c: _memory(c, tenant, user, item_id, purge, turns, also))
 
     async def fragment(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
         """Delete one fragment and the memories drawn only from it; None: no such fragment."""
@@ -40,7 +42,7 @@ class ForgetStore:
 
 
 def _memory(
-    c: Connection, tenant: str, user: str, item_id: int, purge: bool, more: Sequence[str]
+    c: Connection, tenant: str, user: str, item_id: int, purge: bool, more: Sequence[str], also: Sequence[int]
 ) -> Forgot | None:
     row = c.execute(
         "SELECT fragment_hashes, content FROM items WHERE tenant = ? AND user = ? AND id = ?",
@@ -48,16 +50,20 @@ def _memory(
     ).fetchone()
     if row is None:
         return None
-    _delete_items(c, [item_id])
-    turns = source_turns(c, tenant, user, [*json.loads(row[0]), *more])
+    others = rows_in(c, "SELECT id, fragment_hashes, content FROM items WHERE tenant = ? AND user = ? AND id IN",
+                     [i for i in also if i != item_id], (tenant, user))
+    gone = [item_id, *(int(r["id"]) for r in others)]
+    _delete_items(c, gone)
+    named = [h for r in (row, *others) for h in json.loads(r["fragment_hashes"])]
+    turns = source_turns(c, tenant, user, [*named, *more])
     traces = 0
     if purge:
-        traces = _purge(c, tenant, user, turns, also=[row[1]])
+        traces = _purge(c, tenant, user, turns, also=[row["content"], *(r["content"] for r in others)])
         _items_after(c, tenant, user, {t["hash"] for t in turns}, delete_drawn=False)
     else:
         rows_in(c, f"UPDATE fragments SET status = '{FORGOTTEN}' WHERE status = 'active' AND id IN", ids_of(turns))
     bump_generation(c, tenant, user)
-    return Forgot((item_id,), len(turns), purge, traces)
+    return Forgot(tuple(gone), len(turns), purge, traces)
 
 
 def _fragment(c: Connection, tenant: str, user: str, fragment_id: int) -> Forgot | None:
