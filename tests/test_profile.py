@@ -15,13 +15,15 @@ from proxy.memory.recall.cards import item_card, render_block, render_card
 from proxy.memory.recall.profile import (
     GUESSES_SHARE,
     ProfileMemo,
+    beyond,
     profile_of,
     select_profile,
     standing,
 )
 from proxy.tokens import TokenCounter
-from tests.admin_helpers import admin
+from tests.admin_helpers import admin, ask
 from tests.conftest import Proxy
+from tests.fake_upstream import FakeUpstream
 
 NOW = dt.datetime(2026, 11, 30, 12, tzinfo=dt.UTC)
 DAY = 86_400.0
@@ -85,6 +87,33 @@ def test_guesses_stay_beside_the_hits_only_in_the_room_they_leave() -> None:
     sure = profile.beside(room - profile.guessed + 1, room)
     assert sure.item_ids == {NAME.id} and sure.tokens == profile.tokens - profile.guessed
     assert [c.id for c in sure.cards] == [f"i{NAME.id}"]
+
+
+def test_standing_facts_past_the_budget_follow_the_hits_those_the_question_matches_first() -> None:
+    """A busy user's standing facts outgrow the profile: the rest take the room the hits leave, never a guess,
+    never a fact shown already, the question's best match first."""
+    guess = Item(10, "constraint", "user.allergies", "Shellfish gives me hives.", 0.9, "health", confidence=0.5)
+    facts = [VEGETARIAN, CAT, NAME, TEA, STAIRS, ZH, TRIP, PASSING, OLD, guess]
+    profile = select_profile(facts, NOW, COUNTER, 25)
+    assert len(profile.item_ids) == 1
+    everything = beyond(facts, profile, [], [], NOW, lambda card: True, 8)
+    assert [c.id for c in everything] == [f"i{f.id}" for f in standing(facts, NOW)
+                                         if f.id not in profile.item_ids and f is not guess]
+    asked = beyond(facts, profile, [item_card(NAME)], [TEA.id, TRIP.id, STAIRS.id], NOW, lambda card: True, 2)
+    assert [c.id for c in asked] == ["i4", "i5"]  # asked first; the trip does not stand; the name is shown
+    room = iter([True, False, True])
+    assert [c.id for c in beyond(facts, profile, [], [], NOW, lambda card: next(room, True), 8)][:2] == [
+        everything[0].id, everything[2].id]  # one that does not fit is skipped for the next
+
+
+@given(st.lists(st.sampled_from([VEGETARIAN, CAT, NAME, TEA, STAIRS, ZH, TRIP, PASSING, OLD]), unique=True),
+       st.integers(min_value=0, max_value=120), st.integers(min_value=0, max_value=8))
+def test_nothing_beyond_the_profile_is_in_it_or_past_the_slots(facts: list[Item], budget: int, slots: int) -> None:
+    profile = select_profile(facts, NOW, COUNTER, budget)
+    rest = beyond(facts, profile, [], [f.id for f in facts], NOW, lambda card: True, slots)
+    ids = {int(c.id[1:]) for c in rest}
+    assert len(rest) <= slots and not ids & profile.item_ids
+    assert ids <= {f.id for f in standing(facts, NOW)}
 
 
 def test_standing_facts_are_the_active_unexpired_items_the_schema_says_stand() -> None:
@@ -235,6 +264,41 @@ def test_the_profile_endpoint_shows_the_standing_facts_and_a_tenant_can_turn_the
         http.post("/paperclip/v1/users/ada/memories", json=body)
         got = http.get("/paperclip/v1/users/ada/profile").json()
         assert got["enabled"] is False and got["data"] == [] and got["block"] is None
+
+
+BUSY = [  # a model's facts, each in 20-30 words (three fill the default profile)
+    ("health", "The user is vegetarian and eats neither meat nor fish, so recipes and restaurants suggested to them "
+               "should be fully vegetarian."),
+    ("health", "The user has a serious peanut allergy; any food or snack suggested to them must contain no peanuts "
+               "or peanut traces at all."),
+    ("identity", "The user lives in Lyon, near the old town, which matters for local suggestions, day trips and "
+                 "anything that depends on where they are."),
+    ("identity", "The user works night shifts as a hospital nurse, so they sleep during the day and are free in the "
+                 "late afternoon."),
+    ("health", "The user uses a wheelchair and cannot manage stairs, so places and routes suggested to them need "
+               "step-free access throughout."),
+    ("preference", "The user dislikes phone calls and wants to be reached by email or text message for anything "
+                   "arranged on their behalf."),
+]
+
+
+def test_a_busy_users_standing_facts_past_the_budget_follow_the_profile_and_are_listed(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream,
+) -> None:
+    """Through real sockets: six standing facts of a model's length, a profile that holds fewer; a question
+    that names none of them gets every one, and the profile endpoint lists those past the budget as such."""
+    proxy = make_proxy()
+    with admin(proxy) as http:
+        for category, content in BUSY:
+            body = {"content": content, "type": "constraint", "category": category, "importance": 0.8}
+            assert http.post("/paperclip/v1/users/ada/memories", json=body).status_code == 201
+        got = http.get("/paperclip/v1/users/ada/profile").json()
+    within = [d["within_budget"] for d in got["data"]]
+    assert len(within) == len(BUSY) and 0 < within.count(True) < len(BUSY)
+    assert within == sorted(within, reverse=True)  # the profile's own first, then those past its budget
+    ask(proxy, "ada", "What's the capital of Australia?")
+    sent = upstream.chat_requests()[-1].body.decode()
+    assert all(content.split(",")[0] in sent for _, content in BUSY)
 
 
 def test_what_stands_is_the_users_to_change_by_hand(make_proxy: Callable[..., Proxy]) -> None:

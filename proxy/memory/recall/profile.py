@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ...config import Memory
 from ...tokens import TokenCounter
@@ -60,6 +60,9 @@ class Fact(ItemFacts, Protocol):
     def updated(self) -> float: ...
 
 
+F = TypeVar("F", bound=Fact)
+
+
 @dataclass(frozen=True)
 class Profile:
     """The cards to lead the block, and the items they came from (never injected again below)."""
@@ -82,12 +85,47 @@ class Profile:
 EMPTY = Profile((), frozenset(), 0)
 
 
+def left_out(facts: Iterable[F], profile: Profile, now: dt.datetime) -> list[F]:
+    """The standing facts past the profile's budget, best first; not guesses (``memory_schema.is_guess``): a
+    reading of a turn is not worth a place whatever the question."""
+    return [f for f in standing(facts, now) if f.id not in profile.item_ids and not is_guess(f.confidence)]
+
+
+def beyond(
+    facts: Iterable[Fact], profile: Profile, shown: Iterable[Card], asked: Sequence[int], now: dt.datetime,
+    fits: Callable[[Card], bool], slots: int,
+) -> list[Card]:
+    """The standing facts the profile's budget left out (``left_out``), for the room the question's hits leave.
+
+    A busy user's standing facts outgrow ``memory.profile_budget_tokens`` (a
+    model writes each in 20-50 words: three fill the default), and a question
+    that needs one of the others seldom names it ("a day trip this weekend"
+    for where the user lives): they follow the profile, those the question
+    matches best first (``asked``: item ids in the fusion's order), then the
+    rest best first, each while ``fits`` says the block has room for its
+    card, at most ``slots``, none shown already.
+    """
+    rest = {f.id: f for f in left_out(facts, profile, now)}
+    taken = {c.id for c in shown} | {c.text for c in profile.cards}
+    out: list[Card] = []
+    for fact_id in dict.fromkeys([*(i for i in asked if i in rest), *rest]):
+        if len(out) >= slots:
+            break
+        card = item_card(rest[fact_id])
+        if card.id in taken or card.text in taken:
+            continue
+        if fits(card):
+            out.append(card)
+            taken |= {card.id, card.text}
+    return out
+
+
 def group_of(fact: Fact) -> int:
     """Where a standing fact's card goes in the profile: its category's place in the schema."""
     return CATEGORIES.index(fact.category) if fact.category in CATEGORIES else len(CATEGORIES)
 
 
-def standing(facts: Iterable[Fact], now: dt.datetime) -> list[Fact]:
+def standing(facts: Iterable[F], now: dt.datetime) -> list[F]:
     """The standing facts among ``facts``, best first by importance × recency (ties: oldest id)."""
     live = [f for f in facts if f.standing and f.status == "active" and not is_expired(f.expires_at, now)]
     return sorted(live, key=lambda f: (-rank_key(f), f.id))

@@ -51,7 +51,7 @@ from ..search.item_index import ItemCandidates, ItemIndex, ItemScope, item_candi
 from ..search.scope_index import ScopeIndex
 from .cards import Card, card_cost, render_block
 from .packing import SCAN_LIMIT, select
-from .profile import Profile, profile_of
+from .profile import Profile, beyond, profile_of
 from .query import (
     Period,
     build_query,
@@ -66,7 +66,7 @@ from .query import (
     text_of,
 )
 from .query_rewrite import extended_query
-from .ranking import Hit, Hits, Key, boosts, candidates, rank, relevant
+from .ranking import Candidate, Hit, Hits, Key, boosts, candidates, rank, relevant
 from .rerank import Reranker, rerank
 from .speakers import Role, speaker_named
 
@@ -180,9 +180,11 @@ async def recall_for(
         c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
         if (c.item is None or c.item.id not in profile.item_ids) and not _held(c.fragment, request)
     ]
+    now = _moment(request.now)
     if not about_someone and not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
-        return Recall(query, hits, [*profile.cards], _block(profile.cards), focused)
+        shown = [*profile.cards, *_standing_beyond(item_scope, profile, [], cands, now, mem, counter)]
+        return Recall(query, hits, shown, _block(shown), focused)
     ranking = rank(cands, periods, SCAN_LIMIT, speaker)
     ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
@@ -194,8 +196,31 @@ async def recall_for(
         profile = profile.beside(sum(card_cost(c, counter) for c in cards), room)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
-    shown = [*profile.cards, *cards]
+    shown = [*profile.cards, *_standing_beyond(item_scope, profile, cards, cands, now, mem, counter), *cards]
     return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched)
+
+
+def _standing_beyond(
+    scope: ItemScope | None, profile: Profile, cards: Sequence[Card], cands: Sequence[Candidate], now: dt.datetime,
+    mem: Memory, counter: TokenCounter,
+) -> list[Card]:
+    """The standing facts past the profile's budget that fit what the block has left (``profile.beyond``):
+    shown after the profile's, before the hits."""
+    if scope is None or not mem.profile or len(scope.rows) <= len(profile.item_ids):
+        return []
+    shown = [*profile.cards, *cards]
+    used = counter.text(render_block(shown))
+
+    def fits(card: Card) -> bool:
+        nonlocal used
+        cost = card_cost(card, counter)
+        if used + cost > mem.budget_tokens:
+            return False
+        used += cost
+        return True
+
+    asked = [c.item.id for c in cands if c.item is not None]
+    return beyond(scope.rows, profile, cards, asked, now, fits, mem.top_k - len(cards))
 
 
 def _terms(focused: str, query: str) -> tuple[list[str], list[Period]]:

@@ -164,7 +164,9 @@ PATHS: dict[str, Schema] = {
     "/users": {"get": _op("Users of the tenant, with counts and last seen", "UserList", _PAGE)},
     "/users/{user}": {"delete": _op("Forget the user completely", "Forgotten", [_USER])},
     "/users/{user}/export": {"get": _op("Everything stored about the user", "Export", [_USER])},
-    "/users/{user}/profile": {"get": _op("The standing facts that lead every memory block", "Profile", [_USER])},
+    "/users/{user}/profile": {"get": _op("The standing facts that lead every memory block (`within_budget`: "
+                                         "false for those past `profile_budget_tokens`, which follow the profile "
+                                         "where the question's matches leave room)", "Profile", [_USER])},
     "/users/{user}/sessions": {"get": _op("The user's sessions, latest first", "UserSessionList",
                                           [_USER, *_PAGE])},
     "/users/{user}/memories": {
