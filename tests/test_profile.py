@@ -16,6 +16,7 @@ from proxy.memory.recall.profile import (
     GUESSES_SHARE,
     ProfileMemo,
     beyond,
+    left_out,
     profile_of,
     select_profile,
     standing,
@@ -96,13 +97,14 @@ def test_standing_facts_past_the_budget_follow_the_hits_those_the_question_match
     facts = [VEGETARIAN, CAT, NAME, TEA, STAIRS, ZH, TRIP, PASSING, OLD, guess]
     profile = select_profile(facts, NOW, COUNTER, 25)
     assert len(profile.item_ids) == 1
-    everything = beyond(facts, profile, [], [], NOW, lambda card: True, 8)
+    rest = left_out(facts, profile, NOW)
+    everything = beyond(rest, profile, [], [], lambda card: True, 8)
     assert [c.id for c in everything] == [f"i{f.id}" for f in standing(facts, NOW)
                                          if f.id not in profile.item_ids and f is not guess]
-    asked = beyond(facts, profile, [item_card(NAME)], [TEA.id, TRIP.id, STAIRS.id], NOW, lambda card: True, 2)
+    asked = beyond(rest, profile, [item_card(NAME)], [TEA.id, TRIP.id, STAIRS.id], lambda card: True, 2)
     assert [c.id for c in asked] == ["i4", "i5"]  # asked first; the trip does not stand; the name is shown
     room = iter([True, False, True])
-    assert [c.id for c in beyond(facts, profile, [], [], NOW, lambda card: next(room, True), 8)][:2] == [
+    assert [c.id for c in beyond(rest, profile, [], [], lambda card: next(room, True), 8)][:2] == [
         everything[0].id, everything[2].id]  # one that does not fit is skipped for the next
 
 
@@ -110,9 +112,9 @@ def test_standing_facts_past_the_budget_follow_the_hits_those_the_question_match
        st.integers(min_value=0, max_value=120), st.integers(min_value=0, max_value=8))
 def test_nothing_beyond_the_profile_is_in_it_or_past_the_slots(facts: list[Item], budget: int, slots: int) -> None:
     profile = select_profile(facts, NOW, COUNTER, budget)
-    rest = beyond(facts, profile, [], [f.id for f in facts], NOW, lambda card: True, slots)
-    ids = {int(c.id[1:]) for c in rest}
-    assert len(rest) <= slots and not ids & profile.item_ids
+    shown = beyond(left_out(facts, profile, NOW), profile, [], [f.id for f in facts], lambda card: True, slots)
+    ids = {int(c.id[1:]) for c in shown}
+    assert len(shown) <= slots and not ids & profile.item_ids
     assert ids <= {f.id for f in standing(facts, NOW)}
 
 

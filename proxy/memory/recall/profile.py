@@ -92,10 +92,11 @@ def left_out(facts: Iterable[F], profile: Profile, now: dt.datetime) -> list[F]:
 
 
 def beyond(
-    facts: Iterable[Fact], profile: Profile, shown: Iterable[Card], asked: Sequence[int], now: dt.datetime,
+    rest: Sequence[Fact], profile: Profile, shown: Iterable[Card], asked: Sequence[int],
     fits: Callable[[Card], bool], slots: int,
 ) -> list[Card]:
-    """The standing facts the profile's budget left out (``left_out``), for the room the question's hits leave.
+    """Of the standing facts the profile's budget left out (``rest``: ``left_out``'s), those for the room the
+    question's hits leave.
 
     A busy user's standing facts outgrow ``memory.profile_budget_tokens`` (a
     model writes each in 20-50 words: three fill the default), and a question
@@ -105,13 +106,13 @@ def beyond(
     rest best first, each while ``fits`` says the block has room for its
     card, at most ``slots``, none shown already.
     """
-    rest = {f.id: f for f in left_out(facts, profile, now)}
+    by_id = {f.id: f for f in rest}
     taken = {c.id for c in shown} | {c.text for c in profile.cards}
     out: list[Card] = []
-    for fact_id in dict.fromkeys([*(i for i in asked if i in rest), *rest]):
+    for fact_id in dict.fromkeys([*(i for i in asked if i in by_id), *by_id]):
         if len(out) >= slots:
             break
-        card = item_card(rest[fact_id])
+        card = item_card(by_id[fact_id])
         if card.id in taken or card.text in taken:
             continue
         if fits(card):
@@ -200,6 +201,7 @@ class ProfileMemo:
         self._profile = EMPTY
         self._since: dt.datetime | None = None
         self._until: dt.datetime | None = None
+        self._rest: list[Fact] | None = None
 
     def of(
         self, version: Hashable, facts: Sequence[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime
@@ -211,7 +213,14 @@ class ProfileMemo:
         self._profile = profile_of(facts, settings, counter, now)
         self._key = key
         self._since, self._until = _expiries_around(facts, now)
+        self._rest = None
         return self._profile
+
+    def left_out(self, facts: Sequence[Fact], now: dt.datetime) -> list[Fact]:
+        """``left_out(facts, profile, now)`` of the profile ``of`` last answered (the same ``facts``), once."""
+        if self._rest is None:
+            self._rest = left_out(facts, self._profile, now)
+        return self._rest
 
 
 def _between(now: dt.datetime, since: dt.datetime | None, until: dt.datetime | None) -> bool:

@@ -206,10 +206,10 @@ def _standing_beyond(
 ) -> list[Card]:
     """The standing facts past the profile's budget that fit what the block has left (``profile.beyond``):
     shown after the profile's, before the hits."""
-    if scope is None or not mem.profile or len(scope.rows) <= len(profile.item_ids):
+    rest = scope.profile.left_out(scope.rows, now) if scope is not None and mem.profile else []
+    if not rest or len(cards) >= mem.top_k:
         return []
-    shown = [*profile.cards, *cards]
-    used = counter.text(render_block(shown))
+    used = counter.text(render_block([*profile.cards, *cards]))
 
     def fits(card: Card) -> bool:
         nonlocal used
@@ -220,7 +220,7 @@ def _standing_beyond(
         return True
 
     asked = [c.item.id for c in cands if c.item is not None]
-    return beyond(scope.rows, profile, cards, asked, now, fits, mem.top_k - len(cards))
+    return beyond(rest, profile, cards, asked, fits, mem.top_k - len(cards))
 
 
 def _terms(focused: str, query: str) -> tuple[list[str], list[Period]]:
