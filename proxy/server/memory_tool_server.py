@@ -110,7 +110,8 @@ def _register(server: MCPServer[Any], rt: Runtime) -> None:
         return await answer(ctx, user, lambda admin, tenant, who: memory_page(
             admin, tenant, who, page_ask({"limit": str(limit), "after": cursor})))
 
-    @tool(description="Forget one memory of the user, by its id: it is never recalled again.")
+    @tool(description="Forget one memory of the user, by its id, with the memories and turns that say it again: "
+                      "none of it is recalled again.")
     async def forget_memory(id: int, ctx: Context, user: str | None = None) -> CallToolResult:
         return await answer(ctx, user, lambda admin, tenant, who: deleted_memory(admin, tenant, who, id))
 
