@@ -299,7 +299,7 @@ class Memory(Section):
     top_k: Positive = Field(default=8, description="At most this many cards are injected (8 measured best on LoCoMo).")
     budget_tokens: Positive = Field(default=800, description="The memory block's tokens, the profile included.")
     profile: bool = Field(default=True, description="The user's standing facts lead the block on every request.")
-    profile_budget_tokens: Positive = Field(default=150, description="The profile's tokens, counted inside `budget_tokens`.")
+    profile_budget_tokens: Positive = Field(default=150, description="The profile's tokens, counted inside `budget_tokens`; standing facts past it follow in the room the hits leave.")
     vector_weight: Fraction = Field(default=0.6, description="The normalised vector similarity's weight in the hybrid score.")
     bm25_weight: Fraction = Field(default=0.4, description="The normalised BM25 score's weight in the hybrid score.")
     position: Literal["last_user", "system_tail", "system_head"] = Field(
