@@ -17,6 +17,7 @@ from proxy.memory.recall.profile import (
     ProfileMemo,
     beyond,
     left_out,
+    listing,
     profile_of,
     select_profile,
     standing,
@@ -116,6 +117,16 @@ def test_nothing_beyond_the_profile_is_in_it_or_past_the_slots(facts: list[Item]
     ids = {int(c.id[1:]) for c in shown}
     assert len(shown) <= slots and not ids & profile.item_ids
     assert ids <= {f.id for f in standing(facts, NOW)}
+
+
+def test_the_listing_shows_the_profile_then_the_facts_past_its_budget_and_none_when_it_is_off() -> None:
+    facts = [VEGETARIAN, CAT, NAME, TEA, STAIRS, ZH, TRIP, PASSING, OLD]
+    small = MEMORY.model_copy(update={"profile_budget_tokens": 25})
+    profile, listed = listing(facts, small, COUNTER, NOW)
+    assert [(c.id, within) for _, c, within in listed] == [
+        *((c.id, True) for c in profile.cards), *((f"i{f.id}", False) for f in left_out(facts, profile, NOW))]
+    assert all(c.id == f"i{f.id}" for f, c, _ in listed) and len(listed) == len(standing(facts, NOW))
+    assert listing(facts, small.model_copy(update={"profile": False}), COUNTER, NOW)[1] == []
 
 
 def test_standing_facts_are_the_active_unexpired_items_the_schema_says_stand() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from ...memory.curation.memory_admin import MemoryAdmin
-from ...memory.recall.cards import item_card, render_block, render_card
-from ...memory.recall.profile import left_out, profile_of
+from ...memory.recall.cards import render_block, render_card
+from ...memory.recall.profile import listing
 from ...tenancy import Tenant
 from ...tokens import TokenCounter
 from .admin_call import AdminCall
@@ -45,13 +45,8 @@ async def user_profile(admin: MemoryAdmin, tenant: Tenant, user: str) -> dict[st
     What ``GET .../profile`` answers, and the MCP tool ``get_profile``.
     """
     mem = tenant.settings.memory
-    rows = {r.id: r for r in await admin.items(tenant.id, user)}
-    now = dt.datetime.now(dt.UTC)
-    profile = profile_of(rows.values(), mem, TokenCounter(), now)
-    data = [{**rows[int(c.id[1:])].public(), "card": render_card(c), "within_budget": True} for c in profile.cards]
-    if mem.profile:  # past the budget: after the profile, in the room the question's hits leave
-        data += [{**f.public(), "card": render_card(item_card(f)), "within_budget": False}
-                 for f in left_out(rows.values(), profile, now)]
+    profile, listed = listing(await admin.items(tenant.id, user), mem, TokenCounter(), dt.datetime.now(dt.UTC))
+    data = [{**f.public(), "card": render_card(c), "within_budget": within} for f, c, within in listed]
     return {
         "object": "paperclip.profile", "user": user, "enabled": mem.profile,
         "budget_tokens": mem.profile_budget_tokens, "tokens": profile.tokens, "data": data,

@@ -12,7 +12,7 @@ from starlette.responses import Response
 from ...errors import BadRequest, NotFound
 from ...memory.curation.memory_admin import MemoryAdmin
 from ...memory.memory_schema import TYPES
-from ...memory.recall.profile import left_out, profile_of
+from ...memory.recall.profile import listing
 from ...store.records import StoredFragment
 from ...tokens import TokenCounter
 from ..admin.admin_call import memory_admin
@@ -139,12 +139,9 @@ async def trace_page(page: Page) -> Response:
 
 async def _profile(page: Page, admin: MemoryAdmin, user: str) -> list[dict[str, Any]]:
     """The standing facts that lead the user's memory block, as the next request would get them."""
-    rows = {r.id: r for r in await admin.items(page.tenant, user)}
     mem = page.grant.tenant.settings.memory
-    now = dt.datetime.now(dt.UTC)
-    profile = profile_of(rows.values(), mem, TokenCounter(), now)
-    head = [{**rows[int(c.id[1:])].public(), "within_budget": True} for c in profile.cards]
-    return head + [{**f.public(), "within_budget": False} for f in left_out(rows.values(), profile, now)]
+    _, listed = listing(await admin.items(page.tenant, user), mem, TokenCounter(), dt.datetime.now(dt.UTC))
+    return [{**f.public(), "within_budget": within} for f, _, within in listed]
 
 
 def _admin(page: Page) -> MemoryAdmin:
