@@ -198,40 +198,29 @@ class MemoryAdmin:
         it, where ``restatements`` says (the bundled model's space) and the
         turns can be searched (``turns``).
         """
-        turns = await self._said_in(tenant, user, item_id)
+        row = (await self.store.items.get(tenant, user, [item_id])).get(item_id)
+        turns: list[str] = []
         also: list[int] = []
-        if self.restatements:
-            turns += await self._restated(tenant, user, item_id)
-            also = await self._restating_memories(tenant, user, item_id)
+        if row is not None:  # else the store answers None, once what is pending has landed
+            looks = self.restatements or (not row.fragment_hashes and row.session is not None)
+            active = await self.store.items.active_with_vectors(tenant, user) if looks else []
+            vector = next((v for r, v in active if r.id == item_id), None)
+            if vector is not None:
+                turns = await said_in(self.store.fragments, tenant, user, row, vector)
+            if self.restatements:
+                turns += await self._restated(tenant, user, row.content)
+                also = [r.id for r, v in active if vector is not None and r.id != item_id
+                        and restates(row.content, r.content, float(np.dot(vector, v)))]
         return await self._forgetting(
             lambda: self.store.forgetting.memory(tenant, user, item_id, purge=purge, turns=turns, also=also)
         )
 
-    async def _restated(self, tenant: str, user: str, item_id: int) -> list[str]:
-        """The user's turns that say the memory ``item_id`` again (``restates``), where turns can be searched."""
-        row = (await self.store.items.get(tenant, user, [item_id])).get(item_id)
-        if row is None or self.turns is None:
+    async def _restated(self, tenant: str, user: str, content: str) -> list[str]:
+        """The user's turns that say the memory of ``content`` again (``restates``), where turns can be searched."""
+        if self.turns is None:
             return []
-        found = await self.turns(tenant, user, row.content, None, (0.6, 0.4), RESTATEMENTS)
-        return [t.fragment.hash for t in found
-                if t.fragment.role == "user" and restates(row.content, t.fragment.text, t.vector)]
-
-    async def _restating_memories(self, tenant: str, user: str, item_id: int) -> list[int]:
-        """The user's other active memories that say the memory ``item_id`` again (``restates``)."""
-        active = await self.store.items.active_with_vectors(tenant, user)
-        mine = [(r, v) for r, v in active if r.id == item_id]
-        if not mine:
-            return []
-        row, vector = mine[0]
-        return [r.id for r, v in active
-                if r.id != item_id and restates(row.content, r.content, float(np.dot(vector, v)))]
-
-    async def _said_in(self, tenant: str, user: str, item_id: int) -> list[str]:
-        row = (await self.store.items.get(tenant, user, [item_id])).get(item_id)
-        if row is None or row.fragment_hashes or row.session is None:
-            return []
-        vectors = {r.id: v for r, v in await self.store.items.active_with_vectors(tenant, user)}
-        return await said_in(self.store.fragments, tenant, user, row, vectors[item_id]) if item_id in vectors else []
+        found = await self.turns(tenant, user, content, None, (0.6, 0.4), RESTATEMENTS)
+        return [t.fragment.hash for t in found if t.fragment.role == "user" and restates(content, t.fragment.text, t.vector)]
 
     async def forget_turn(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
         """Delete one raw turn, and the memories drawn only from it; None: no such turn."""
