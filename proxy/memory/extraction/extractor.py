@@ -4,7 +4,8 @@ Extraction runs every ``memory.extract_every_messages`` new messages of a
 session and on every compression, through the compression model with
 ``prompts/extract.md``; output that cannot be repaired into items falls back
 to the rule-based extractor, and what no rule read to ``meaning`` (where the
-memory layer gives a reader: the bundled model's space). The batch's own repeats are folded
+memory layer gives a reader: the bundled model's space) and, in Chinese, to
+``chinese_statements``. The batch's own repeats are folded
 (``reconcile``); each new item close to an existing one is judged with it by
 the compression model in one call (``prompts/reconcile.md``: merge, supersede
 or add), the rules (``lifecycle.decide``) standing in for what it does not
@@ -32,6 +33,7 @@ from ..lifecycle import Decision, ExistingItem
 from ..memory_schema import MemoryItem, example_reply, is_guess, prompt_fields, response_format
 from ..recall.query import fragment_hash
 from ..redaction import redact
+from . import chinese_statements
 from .item_parser import parse_items, transcript_for_extraction
 from .meaning import MeaningReader
 from .reconcile import (
@@ -159,6 +161,10 @@ class Extractor:
             by_meaning = await self.meaning.read([*unread, *unread_latest])
             self.metrics.memories_extracted.labels("meaning").inc(len(by_meaning))
             found += by_meaning
+        if unread or unread_latest:
+            said_in_chinese = chinese_statements.read([*unread, *unread_latest])
+            self.metrics.memories_extracted.labels("chinese").inc(len(said_in_chinese))
+            found += said_in_chinese
         if not found:
             return 0
         batch = fold_batch(found, list(await self.embed([i.content for i in found])), dedup_cosine)

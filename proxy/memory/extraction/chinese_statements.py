@@ -1,0 +1,92 @@
+"""What a user says of themself in Chinese, kept whole as a guess when no model extracts.
+
+The reader by meaning (``meaning.py``) places an English sentence by its
+nearness to labelled examples; the bundled model does not read Chinese, so
+a Chinese sentence no rule read ("我们家在成都的高新区", "每天早上一片氨氯地平")
+was lost when the model was off or its reply unusable. This reader keeps such
+a sentence whole, in the user's words, as a standing guess about the user
+(``memory_schema.is_guess``: the profile gives guesses a bounded share of its
+room, below any fact read by its words), when it reads as a statement of the
+user's own lasting state:
+
+- a first person speaks in it ("我", "我们", "我家", "咱"), and not only as the
+  owner of someone else ("我儿子", "我们公司": ``_SOMEONE_ELSE``);
+- it is short (``MIN_HAN`` to ``MAX_HAN`` Chinese characters) and states:
+  not a question, not a request or a word to the assistant ("你", "请",
+  "帮我"), not an opinion or a reply ("我觉得", "我明白"), not a wish or a plan
+  ("我想", "打算"; "不想" states a preference and stays), nor a reminder asked
+  for ("提醒我");
+- it stands: not said of a time that ends soon ("今天", "这几天": ``for_now``)
+  nor of one moment past or to come ("昨天", "刚才", "下周"), unless it says how things always are
+  ("每天", "平时", "一直"); not supposed ("如果……就好了": ``supposed``).
+
+Which slot it fills is not read (that needs the model), so it is filed under
+a key of many values (``KEY``, category ``other``): one guess never replaces
+another, and any value a rule or the model reads stands beside it. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..memory_schema import TYPE_OF_CATEGORY, USER, MemoryItem
+from .rule_patterns import chinese, for_now, supposed
+from .rules import Said
+
+KEY = "user.statements"
+IMPORTANCE = 0.5  # as the reader by meaning: below a rule's reading
+CONFIDENCE = 0.5  # a guess
+MIN_HAN = 5
+MAX_HAN = 40
+
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+_SPEAKER = re.compile(r"我|咱")
+# Someone else a first person only owns: kin, partners, friends, the people of one's work or home, and
+# bodies of people (a workplace, a school, a team).
+_SOMEONE_ELSE = re.compile(
+    r"(?:我们|我|咱们|咱)(?:的)?(?:家)?(?:儿子|女儿|孩子|小孩|宝宝|老公|老婆|丈夫|妻子|爱人|对象|男朋友|女朋友|男友|女友"
+    r"|妈妈|妈|爸爸|爸|父亲|母亲|父母|爹|娘|哥哥|哥|姐姐|姐|弟弟|弟|妹妹|妹|爷爷|奶奶|外公|外婆|姥姥|姥爷|公公|婆婆"
+    r"|岳父|岳母|亲戚|朋友|闺蜜|同事|同学|室友|邻居|老板|领导|上司|经理|老师|医生|客户"
+    r"|公司|单位|办公室|团队|部门|学校|班|楼)"
+)
+_ASKED = re.compile(r"[？?]\s*$|[吗呢吧嘛]\s*[。！!]?\s*$|什么|怎么|为什么|哪|多少|是不是|能不能|可不可以|要不要|有没有")
+_TO_THE_ASSISTANT = re.compile(r"你|您|请|帮我|给我|推荐|告诉我|提醒|麻烦|谢谢|多谢|感谢")
+_NO_STATEMENT = re.compile(r"我(?:觉得|认为|感觉|明白|知道了|懂了|同意|看看|试试|问一下|问问|记得你)")
+_WISHED = re.compile(r"(?<!不)(?:想|希望|打算|准备|计划|要去)")
+# One moment, past or to come.
+_ONE_MOMENT = re.compile(r"昨天|昨晚|前天|刚才|刚刚|上周|上个星期|那天|这会儿|此刻|正在|明天|后天|下周|下个星期|下个月")
+_ALWAYS = re.compile(r"每天|每周|每次|每个|平时|一直|从小|总是|经常|向来|从来|一向|长期|常年|多年|都是")
+
+
+def statement(sentence: str) -> bool:
+    """Whether ``sentence``, in Chinese, states a lasting fact of its speaker's (the module's rules)."""
+    text = sentence.strip()
+    if not chinese(text) or not MIN_HAN <= len(_HAN.findall(text)) <= MAX_HAN:
+        return False
+    speaks = [m.start() for m in _SPEAKER.finditer(text)]
+    owned = {m.start() for m in _SOMEONE_ELSE.finditer(text)}
+    if not any(at not in owned for at in speaks):
+        return False
+    if _ASKED.search(text) or _TO_THE_ASSISTANT.search(text) or _NO_STATEMENT.search(text) or _WISHED.search(text):
+        return False
+    if supposed(text, 0):
+        return False
+    always = _ALWAYS.search(text) is not None
+    return always or not (for_now(text) or _ONE_MOMENT.search(text))
+
+
+def read(unread: Sequence[Said]) -> list[MemoryItem]:
+    """The guesses ``unread``'s Chinese statements make, in order, one per sentence said once."""
+    items: list[MemoryItem] = []
+    seen: set[str] = set()
+    for index, sentence in unread:
+        text = sentence.strip()
+        if text in seen or not statement(text):
+            continue
+        seen.add(text)
+        items.append(MemoryItem(
+            type=TYPE_OF_CATEGORY["other"], category="other", standing=True, content=text, key=KEY, about=USER,
+            importance=IMPORTANCE, confidence=CONFIDENCE, source="user-stated", turns=(index,),
+        ))
+    return items

@@ -1,0 +1,84 @@
+"""A user's statements of themself in Chinese, kept as guesses where the rules stand in
+(``memory/extraction/chinese_statements.py``).
+
+The reading is pure; then through the proxy on real sockets, with a compression
+model whose replies are never JSON (the fake upstream's): a lasting fact said
+in Chinese in words no rule reads reaches a fresh chat, and a moment does not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.memory.extraction import chinese_statements
+from proxy.memory.memory_schema import is_guess
+from tests.admin_helpers import admin, ask, teach
+from tests.conftest import Proxy
+from tests.fake_upstream import FakeUpstream
+
+
+@pytest.mark.parametrize("said", [
+    "我老家在云南大理，现在也住那边。",
+    "我从小就对猫毛敏感，一靠近就打喷嚏。",
+    "我们一家人都不吃牛肉。",
+    "我每周三晚上都去游泳。",
+    "我在一家医院做药剂师。",
+    "我不想吃太油的东西，胃不好。",
+])
+def test_a_users_lasting_statement_of_themself_is_read(said: str) -> None:
+    assert chinese_statements.statement(said)
+
+
+@pytest.mark.parametrize("said", [
+    "我今天有点头晕。",  # for now
+    "我昨天去看了一场电影。",  # one moment past
+    "我下周要去上海开会。",  # one to come
+    "我想学弹吉他。",  # a wish
+    "我觉得这个方案更好。",  # an opinion
+    "你能帮我查一下航班吗？",  # a request
+    "我应该带几件外套？",  # a question
+    "提醒我周五交房租。",  # a reminder asked for
+    "我妈妈对花粉过敏。",  # someone else's fact
+    "我们公司搬到了十楼。",  # a workplace's
+    "如果我住在海边就好了。",  # supposed
+    "谢谢，我明白了。",  # a reply
+    "好的。",  # too short, no speaker
+    "I live in Leeds.",  # English: the reader by meaning's
+])
+def test_what_is_not_the_users_lasting_statement_is_not_read(said: str) -> None:
+    assert not chinese_statements.statement(said)
+
+
+def test_every_reading_is_a_standing_guess_about_the_user_under_a_key_of_many_values() -> None:
+    items = chinese_statements.read([(0, "我们一家人都不吃牛肉。"), (2, "我在一家医院做药剂师。"),
+                                     (4, "我们一家人都不吃牛肉。"), (6, "我今天有点头晕。")])
+    assert [(i.content, i.turns) for i in items] == [("我们一家人都不吃牛肉。", (0,)), ("我在一家医院做药剂师。", (2,))]
+    assert all(i.standing and is_guess(i.confidence) and i.about_user and i.key == chinese_statements.KEY
+               for i in items)
+
+
+@given(st.text(alphabet="abcdefghij klmnopqrstuvwxyz,.!?'", max_size=80))
+def test_text_without_chinese_is_never_read(text: str) -> None:
+    assert not chinese_statements.statement(text)
+    assert chinese_statements.read([(0, text)]) == []
+
+
+def test_through_the_proxy_a_chinese_fact_no_rule_reads_reaches_a_fresh_chat_and_a_moment_does_not(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """Real sockets, the hashing embedder (no reader by meaning), a compression model that never answers JSON."""
+    proxy = make_proxy()
+    lasting, moment = "我老家在云南大理，现在也住那边。", "我今天有点头晕。"
+    teach(proxy, "mei", lasting)
+    teach(proxy, "mei", moment)
+    ask(proxy, "mei", "周末去哪儿玩比较好？")
+    forwarded = upstream.chat_requests()[-1].body.decode("utf-8")
+    with admin(proxy) as http:
+        profile = json.dumps(http.get("/paperclip/v1/users/mei/profile").json(), ensure_ascii=False)
+    assert lasting in json.loads(forwarded)["messages"][-1]["content"] and lasting in profile
+    assert moment not in profile
