@@ -11,6 +11,7 @@ from typing import Any
 import openai
 import pytest
 
+from tests.admin_helpers import QUESTION, teach
 from tests.conftest import PROXY_KEY, UPSTREAM_KEY, Direct, Proxy, base_config
 from tests.fake_upstream import FakeUpstream, Seen, chunk, sse, stream_response
 
@@ -126,6 +127,22 @@ def test_default_mode_forwards_equal_values(proxy: Proxy, upstream: FakeUpstream
         r = http.post("/v1/chat/completions", content=raw_body(), headers={"content-type": "application/json"})
     assert r.status_code == 200
     assert last_chat(upstream).json() == json.loads(raw_body())
+
+
+def test_default_mode_forwards_numbers_json_loads_reads_past_json_as_they_came(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    """A body the memory layer changes (the user's profile is injected) is written again: a NaN stays one."""
+    teach(proxy, "nan-user")
+    raw = (b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "' + QUESTION.encode()
+           + b'"}], "x_nan": NaN, "x_inf": -1e999}')
+    with proxy.http() as http:
+        r = http.post("/v1/chat/completions", content=raw,
+                      headers={"content-type": "application/json", "x-paperclip-user": "nan-user"})
+    assert r.status_code == 200
+    seen = last_chat(upstream).body
+    assert "Zorblax" in json.loads(seen)["messages"][-1]["content"]  # changed, so written again
+    assert b'"x_nan":NaN' in seen and b'"x_inf":-Infinity' in seen
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])

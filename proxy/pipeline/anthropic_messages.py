@@ -33,6 +33,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import json_bytes
 from ..context.planner import BINDS_PREVIOUS
 from ..memory.recall.query import latest_user_index
 from ..sse import json_events
@@ -178,7 +179,7 @@ def _system_blocks(system: Any) -> list[Any]:
 
 
 def render(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return json_bytes.dumps(body)
 
 
 # --- replies ----------------------------------------------------------------------

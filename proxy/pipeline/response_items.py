@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import json_bytes
 from ..memory.recall.query import latest_user_index, text_of
 from ..sse import json_events
 from .shaped_body import ShapedBody
@@ -128,7 +129,7 @@ def _input_part(part: Any) -> Any:
 
 
 def render(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return json_bytes.dumps(body)
 
 
 # --- replies ----------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -14,6 +13,7 @@ from typing import Any, TypeVar
 import httpx
 from starlette.types import Receive, Scope, Send
 
+from .. import json_bytes
 from ..content_coding import decode
 from ..errors import (
     BadRequest,
@@ -280,7 +280,7 @@ def rebuild_body(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
     """The client's body with only ``messages`` replaced: key order, nulls and unknown fields kept."""
     out = dict(body)
     out["messages"] = messages
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
+    return json_bytes.dumps(out)
 
 
 def decode_request_body(raw: bytes, encoding: str | None, limit: int) -> bytes:

@@ -15,7 +15,8 @@ holding a run of ``LONG_DIGITS`` digits anywhere goes to ``json.loads``, and
 so does every body orjson refuses (NaN and Infinity, numbers out of a
 float's range, UTF-16/32 or a BOM, surrogates, nesting past its own limit,
 bad JSON): what is accepted, the values and the error messages are
-``json.loads``'s. A body orjson read holds no lone surrogate (it refuses
+``json.loads``'s (a float that is not finite is read as a ``json_bytes.NonFinite``,
+so that it is written back as it came). A body orjson read holds no lone surrogate (it refuses
 them), so only its nesting is left to check.
 
 Large bodies are parsed on a worker thread, so the event loop keeps serving.
@@ -31,6 +32,7 @@ import orjson
 
 from ..errors import BadRequest
 from ..hashing import LONE_SURROGATE
+from ..json_bytes import non_finite_constant, parsed_float
 from ..offload import off_loop
 
 MAX_DEPTH = 128
@@ -59,7 +61,7 @@ def loads(raw: bytes) -> Any:
             raise BadRequest(f"The JSON body is nested too deeply (at most {MAX_DEPTH} levels).")
         return value
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=non_finite_constant, parse_float=parsed_float)
     except RecursionError as exc:
         raise BadRequest(f"The JSON body is nested too deeply (at most {MAX_DEPTH} levels).") from exc
     except (UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or an integer too long
