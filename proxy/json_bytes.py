@@ -2,7 +2,7 @@
 
 A body the pipeline changed is serialised again before it is forwarded: on a
 chat of a few hundred messages ``json.dumps`` cost a few percent of a
-request's CPU, orjson about a fifth of that. orjson's bytes hold the same
+request's CPU (0.41 ms for 901 messages, 77 KB), orjson a twentieth of that. orjson's bytes hold the same
 values as ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``'s
 (a float may be spelled otherwise, ``0.00001`` for ``1e-05``), except where
 it refuses the value — an integer past 64 bits, a lone surrogate, a type of
