@@ -122,7 +122,8 @@ def test_a_later_statement_of_the_same_batch_settles_an_earlier_one() -> None:
                         turns=(3,))
     again = MemoryItem(type="preference", content="The user cycles to work now.", key="user.bike", turns=(5,))
     office = stored("7", "The user's office is in Leeds.", "user.office", at_cosine(0.65))
-    batch = Batch((drives, cycles, again), (BASE, at_cosine(0.5), at_cosine(0.55)), dropped_turns=(0,))
+    batch = Batch((drives, cycles, again), (BASE, at_cosine(0.5), at_cosine(0.55)),
+                  replaced=(((0,), "The user walks to work.", drives.content),))
     pairs = close_pairs(batch, [office])
     assert [(p.new, p.old.id) for p in pairs] == [
         (0, "7"), (1, "7"), (1, "batch-0"), (2, "batch-1"), (2, "7"), (2, "batch-0")]

@@ -63,16 +63,19 @@ class Pair:
 class Batch:
     """An extraction batch with its own duplicates folded in.
 
-    ``dropped_turns``: the turns of items a later item of the same batch
-    replaced — their fragments say a value that is no longer true;
-    ``replaced``: each such replacement, as (the turns it hides, the old
-    value's content, the new value's), for the replies that repeat it.
+    ``replaced``: each replacement of an item by a later one of the same
+    batch that hides turns, as (the turns it hides, the old value's content,
+    the new value's), for the replies that repeat it; ``dropped_turns``: all
+    those turns — their fragments say a value that is no longer true.
     """
 
     items: tuple[MemoryItem, ...]
     vectors: tuple[Vector, ...]
-    dropped_turns: tuple[int, ...] = ()
     replaced: tuple[tuple[tuple[int, ...], str, str], ...] = ()
+
+    @property
+    def dropped_turns(self) -> tuple[int, ...]:
+        return tuple(sorted({turn for hidden, _, _ in self.replaced for turn in hidden}))
 
 
 def fold_batch(items: Sequence[MemoryItem], vectors: Sequence[Vector], dedup_cosine: float) -> Batch:
@@ -82,7 +85,6 @@ def fold_batch(items: Sequence[MemoryItem], vectors: Sequence[Vector], dedup_cos
     slot is the user's latest word; the same rules as between batches decide.
     """
     kept: list[tuple[MemoryItem, Vector]] = []
-    dropped: set[int] = set()
     replaced: list[tuple[tuple[int, ...], str, str]] = []
     for item, vector in zip(items, vectors, strict=True):
         known = [ExistingItem(str(i), k.key, k.content, v, about=k.about) for i, (k, v) in enumerate(kept)]
@@ -93,10 +95,10 @@ def fold_batch(items: Sequence[MemoryItem], vectors: Sequence[Vector], dedup_cos
             kept[targets[0]] = (_joined(first, item), first_vector)
             continue
         for t in targets:
-            dropped |= _hide(kept[t][0], item, replaced)
+            _hide(kept[t][0], item, replaced)
         kept = [k for i, k in enumerate(kept) if i not in targets]
         kept.append((item, vector))
-    return Batch(tuple(k for k, _ in kept), tuple(v for _, v in kept), tuple(sorted(dropped)), tuple(replaced))
+    return Batch(tuple(k for k, _ in kept), tuple(v for _, v in kept), tuple(replaced))
 
 
 def _joined(first: MemoryItem, again: MemoryItem) -> MemoryItem:
@@ -117,12 +119,11 @@ def slot_family(key: str) -> str | None:
     return ".".join(parts[:3]) if len(parts) >= 3 else None
 
 
-def _hide(old: MemoryItem, by: MemoryItem, replaced: list[tuple[tuple[int, ...], str, str]]) -> set[int]:
-    """The turns ``by`` replacing ``old`` hides (``_hidden_turns``), noted in ``replaced`` with both values."""
+def _hide(old: MemoryItem, by: MemoryItem, replaced: list[tuple[tuple[int, ...], str, str]]) -> None:
+    """Note in ``replaced`` the turns ``by`` replacing ``old`` hides (``_hidden_turns``), with both values."""
     hidden = _hidden_turns(old, by)
     if hidden:
         replaced.append((tuple(sorted(hidden)), old.content, by.content))
-    return hidden
 
 
 def _hidden_turns(replaced: MemoryItem, by: MemoryItem) -> set[int]:
@@ -199,7 +200,6 @@ def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> 
     """
     items = list(batch.items)
     heir: dict[int, int] = {}  # an item gone -> the item that took its place
-    dropped = set(batch.dropped_turns)
     replaced = list(batch.replaced)
     for p, verdict in zip(pairs, verdicts, strict=True):
         m = p.earlier
@@ -207,7 +207,7 @@ def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> 
             continue
         if verdict == "supersede":
             heir[m] = p.new
-            dropped |= _hide(items[m], items[p.new], replaced)
+            _hide(items[m], items[p.new], replaced)
             if stands_in_place(items[p.new], items[m].standing):
                 items[p.new] = items[p.new].model_copy(update={"standing": True})
         elif verdict == "merge":
@@ -231,8 +231,7 @@ def settle(batch: Batch, pairs: Sequence[Pair], verdicts: Sequence[Verdict]) -> 
         slot = (index[n], p.old.id)
         if slot not in kept or verdict == "supersede":
             kept[slot] = (dataclasses.replace(p, new=index[n]), verdict)
-    settled = Batch(tuple(items[n] for n in left), tuple(batch.vectors[n] for n in left), tuple(sorted(dropped)),
-                    tuple(replaced))
+    settled = Batch(tuple(items[n] for n in left), tuple(batch.vectors[n] for n in left), tuple(replaced))
     return settled, [p for p, _ in kept.values()], [v for _, v in kept.values()]
 
 
