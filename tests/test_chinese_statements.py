@@ -62,6 +62,38 @@ def test_every_reading_is_a_standing_guess_about_the_user_under_a_key_of_many_va
                for i in items)
 
 
+# Chinese drops the subject a listener knows: a sentence that opens on how often or how long something is so
+# ("每天", "平时", "从小") and names no one is the speaker's habit or lasting state.
+@pytest.mark.parametrize("said", [
+    "每天早上都要跑五公里。",
+    "平时不太吃辣，胃受不了。",
+    "从小就对青霉素过敏。",
+    "周末一般都在家带孩子做饭。",
+    "经常加班到晚上十点以后。",
+    "从来不喝含酒精的饮料。",
+    "每个月房租占了工资的一半。",
+    "工作日都是坐地铁上下班。",
+])
+def test_a_lasting_statement_without_its_subject_is_read_as_the_speakers(said: str) -> None:
+    assert chinese_statements.statement(said)
+
+
+@pytest.mark.parametrize("said", [
+    "每天都在下雨，烦死了。",  # the weather
+    "经常有人问这个问题。",  # someone else
+    "平时这条街人很多。",  # a place
+    "每次都这样，真没办法。",  # a complaint of the moment
+    "总是连不上网，怎么回事？",  # a question
+    "一直没收到快递。",  # what has not happened yet: no habit
+    "每天他都送孩子上学。",  # someone else's habit
+    "平时你都几点睡？",  # a question to the assistant
+    "每天喝多少水比较好？",  # a question
+    "经常听说这家店不错。",  # hearsay about a shop
+])
+def test_a_subjectless_sentence_that_is_no_habit_of_the_speakers_is_not_read(said: str) -> None:
+    assert not chinese_statements.statement(said)
+
+
 @given(st.text(alphabet="abcdefghij klmnopqrstuvwxyz,.!?'", max_size=80))
 def test_text_without_chinese_is_never_read(text: str) -> None:
     assert not chinese_statements.statement(text)

@@ -20,6 +20,14 @@ user's own lasting state:
   nor of one moment past or to come ("昨天", "刚才", "下周"), unless it says how things always are
   ("每天", "平时", "一直"); not supposed ("如果……就好了": ``supposed``).
 
+Chinese drops a subject the listener knows, so a sentence that names no
+one is also read, when it opens on how often or how long something is so
+("每天早上都要跑五公里", "从小就对青霉素过敏", "周末一般都在家": ``_HABIT_OPENING``):
+that is the speaker's habit or lasting state. It must name no one else
+(``_SOMEONE``: "他", "有人", "大家"), no place or thing as its topic ("这条街",
+"这家店": ``_TOPIC``), no weather, no hearsay, and point back to nothing
+("每次都这样"); and it must pass the tests above but the first.
+
 Which slot it fills is not read (that needs the model), so it is filed under
 a key of many values (``KEY``, category ``other``): one guess never replaces
 another, and any value a rule or the model reads stands beside it. Pure.
@@ -57,6 +65,19 @@ _WISHED = re.compile(r"(?<!不)(?:想|希望|打算|准备|计划|要去)")
 # One moment, past or to come.
 _ONE_MOMENT = re.compile(r"昨天|昨晚|前天|刚才|刚刚|上周|上个星期|那天|这会儿|此刻|正在|明天|后天|下周|下个星期|下个月")
 _ALWAYS = re.compile(r"每天|每周|每次|每个|平时|一直|从小|总是|经常|向来|从来|一向|长期|常年|多年|都是")
+# A sentence with no first person is the speaker's when it opens on a habit: how often or how long ("每天",
+# "从小", "从来"), or a part of the day or week and how it usually goes ("周末一般", "工作日都是"). Not "每次"
+# (each time: said of what just went wrong as often as of a habit) nor "一直" (all along: "一直没收到").
+_HABIT_OPENING = re.compile(
+    r"^(?:每天|每晚|每周|每个?星期|每个?月|每年|每个?周末|平时|平常|平日|通常|从小|总是|经常|常常|向来|从来|一向"
+    r"|常年|多年来|这些年来?"
+    r"|(?:早上|早晨|上午|中午|下午|晚上|夜里|白天|周末|工作日|上班|下班后?)(?:一般|通常|都|总是|经常|常常))"
+)
+# What shows that a sentence with no first person is not about its speaker: someone else as its subject, a
+# place or thing as its topic ("这条街", "那家店"), the weather, what was heard, a pointer back ("都这样").
+_SOMEONE = re.compile(r"他|她|它|别人|人家|大家|有人|谁")
+_TOPIC = re.compile(r"[这那](?:里|儿|边|个|些|条|家|种|位|件|次|样)")
+_NOT_ITS_SPEAKERS = re.compile(r"下雨|下雪|刮风|天气|气温|雾霾|听说|据说|听人说")
 
 
 def statement(sentence: str) -> bool:
@@ -65,8 +86,12 @@ def statement(sentence: str) -> bool:
     if not chinese(text) or not MIN_HAN <= len(_HAN.findall(text)) <= MAX_HAN:
         return False
     speaks = [m.start() for m in _SPEAKER.finditer(text)]
-    owned = {m.start() for m in _SOMEONE_ELSE.finditer(text)}
-    if not any(at not in owned for at in speaks):
+    if not speaks:
+        if not _HABIT_OPENING.match(text) or _SOMEONE.search(text) or _TOPIC.search(text):
+            return False
+        if _NOT_ITS_SPEAKERS.search(text):
+            return False
+    elif all(at in {m.start() for m in _SOMEONE_ELSE.finditer(text)} for at in speaks):
         return False
     if _ASKED.search(text) or _TO_THE_ASSISTANT.search(text) or _NO_STATEMENT.search(text) or _WISHED.search(text):
         return False
