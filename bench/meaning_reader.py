@@ -12,9 +12,9 @@ lasting facts a user states about themself, and sentences that state none, short
 sentences of other people's, offices' and moments' facts; written before the reader took such statements,
 never tuned on), how many facts
 the rules read, how many of the rest the reader reads, and how many non-facts either takes for a fact; the
-same for ``bench/data/chinese-statements-heldout.json`` (Chinese facts and non-facts, written by a helper
-blind to the reader of Chinese statements, ``chinese_statements.py``, after it, never tuned on) with that
-reader; for LoCoMo (``--locomo``, read, never copied), per half of the dev set, how many
+same for ``bench/data/chinese-statements-heldout.json`` and ``-2.json`` (Chinese facts and non-facts, each
+written by a helper blind to the reader of Chinese statements, ``chinese_statements.py``, after it, never
+tuned on; the second after the reader took sentences with no subject) with that reader; for LoCoMo (``--locomo``, read, never copied), per half of the dev set, how many
 of the turns' sentences that no rule reads are candidates and how many it reads as facts; and the
 bundled model's CPU time per sentence (``time.process_time``), which is the reader's cost per candidate.
 """
@@ -36,6 +36,7 @@ from proxy.memory.search.embedder import load_embedder
 HERE = Path(__file__).resolve().parent
 HALVES = {"A": ("conv-26", "conv-30"), "B": ("conv-41", "conv-42")}
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+CHINESE_HELD_OUT = (HERE / "data" / "chinese-statements-heldout.json", HERE / "data" / "chinese-statements-heldout-2.json")
 
 
 def main() -> None:
@@ -62,19 +63,20 @@ def main() -> None:
         print(f"| {name} | {sum(a for a, _ in facts)} of {len(facts)} | {sum(b and not a for a, b in facts)} of "
               f"{sum(not a for a, _ in facts)} | {sum(a or b for a, b in facts)} of {len(facts)} | "
               f"{sum(other)} of {len(other)} |")
-    chinese = json.loads((HERE / "data" / "chinese-statements-heldout.json").read_text())
     print("\n| Chinese, held out | facts: by the rules | as statements, of the rest | by either | non-facts: by either |")
     print("|---|---|---|---|---|")
-    found = {}
-    for kind in ("facts", "non_facts"):
-        read = [read_turns([(1, "user", said)], NOW) for said in chinese[kind]]
-        ruled = [any(i.standing for i in items) for items, _ in read]
-        kept = [bool(chinese_statements.read(unread)) for _, unread in read]
-        found[kind] = list(zip(ruled, kept, strict=True))
-    facts, other = found["facts"], found["non_facts"]
-    print(f"| {len(facts)} and {len(other)} | {sum(a for a, _ in facts)} of {len(facts)} | "
-          f"{sum(b and not a for a, b in facts)} of {sum(not a for a, _ in facts)} | "
-          f"{sum(a or b for a, b in facts)} of {len(facts)} | {sum(a or b for a, b in other)} of {len(other)} |")
+    for path in CHINESE_HELD_OUT:
+        chinese = json.loads(path.read_text())
+        found = {}
+        for kind in ("facts", "non_facts"):
+            read = [read_turns([(1, "user", said)], NOW) for said in chinese[kind]]
+            ruled = [any(i.standing for i in items) for items, _ in read]
+            kept = [bool(chinese_statements.read(unread)) for _, unread in read]
+            found[kind] = list(zip(ruled, kept, strict=True))
+        facts, other = found["facts"], found["non_facts"]
+        print(f"| {path.name}: {len(facts)} and {len(other)} | {sum(a for a, _ in facts)} of {len(facts)} | "
+              f"{sum(b and not a for a, b in facts)} of {sum(not a for a, _ in facts)} | "
+              f"{sum(a or b for a, b in facts)} of {len(facts)} | {sum(a or b for a, b in other)} of {len(other)} |")
     candidates: list[str] = []
     if args.locomo:
         data = json.loads(args.locomo.read_text())
