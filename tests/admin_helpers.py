@@ -33,6 +33,20 @@ def teach(proxy: Proxy, user: str, fact: str = FACT, key: str = PROXY_KEY) -> st
     return str(raw.headers["x-paperclip-session"])
 
 
+def chat_turn_by_turn(proxy: Proxy, user: str, session: str, *lines: str) -> None:
+    """A chat as a client sends it: each user line with the history before it, one request each (every
+    answer read as "Noted."), not drained: its records may still run when it returns."""
+    history: list[dict[str, Any]] = []
+    for line in lines:
+        history.append({"role": "user", "content": line})
+        with proxy.client() as client:
+            client.chat.completions.create(
+                model="gpt-4o-mini", messages=history,  # type: ignore[arg-type]
+                extra_headers={"X-Paperclip-User": user, "X-Paperclip-Session": session},
+            )
+        history.append({"role": "assistant", "content": "Noted."})
+
+
 def ask(proxy: Proxy, user: str, question: str = QUESTION, key: str = PROXY_KEY) -> Mapping[str, str]:
     """A fresh conversation asking ``question``; returns the proxy's response headers."""
     raw = proxy.client(key).chat.completions.with_raw_response.create(

@@ -51,6 +51,9 @@ class Gate:
         finally:
             self.running[kind] -= 1
 
+    async def catch_up(self, call: ChatCall) -> None:
+        return None
+
     async def prepare(self, call: ChatCall) -> Prepared:
         self.in_prepare.set()
         await self._held("prepare", self.prepares)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from proxy.pipeline.quiet_extraction import QuietExtraction
-from tests.admin_helpers import admin
+from tests.admin_helpers import admin, chat_turn_by_turn
 from tests.conftest import Proxy
 
 HOUR = 3600.0
@@ -101,15 +101,7 @@ async def test_close_cancels_started_work_that_outlives_its_grace() -> None:
 
 
 def _say(proxy: Proxy, user: str, session: str, *lines: str) -> None:
-    history: list[dict[str, Any]] = []
-    for line in lines:
-        history.append({"role": "user", "content": line})
-        with proxy.client() as client:
-            client.chat.completions.create(
-                model="gpt-4o-mini", messages=history,  # type: ignore[arg-type]
-                extra_headers={"X-Paperclip-User": user, "X-Paperclip-Session": session},
-            )
-        history.append({"role": "assistant", "content": "Noted."})
+    chat_turn_by_turn(proxy, user, session, *lines)
     proxy.drain()
 
 

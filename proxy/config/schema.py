@@ -36,6 +36,7 @@ from .values import (
     Fraction,
     HttpUrl,
     Keys,
+    NonNegativeNumber,
     Positive,
     PositiveNumber,
     ProxyAddress,
@@ -312,6 +313,11 @@ class Memory(Section):
         default=120.0,
         description="A chat quiet this long has its last messages (fewer than the cadence) extracted; the same "
         "user's next request in another chat extracts them at once.",
+    )
+    extract_wait_s: NonNegativeNumber = Field(
+        default=2.0,
+        description="How long a request waits, before its recall, for what the same user said last in their other "
+        "chats to be recorded and extracted (0: never; it lands after the response).",
     )
     dedup_cosine: Fraction = Field(
         default=0.92, description="A new memory this close to an active one of the user is merged into it."

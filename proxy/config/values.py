@@ -22,6 +22,7 @@ from .outbound import parse_proxy
 
 Positive = Annotated[int, Field(gt=0)]
 PositiveNumber = Annotated[float, Field(gt=0)]
+NonNegativeNumber = Annotated[float, Field(ge=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 
 

@@ -137,6 +137,7 @@ class Harness:
         Returns the tokens the client sent and the tokens forwarded.
         """
         call = self.call(self.tenant, user, messages, at)
+        await self.pipeline.catch_up(call)  # as serving does (``BoundedPipeline.prepare``)
         prepared = await self.pipeline.prepare(call)
         self._shapes.pop(call.trace_id, None)
         answer = (anthropic_message if self.api == "messages" else completion)(reply, MODEL) if reply else None

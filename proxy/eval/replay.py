@@ -237,6 +237,7 @@ async def ask(
         own.add(normalise(q.text))
         for v in options.variants:
             call = h.call(h.variant(v), conv.id, messages, at)
+            await h.pipeline.catch_up(call)  # as serving does (``BoundedPipeline.prepare``)
             prepared = await h.pipeline.prepare(call)
             sent = h.forwarded(call, prepared)
             out.append(measure(conv.id, index, q, v.name, prepared, sent, turns, lookup, own))

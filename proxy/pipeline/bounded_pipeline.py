@@ -9,7 +9,9 @@ inside those steps at once, not where they run:
 
 - at most ``PREPARES_AT_ONCE`` requests prepare at once; the others wait
   their turn in order (before their body is read into a plan, so a waiting
-  request holds nothing but its socket);
+  request holds nothing but its socket). A request that waits for the user's
+  other chats to catch up (``Pipeline.catch_up``) waits before its turn: a
+  wait is no work;
 - at most ``RECORDS_AT_ONCE`` records run at once; the rest wait in order.
   The client already has its answer, so a waiting record costs it nothing,
   and shutdown waits for them;
@@ -108,8 +110,12 @@ class BoundedPipeline:
                     await self._room.wait_for(lambda: self.backlog < self.limit)
             except TimeoutError:
                 raise MemoryBusy(f"{self.backlog} records are waiting") from None
+        await self.inner.catch_up(call)  # a wait, not work: outside the bound on requests preparing
         async with self._preparing:
             return await self.inner.prepare(call)
+
+    async def catch_up(self, call: ChatCall) -> None:
+        return None  # ``prepare`` has its inner pipeline catch up
 
     def covers(self, newer: Prepared, older: Prepared) -> bool:
         return self.inner.covers(newer, older)

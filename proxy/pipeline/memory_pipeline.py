@@ -33,6 +33,7 @@ from ..offload import off_loop
 from ..prompts import Prompts
 from ..store.interface import DatabaseUnavailable, ResponseSessions, Traces
 from ..tokens import Counters, TokenCounter
+from .catch_up import CatchUp
 from .chat_call import ChatCall, Reply, reply_answer
 from .pipeline_protocol import CompleteFor, Plan, Prepared
 from .quiet_extraction import QuietExtraction
@@ -70,6 +71,7 @@ class MemoryPipeline:
         self.rerankers = rerankers or {}  # by memory.rerank, loaded at start
         self.trace_candidates = trace_candidates  # traces.candidates
         self.quiet = quiet  # a chat's last messages, extracted once it goes quiet
+        self.catching_up = CatchUp(quiet)  # the user's other chats, before a request's recall
         self.counter = Counters()
         self.recorded = RecordedTurns()  # by session: its turns as last recorded, how far indexed
         # Inline compressions that outlived their deadline, by trace: record() awaits
@@ -77,6 +79,13 @@ class MemoryPipeline:
         self._overrun: dict[str, asyncio.Future[View]] = {}
 
     # --- request path -----------------------------------------------------------
+
+    async def catch_up(self, call: ChatCall) -> None:
+        """What the user said last in their other chats, recorded and extracted before this request's
+        recall, within ``memory.extract_wait_s`` (``catch_up``): not when its recall is the session's own."""
+        mem = call.tenant.settings.memory
+        if mem.enabled and mem.scope == "user" and self.extractor is not None:
+            await self.catching_up.wait(call.tenant.id, call.user, call.session, mem.extract_wait_s)
 
     async def prepare(self, call: ChatCall) -> Prepared:
         try:
@@ -166,8 +175,13 @@ class MemoryPipeline:
 
         ``covered``: a newer request of the session resent all of this one's conversation
         (``covers``; its answer too, if the client kept it) and records it for both
-        (``BoundedPipeline``): only what is this request's own is kept.
+        (``BoundedPipeline``): only what is this request's own is kept. While it runs, a request
+        of the same user in another chat waits for it to catch up (``catch_up``).
         """
+        with self.catching_up.recording((call.tenant.id, call.user, call.session)):
+            await self._record(call, prepared, reply, covered=covered)
+
+    async def _record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool) -> None:
         plan = prepared.plan
         if plan is None:
             return

@@ -44,6 +44,10 @@ class Prepared:
 
 
 class Pipeline(Protocol):
+    async def catch_up(self, call: ChatCall) -> None:
+        """Before ``prepare``, outside any bound on requests preparing at once: what the user said last in
+        their other chats, recorded and extracted, within ``memory.extract_wait_s`` (``catch_up``)."""
+
     async def prepare(self, call: ChatCall) -> Prepared: ...
 
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:

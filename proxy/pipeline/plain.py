@@ -20,6 +20,9 @@ class CountingPipeline:
         self.counter = Counters()
         self.histories = HistoryMemo()
 
+    async def catch_up(self, call: ChatCall) -> None:
+        return None  # it remembers nothing
+
     async def prepare(self, call: ChatCall) -> Prepared:
         counter = self.counter(call.model)
         n = split_leading(call.messages)
