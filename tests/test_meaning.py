@@ -183,6 +183,20 @@ async def test_a_fact_in_a_long_sentence_is_kept_as_the_clause_that_states_it(bu
     assert await read(bundled, [story]) == {}
 
 
+async def test_a_long_sentence_whose_clauses_read_another_slot_or_none_is_kept_whole(bundled: Embedder) -> None:
+    said = "After fifteen years as a paramedic in the city, which I still do three nights a week, nothing surprises me."
+    (item,) = (await read(bundled, [said])).values()
+    assert item.content == said and item.category == "identity"  # "I still do three nights a week" is no job
+    assert item.key == "user.said.job"
+
+
+def test_a_change_in_a_sentence_kept_whole_takes_only_the_loose_key() -> None:
+    slot = meaning.examples().slots["home"]
+    said = "We moved, I'm in Bristol now, which after the chaos of the last year feels like a quiet little miracle."
+    assert meaning.key_for(slot, said, 0.5, 0.15) == "user.location.home"
+    assert meaning.key_for(slot, said, 0.5, 0.15, whole=True) == "user.said.home"
+
+
 @pytest.mark.parametrize("said", [
     "I have tonsillitis.", "I hurt my back lifting boxes.", "I have strep throat.", "I twisted my knee.",
     "I have bronchitis.", "I have a cold.", "I need a wheelchair at the airport tomorrow.",

@@ -5,8 +5,8 @@ nearness to labelled examples; the bundled model does not read Chinese, so
 a Chinese sentence no rule read ("我们家在成都的高新区", "每天早上一片氨氯地平")
 was lost when the model was off or its reply unusable. This reader keeps such
 a sentence whole, in the user's words, as a standing guess about the user
-(``memory_schema.is_guess``: the profile gives guesses a bounded share of its
-room, below any fact read by its words), when it reads as a statement of the
+(``memory_schema.is_guess``: the profile gives guesses only the room that
+facts read by their words leave), when it reads as a statement of the
 user's own lasting state:
 
 - a first person speaks in it ("我", "我们", "我家", "咱"), and not only as the

@@ -19,12 +19,14 @@ sister is vegan": those are not the user's facts, and a slot read from them
 would be filed as the user's), in at most ``MAX_WORDS`` words, not a question, not
 supposed or wished, not said of a time that ends soon (``for_now``) or of
 one moment past ("yesterday", "just got back"). A sentence of more than
-``SHORT_WORDS`` is kept as its clause that reads as a fact most surely, a
-clause in which "I", "we", "me" or "us" speaks: a part cut out by its commas
-that only owns something ("our rabbit") is a phrase, not a fact.
+``SHORT_WORDS`` is kept as its clause that reads as a fact of the same slot
+most surely, a clause in which "I", "we", "me" or "us" speaks: a part cut out
+by its commas that only owns something ("our rabbit") is a phrase, not a
+fact; with no such clause, it is kept whole (``whole``: then a one-value slot
+takes only its loose key, below).
 What is read so is a guess (``CONFIDENCE``, ``memory_schema.is_guess``): the
-profile gives guesses a bounded share of its room, and a guess replaced
-hides no turn. A slot of many values (an allergy, a like) is filed under a key
+profile gives guesses only the room its surer facts leave, and a guess
+replaced hides no turn. A slot of many values (an allergy, a like) is filed under a key
 that names a kind of fact (``user.allergies``): each sentence adds one. A home,
 a job or a pregnancy is one value (``one_value``), and nearness to examples
 does not tell a new home from a visit, or a job from one looked for ("I
@@ -109,8 +111,8 @@ _WORD = re.compile(r"[A-Za-z][\w'-]*")
 # A sentence of more words is read no further: it tells a story more often than it states a fact.
 MAX_WORDS = 40
 # A fact read in a sentence of more words is kept as the clause of it that states it (``clauses``), so that
-# its card fits the profile's share of guesses ("Just so you know, I've been meat-free since college, so no
-# steak please" keeps "I've been meat-free since college").
+# its card says the fact in few tokens ("Just so you know, I've been meat-free since college, so no steak
+# please" keeps "I've been meat-free since college").
 SHORT_WORDS = 15
 _CLAUSE_END = re.compile(
     r"\s*(?:[,;:()]|\s[-–—]\s|\b(?:but|so|because|which|though|although)\b|\band\b(?=\s+(?:I|we)\b))\s*", re.I)
@@ -206,22 +208,23 @@ def accepted(score: float, margin: float) -> bool:
     return score >= FLOOR and margin >= MARGIN
 
 
-def key_for(slot: Slot, sentence: str, score: float, margin: float) -> str:
+def key_for(slot: Slot, sentence: str, score: float, margin: float, *, whole: bool = False) -> str:
     """Where ``sentence`` is filed: a slot of many values' key; a slot of one value's own key for a change
-    said outright past the stricter bar, else its loose key."""
+    said outright past the stricter bar in a short sentence or clause, else its loose key (``whole``: a long
+    sentence kept whole, no clause of it read: what changed in it is not told apart from the story around)."""
     if not slot.one_value:
         return slot.key
-    if _CHANGE.search(sentence) and score >= CHANGE_FLOOR and margin >= CHANGE_MARGIN:
+    if not whole and _CHANGE.search(sentence) and score >= CHANGE_FLOOR and margin >= CHANGE_MARGIN:
         return slot.key
     return LOOSELY_READ[slot.key]
 
 
-def item_of(slot: Slot, index: int, sentence: str, score: float, margin: float) -> MemoryItem:
+def item_of(slot: Slot, index: int, sentence: str, score: float, margin: float, *, whole: bool = False) -> MemoryItem:
     """The fact ``sentence`` states, in the user's words."""
     return MemoryItem(
         type=TYPE_OF_CATEGORY[slot.category], category=slot.category, standing=STANDS_BY_DEFAULT[slot.category],
-        content=sentence, key=key_for(slot, sentence, score, margin), about=USER, importance=IMPORTANCE,
-        confidence=CONFIDENCE, source="user-stated", turns=(index,),
+        content=sentence, key=key_for(slot, sentence, score, margin, whole=whole), about=USER,
+        importance=IMPORTANCE, confidence=CONFIDENCE, source="user-stated", turns=(index,),
     )
 
 
@@ -247,19 +250,21 @@ class MeaningReader:
         for (index, sentence), (name, score, margin) in zip(said, read, strict=True):
             if not accepted(score, margin):
                 continue
+            whole = False
             if len(_WORD.findall(sentence)) > SHORT_WORDS:
-                found = await self._clause(sentence)
-                if found is None:
-                    continue
-                sentence, name, score, margin = found
-            items.append(item_of(known.slots[name], index, sentence, score, margin))
+                found = await self._clause(sentence, name)
+                if found is not None:
+                    sentence, name, score, margin = found
+                whole = found is None
+            items.append(item_of(known.slots[name], index, sentence, score, margin, whole=whole))
         return items
 
-    async def _clause(self, sentence: str) -> tuple[str, str, float, float] | None:
-        """The short clause of a long ``sentence`` read as a fact most surely, with its slot, if one is."""
+    async def _clause(self, sentence: str, slot: str) -> tuple[str, str, float, float] | None:
+        """The short clause of a long ``sentence`` read as a fact of its ``slot`` most surely, if one is: a
+        clause of another slot reads something else than what the sentence was read for."""
         parts = [c for c in clauses(sentence) if len(_WORD.findall(c)) <= SHORT_WORDS]
         if not parts or self._examples is None:
             return None
         read = classify(await self.embed(parts), self._examples, examples().labels)
-        found = [(part, *r) for part, r in zip(parts, read, strict=True) if accepted(r[1], r[2])]
+        found = [(part, *r) for part, r in zip(parts, read, strict=True) if r[0] == slot and accepted(r[1], r[2])]
         return max(found, key=lambda f: f[2], default=None)
