@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from proxy import config
 from proxy.memory.recall.cards import item_card, render_block, render_card
 from proxy.memory.recall.profile import (
-    GUESSES_SHARE,
     ProfileMemo,
     beyond,
     left_out,
@@ -67,27 +66,35 @@ NOT_SAID = Item(11, "constraint", "user.diet", "The user skipped lunch today.", 
 ALL = [VEGETARIAN, CAT, NAME, TEA, STAIRS, ZH, TRIP, PASSING, OLD, EXPIRED, NOT_SAID]
 
 
-def test_guesses_take_at_most_their_share_of_the_profile_and_sure_facts_the_rest() -> None:
+def test_guesses_take_the_room_the_sure_facts_leave_and_never_push_one_out() -> None:
     guesses = [Item(20 + n, "preference", "user.likes", f"I really enjoy {w}.", 0.9, "preference", confidence=0.5)
-               for n, w in enumerate(("gardening", "chess", "baking", "cycling", "opera", "poetry"))]
+               for n, w in enumerate(("gardening", "chess", "baking", "cycling", "opera", "poetry", "rowing"))]
     budget = 120
     profile = select_profile([*guesses, TEA, NAME], NOW, COUNTER, budget)
     cost = {g.id: COUNTER.text(render_card(item_card(g)) + "\n") for g in guesses}
     kept = [g.id for g in guesses if g.id in profile.item_ids]
-    left_out = [g.id for g in guesses if g.id not in profile.item_ids]
-    assert kept and left_out and sum(cost[i] for i in kept) <= budget * GUESSES_SHARE
-    assert sum(cost[i] for i in kept) + min(cost[i] for i in left_out) > budget * GUESSES_SHARE  # full, not stingy
-    assert {TEA.id, NAME.id} <= profile.item_ids  # sure facts of less importance still find room
+    left = [g.id for g in guesses if g.id not in profile.item_ids]
+    assert {TEA.id, NAME.id} <= profile.item_ids  # sure facts of less importance than the guesses come first
+    assert kept and left and profile.guessed == sum(cost[i] for i in kept)
+    assert profile.tokens + min(cost[i] for i in left) > budget  # the guesses fill what is left: full, not stingy
+    assert [i for i, _ in profile.guess_costs] == [f"i{i}" for i in kept]  # best first
 
 
-def test_guesses_stay_beside_the_hits_only_in_the_room_they_leave() -> None:
-    guess = Item(30, "entity", "user.identity.facts", "I call Vancouver home.", 0.9, "identity", confidence=0.5)
-    profile = select_profile([guess, NAME], NOW, COUNTER, 150)
-    assert profile.guesses == {"i30"} and 0 < profile.guessed < profile.tokens
+def test_guesses_stay_beside_the_hits_best_first_in_the_room_they_leave() -> None:
+    first = Item(30, "entity", "user.identity.facts", "I call Vancouver home.", 0.9, "identity", confidence=0.5,
+                 updated=2.0)
+    second = Item(31, "preference", "user.likes", "Long walks by the sea are my thing.", 0.9, "preference",
+                  confidence=0.5, updated=1.0)
+    profile = select_profile([first, second, NAME], NOW, COUNTER, 150)
+    assert profile.guesses == {"i30", "i31"} and 0 < profile.guessed < profile.tokens
+    costs = dict(profile.guess_costs)
     room = 800 - profile.tokens + profile.guessed
     assert profile.beside(room - profile.guessed, room) is profile  # the hits left just enough
-    sure = profile.beside(room - profile.guessed + 1, room)
-    assert sure.item_ids == {NAME.id} and sure.tokens == profile.tokens - profile.guessed
+    one = profile.beside(room - costs["i30"], room)  # room for the best guess alone
+    assert one.item_ids == {NAME.id, first.id} and one.guesses == {"i30"} and one.guessed == costs["i30"]
+    assert one.tokens == profile.tokens - costs["i31"]
+    sure = profile.beside(room, room)
+    assert sure.item_ids == {NAME.id} and sure.tokens == profile.tokens - profile.guessed and not sure.guesses
     assert [c.id for c in sure.cards] == [f"i{NAME.id}"]
 
 

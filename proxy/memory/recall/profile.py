@@ -34,11 +34,6 @@ HALF_LIFE_DAYS = 180.0
 # No card fits in less room than this; past this many standing facts none would make the budget.
 MIN_CARD_TOKENS = 8
 SCAN_LIMIT = 40
-# Guesses (``memory_schema.is_guess``) take at most this share of the budget, since a profile card costs every
-# request, whatever it is asked, and only the room the question's hits leave (``recall``). A third of the
-# default 150 tokens holds one card of the longest sentence or clause the reader by meaning files (15 words:
-# 32 tokens) or two short ones; a fifth would hold no long one.
-GUESSES_SHARE = 1 / 3
 
 
 class Fact(ItemFacts, Protocol):
@@ -73,13 +68,22 @@ class Profile:
     guesses: frozenset[str] = frozenset()  # the ids of its guesses' cards (``memory_schema.is_guess``)
     guessed: int = 0  # their tokens, within ``tokens``
 
+    guess_costs: tuple[tuple[str, int], ...] = ()  # each guess's card id and tokens, best first
+
     def beside(self, hits_tokens: int, room: int) -> Profile:
         """The profile shown beside hits of ``hits_tokens`` chosen in ``room`` (the block's budget but for
-        the sure facts'): whole when its guesses fit what the hits left, else without them."""
+        the sure facts'): the best of its guesses that fit what the hits left, the others left out."""
         if hits_tokens + self.guessed <= room:
             return self
-        cards = tuple(c for c in self.cards if c.id not in self.guesses)
-        return Profile(cards, frozenset(int(c.id[1:]) for c in cards), self.tokens - self.guessed)
+        kept, guessed = [], 0
+        for card_id, cost in self.guess_costs:
+            if hits_tokens + guessed + cost <= room:
+                kept.append((card_id, cost))
+                guessed += cost
+        dropped = self.guesses - {card_id for card_id, _ in kept}
+        cards = tuple(c for c in self.cards if c.id not in dropped)
+        return Profile(cards, frozenset(int(c.id[1:]) for c in cards), self.tokens - self.guessed + guessed,
+                       frozenset(card_id for card_id, _ in kept), guessed, tuple(kept))
 
 
 EMPTY = Profile((), frozenset(), 0)
@@ -160,29 +164,31 @@ def select_profile(
 
     A fact that does not fit whole is skipped for a shorter one after it:
     a standing fact cut in half could say the opposite of the whole. Guesses
-    (``memory_schema.is_guess``) share ``GUESSES_SHARE`` of the budget.
+    (``memory_schema.is_guess``) take the room the sure facts leave, best
+    first: a guess never pushes out a fact read surely.
     """
     chosen: list[tuple[Fact, Card, int]] = []
     said: set[str] = set()
     used = guessed = 0
-    for fact in standing(facts, now)[:SCAN_LIMIT]:
+    ranked = standing(facts, now)[:SCAN_LIMIT]
+    for fact in [f for f in ranked if not is_guess(f.confidence)] + [f for f in ranked if is_guess(f.confidence)]:
         if budget_tokens - used < MIN_CARD_TOKENS:
             break
         if fact.content in said:  # the same words kept twice: one card
             continue
         card = item_card(fact)
         cost = counter.text(render_card(card) + "\n")
-        guess = is_guess(fact.confidence)
-        if used + cost > budget_tokens or (guess and guessed + cost > budget_tokens * GUESSES_SHARE):
+        if used + cost > budget_tokens:
             continue
         chosen.append((fact, card, cost))
         said.add(fact.content)
         used += cost
-        guessed += cost if guess else 0
+        guessed += cost if is_guess(fact.confidence) else 0
+    guess_costs = tuple((card.id, cost) for fact, card, cost in chosen if is_guess(fact.confidence))
     order = {f.id: i for i, (f, _, _) in enumerate(chosen)}
     chosen.sort(key=lambda c: (group_of(c[0]), order[c[0].id]))
-    guesses = frozenset(card.id for fact, card, _ in chosen if is_guess(fact.confidence))
-    return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used, guesses, guessed)
+    return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used,
+                   frozenset(card_id for card_id, _ in guess_costs), guessed, guess_costs)
 
 
 def profile_of(facts: Iterable[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:
