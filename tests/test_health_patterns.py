@@ -166,3 +166,37 @@ def test_these_days_is_lately_but_this_week_is_for_now() -> None:
     (lately,) = rule_extract([(1, "user", "I use a walker to get around these days.")], NOW)
     assert (lately.key, lately.standing) == ("user.health.mobility", True)
     assert rule_extract([(1, "user", "I use a walker this week, after the operation.")], NOW) == []
+
+
+# Chinese drops a subject the listener knows: a health fact that opens a sentence naming no one is the
+# speaker's, read as if "我" began it.
+@pytest.mark.parametrize(
+    ("said", "key"),
+    [
+        ("乳糖不耐受，一喝牛奶就闹肚子。", "user.health.乳糖不耐受"),
+        ("对猫毛过敏，一靠近就打喷嚏。", "user.allergy.猫毛"),
+        ("有糖尿病，每天都要打胰岛素。", "user.health.糖尿病"),
+        ("对花生过敏。", "user.allergy.peanut"),
+    ],
+)
+def test_a_chinese_health_fact_without_its_subject_is_the_speakers(said: str, key: str) -> None:
+    (item,) = [i for i in rule_extract([(3, "user", said)], NOW) if i.key == key]
+    assert item.about_user and health(item) and item.content.startswith("用户")
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "对花生过敏的人很多。",  # people at large
+        "对花生过敏很常见。",  # a claim about people
+        "他对花生过敏。",  # someone else
+        "对猫过敏怎么办？",  # a question
+        "对猫过敏很麻烦。",  # the fact as a topic the clause goes on to judge
+        "住在杭州很舒服。",  # no health fact: the rules read no other kind of fact so
+        "不吃早饭对身体不好。",
+        "如果对花生过敏就麻烦了。",  # supposed
+        "听说有糖尿病的话要少吃糖。",
+    ],
+)
+def test_a_chinese_sentence_without_a_subject_that_is_no_fact_of_the_speakers_is_not_read(said: str) -> None:
+    assert rule_extract([(3, "user", said)], NOW) == []

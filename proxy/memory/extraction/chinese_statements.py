@@ -24,7 +24,7 @@ Chinese drops a subject the listener knows, so a sentence that names no
 one is also read, when it opens on how often or how long something is so
 ("每天早上都要跑五公里", "从小就对青霉素过敏", "周末一般都在家": ``_HABIT_OPENING``):
 that is the speaker's habit or lasting state. It must name no one else
-(``_SOMEONE``: "他", "有人", "大家"), no place or thing as its topic ("这条街",
+(``rule_patterns.speaker_unsaid``: "他", "有人", "大家"), no place or thing as its topic ("这条街",
 "这家店": ``_TOPIC``), no weather, no hearsay, and point back to nothing
 ("每次都这样"); and it must pass the tests above but the first.
 
@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 
 from ..memory_schema import TYPE_OF_CATEGORY, USER, MemoryItem
-from .rule_patterns import chinese, for_now, supposed
+from .rule_patterns import chinese, for_now, speaker_unsaid, supposed
 from .rules import Said
 
 KEY = "user.statements"
@@ -73,9 +73,8 @@ _HABIT_OPENING = re.compile(
     r"|常年|多年来|这些年来?"
     r"|(?:早上|早晨|上午|中午|下午|晚上|夜里|白天|周末|工作日|上班|下班后?)(?:一般|通常|都|总是|经常|常常))"
 )
-# What shows that a sentence with no first person is not about its speaker: someone else as its subject, a
-# place or thing as its topic ("这条街", "那家店"), the weather, what was heard, a pointer back ("都这样").
-_SOMEONE = re.compile(r"他|她|它|别人|人家|大家|有人|谁")
+# What shows that a sentence that names no one (``speaker_unsaid``) is not about its speaker: a place or
+# thing as its topic ("这条街", "那家店"), the weather, what was heard, a pointer back ("都这样").
 _TOPIC = re.compile(r"[这那](?:里|儿|边|个|些|条|家|种|位|件|次|样)")
 _NOT_ITS_SPEAKERS = re.compile(r"下雨|下雪|刮风|天气|气温|雾霾|听说|据说|听人说")
 
@@ -87,9 +86,9 @@ def statement(sentence: str) -> bool:
         return False
     speaks = [m.start() for m in _SPEAKER.finditer(text)]
     if not speaks:
-        if not _HABIT_OPENING.match(text) or _SOMEONE.search(text) or _TOPIC.search(text):
+        if not speaker_unsaid(text) or not _HABIT_OPENING.match(text):
             return False
-        if _NOT_ITS_SPEAKERS.search(text):
+        if _TOPIC.search(text) or _NOT_ITS_SPEAKERS.search(text):
             return False
     elif all(at in {m.start() for m in _SOMEONE_ELSE.finditer(text)} for at in speaks):
         return False

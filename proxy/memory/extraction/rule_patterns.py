@@ -68,6 +68,18 @@ def chinese(text: str) -> bool:
     return _HAN.search(text) is not None
 
 
+# A person a Chinese sentence names: the speaker, the one spoken to, anyone else by a pronoun, people ("人":
+# "对花生过敏的人很多"); or what makes it a claim about people at large ("很常见": common).
+_ZH_PERSON = re.compile(r"我|咱|你|您|他|她|它|谁|人|常见|普遍|很多|不少|多数|少数")
+
+
+def speaker_unsaid(sentence: str) -> bool:
+    """Whether ``sentence`` is Chinese and names no one, not even its speaker, nor speaks of people at large:
+    Chinese drops a subject the listener knows, so what it states of no one is the speaker's ("乳糖不耐受",
+    "每天早上跑步")."""
+    return chinese(sentence) and _ZH_PERSON.search(sentence) is None
+
+
 def slug(phrase: str) -> str:
     """The slot name of a thing: glossary-canonical ("辣" and "spicy food" → spicy_food), else words."""
     text = re.sub(r"^(?:(?:the|a|an|my|some|any)\s+|吃\s*|喝\s*)", "", phrase.strip().lower())

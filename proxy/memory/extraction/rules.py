@@ -18,11 +18,25 @@ from .health_patterns import HEALTH_RULES
 from .item_parser import Turn, strip_blocks
 from .life_patterns import LIFE_RULES
 from .preference_patterns import PREFERENCE_RULES
-from .rule_patterns import RULES, RuleHit, expiry, lasts_days, remind, supposed
+from .rule_patterns import (
+    RULES,
+    RuleHit,
+    allergy,
+    expiry,
+    lasts_days,
+    remind,
+    speaker_unsaid,
+    supposed,
+)
 
 SHORT_DAYS = 2  # a task or deadline of today or tomorrow is of the moment: it does not stand
 
 Said = tuple[int, str]  # (turn number, one sentence of it)
+# Who a Chinese sentence that names no one is said of (``rule_patterns.speaker_unsaid``): the health rules
+# read it as if it began so.
+IMPLIED_SPEAKER = "我"
+_SAID_OF_THE_SPEAKER = frozenset({allergy, *(rule for _, rule in HEALTH_RULES)})
+_CLAUSE_END = re.compile(r"\s*(?:$|[，。！？,.!?；;：:、])")
 
 _ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES, *PREFERENCE_RULES, *ACTIVITY_RULES]
 
@@ -53,6 +67,8 @@ def read_turns(turns: Sequence[Turn], now: datetime) -> tuple[list[MemoryItem], 
         if role == "user":
             for sentence in _sentences(text):
                 hits = list(_hits(sentence, now))
+                if not hits and speaker_unsaid(sentence):  # Chinese that drops its subject: the speaker's
+                    hits = list(_hits(IMPLIED_SPEAKER + sentence, now, implied=True))
                 for hit in hits:
                     _append(items, _item(hit, index, sentence, now))
                 if not hits:
@@ -60,14 +76,22 @@ def read_turns(turns: Sequence[Turn], now: datetime) -> tuple[list[MemoryItem], 
     return items, unread
 
 
-def _hits(sentence: str, now: datetime) -> Iterator[RuleHit]:
+def _hits(sentence: str, now: datetime, *, implied: bool = False) -> Iterator[RuleHit]:
+    """``implied``: ``sentence`` starts with the speaker its words left unsaid. Only a health fact that
+    begins there and ends its clause is theirs ("乳糖不耐受，一喝牛奶就闹肚子"): a fact found later in the
+    sentence, or one its clause goes on to judge ("住在杭州很舒服", "不吃早饭对身体不好": the act as
+    a topic), is not."""
     seen: set[str] = set()
     # A question or a supposition states nothing; "Can you remind me to...?" is still a request.
     question = sentence.endswith(("?", "？", "吗"))
     for pattern, rule in _ALL_RULES:
         if question and rule is not remind:
             continue
+        if implied and rule not in _SAID_OF_THE_SPEAKER:
+            continue
         for match in pattern.finditer(sentence):
+            if implied and (match.start() != 0 or not _CLAUSE_END.match(sentence, match.end())):
+                continue
             if rule is not remind and supposed(sentence, match.start()):
                 continue
             for hit in rule(match, sentence, now):
