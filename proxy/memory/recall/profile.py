@@ -67,7 +67,6 @@ class Profile:
     tokens: int  # the cards' rendered lines, newline included, without the block around them
     guesses: frozenset[str] = frozenset()  # the ids of its guesses' cards (``memory_schema.is_guess``)
     guessed: int = 0  # their tokens, within ``tokens``
-
     guess_costs: tuple[tuple[str, int], ...] = ()  # each guess's card id and tokens, best first
 
     def beside(self, hits_tokens: int, room: int) -> Profile:
