@@ -153,6 +153,32 @@ def test_budget_and_top_k_hold_with_long_fragments(make_proxy: Callable[..., Pro
     assert 0 < TokenCounter(None).text(block) <= 200
 
 
+# Standing guesses (what the reader of Chinese statements keeps, with any embedding model), then a chat whose
+# turns a question matches: the profile's guesses stay only in the room the hits leave.
+GUESSES = ["我每周三晚上都去游泳馆游一个小时。", "我们一家人都不吃牛肉，已经很多年了。", "我在一家医院做药剂师，经常上夜班。",
+           "我老家在云南大理，现在也住那边。", "我平时只喝无糖的豆浆，不喝牛奶。", "我每天早上骑自行车上班，大概二十分钟。"]
+
+
+def test_the_budget_holds_the_block_whole_with_guesses_beside_the_hits(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(defaults={"memory": {"budget_tokens": 260, "extract_every_messages": 2}})
+    for n, said in enumerate(GUESSES):
+        chat = [{"role": "user", "content": said}, {"role": "assistant", "content": "好的。"},
+                {"role": "user", "content": "谢谢。"}]
+        send(proxy, chat, **{"X-Paperclip-Session": f"said-{n}"})
+    history: list[dict[str, Any]] = []
+    for i in range(8):
+        history += [{"role": "user", "content": f"发票 {i} 的金额是 {i * 37} 元，发票 {i} 要在月底前报销。"},
+                    {"role": "assistant", "content": f"发票 {i} 记下了。"}]
+    send(proxy, [*history, {"role": "user", "content": "好"}], **{"X-Paperclip-Session": "invoices"})
+    for n, question in enumerate(["发票的金额是多少元？", "哪些发票要在月底前报销？", "发票 3 的金额？"]):
+        send(proxy, [{"role": "user", "content": question}], **{"X-Paperclip-Session": f"asked-{n}"})
+        block = block_of(forwarded(upstream))
+        assert "发票" in block and any(g in block for g in GUESSES)  # hits and guesses both
+        assert TokenCounter(None).text(block) <= 260
+
+
 def test_array_content_gets_the_block_as_a_text_part(proxy: Proxy, upstream: FakeUpstream) -> None:
     send(proxy, long_history(FACT, english, pairs=3))
     part = {"type": "text", "text": QUESTION}

@@ -192,8 +192,8 @@ async def recall_for(
     # The profile's guesses take only the room the hits leave (``memory_schema.is_guess``).
     room = mem.budget_tokens - profile.tokens + profile.guessed
     cards = select(ranked, counter, mem.top_k, room, scope.is_common, scope.turn_of)
-    if profile.guessed:
-        profile = profile.beside(sum(card_cost(c, counter) for c in cards), room)
+    if profile.guessed:  # ``select`` fitted the hits' block, its markers and preamble too, in ``room``
+        profile = profile.beside(counter.text(render_block([])) + sum(card_cost(c, counter) for c in cards), room)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *_standing_beyond(item_scope, profile, cards, cands, now, mem, counter), *cards]
