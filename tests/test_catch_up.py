@@ -120,3 +120,19 @@ def test_with_no_time_to_wait_the_next_request_goes_without_and_the_one_after_ha
     proxy.drain()  # its record extracted chat-1's last words
     chat_turn_by_turn(proxy, "dee", "chat-3", "What should I cook for dinner tomorrow?")
     assert "shellfish" in upstream.chat_requests()[-1].body.decode()
+
+
+async def test_work_waited_for_in_vain_is_not_waited_for_again() -> None:
+    """A record held up (a slow model, a store timing out) costs one request the wait, not each one."""
+    quiet, log, hold = QuietExtraction(), list[str](), asyncio.Event()
+    catching_up = CatchUp(quiet)
+    record = asyncio.create_task(_recording(catching_up, ("t", "ada", "chat-1"), hold, log))
+    await asyncio.sleep(0)
+    assert await catching_up.wait("t", "ada", "chat-2", 0.05) is False  # waited, in vain
+    again = asyncio.create_task(catching_up.wait("t", "ada", "chat-2", WAIT_S))
+    await asyncio.sleep(0)
+    assert again.done() and again.result() is False  # not waited for again: done in its first step
+    hold.set()
+    await record
+    assert await catching_up.wait("t", "ada", "chat-2", WAIT_S) is True and log == ["recorded chat-1"]
+    await quiet.close()

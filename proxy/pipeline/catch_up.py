@@ -9,7 +9,9 @@ theirs still running are waited for, then what waits for the chat to go
 quiet is extracted at once and waited for, all within
 ``memory.extract_wait_s`` (0: never wait; the work then lands after the
 response, as before). Past that the request goes on without it, and the work
-goes on, never cancelled: the next request has it.
+goes on, never cancelled: the next request has it. Work waited for in vain is
+not waited for again: a record or an extraction held up (a slow compression
+model, a store that times out) costs one request the wait, not each one.
 
 The request's own chat never waits: its words are in the conversation the
 client sends. Only a user who changes chats within ``memory.extract_quiet_s``
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterator, Sequence
 
 from .quiet_extraction import QuietExtraction
 
@@ -34,6 +37,7 @@ class CatchUp:
     def __init__(self, quiet: QuietExtraction | None) -> None:
         self.quiet = quiet
         self._running: dict[tuple[str, str], dict[asyncio.Future[None], str]] = {}
+        self._given_up: weakref.WeakSet[asyncio.Future[None]] = weakref.WeakSet()  # waited for in vain
 
     @contextlib.contextmanager
     def recording(self, key: Key) -> Iterator[None]:
@@ -57,13 +61,22 @@ class CatchUp:
         """The user's other chats caught up, for at most ``within_s``: whether they did in time."""
         if within_s <= 0:
             return False
-        try:
-            async with asyncio.timeout(within_s):
-                records = self.records_of_others(tenant, user, session)
-                if records:
-                    await asyncio.wait(records)  # a record arms its chat's quiet extraction as it ends
-                if self.quiet is not None:
-                    await self.quiet.flush(tenant, user, besides=session)
-        except TimeoutError:
-            return False  # what runs goes on (``asyncio.wait`` cancels nothing): the next request has it
-        return True
+        deadline = asyncio.get_running_loop().time() + within_s
+        # A record arms its chat's quiet extraction as it ends: the records first.
+        recorded = await self._within(self.records_of_others(tenant, user, session), deadline)
+        if self.quiet is None:
+            return recorded
+        extracted = await self._within(self.quiet.start_others(tenant, user, besides=session), deadline)
+        return recorded and extracted
+
+    async def _within(self, work: Sequence[asyncio.Future[None]], deadline: float) -> bool:
+        """Whether ``work`` is done by ``deadline``, waited for but what was waited for in vain before; what
+        is late then is given up on, never cancelled (``asyncio.wait`` cancels nothing): it goes on, and the
+        next request has it. With no time left nothing is waited for, nor given up on."""
+        pending = [w for w in work if not w.done()]
+        fresh = [w for w in pending if w not in self._given_up]
+        left = deadline - asyncio.get_running_loop().time()
+        if fresh and left > 0:
+            _, late = await asyncio.wait(fresh, timeout=left)
+            self._given_up.update(late)
+        return all(w.done() for w in pending)

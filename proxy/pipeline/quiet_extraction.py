@@ -76,12 +76,16 @@ class QuietExtraction:
         Called before a record extracts its own turns, so a user's facts are
         extracted in the order they were said: a chat's last words before the next chat's.
         """
+        started = self.start_others(tenant, user, besides=besides)
+        if started:
+            await asyncio.wait(started)
+
+    def start_others(self, tenant: str, user: str, *, besides: str) -> list[asyncio.Task[None]]:
+        """Start now the work of the user's chats other than ``besides``; all of theirs that runs."""
         mine = [k for k in self._waiting if k[:2] == (tenant, user) and k[2] != besides]
         for key in mine:
             self._start(key)
-        started = [t for k, t in self._started.items() if k[:2] == (tenant, user) and k[2] != besides]
-        if started:
-            await asyncio.wait(started)
+        return [t for k, t in self._started.items() if k[:2] == (tenant, user) and k[2] != besides]
 
     def _cancel(self, key: Key) -> None:
         waiting = self._waiting.pop(key, None)
