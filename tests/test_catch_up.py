@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import pytest
+
 from proxy.pipeline.catch_up import CatchUp
 from proxy.pipeline.quiet_extraction import QuietExtraction
-from tests.admin_helpers import chat_turn_by_turn
+from tests.admin_helpers import admin, chat_turn_by_turn
 from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream
 
@@ -136,3 +138,40 @@ async def test_work_waited_for_in_vain_is_not_waited_for_again() -> None:
     await record
     assert await catching_up.wait("t", "ada", "chat-2", WAIT_S) is True and log == ["recorded chat-1"]
     await quiet.close()
+
+
+@pytest.mark.parametrize("forget", ["/paperclip/v1/users/eve", "/paperclip/v1/sessions/chat-1"])
+def test_a_forgotten_chats_last_words_are_never_extracted_again(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, forget: str
+) -> None:
+    """The chat's last words wait to be extracted when the user or the chat is forgotten: the next request,
+    which catches up, finds them gone from the store and extracts nothing of them."""
+    proxy = make_proxy(defaults={"memory": {"extract_every_messages": 6, "extract_quiet_s": HOUR}})
+    chat_turn_by_turn(proxy, "eve", "chat-1", *LAST_WORDS)
+    proxy.drain()
+    with admin(proxy) as http:
+        assert http.delete(forget).status_code == 200
+    chat_turn_by_turn(proxy, "eve", "chat-2", "What should I cook for dinner tonight?")
+    proxy.drain()
+    assert "shellfish" not in upstream.chat_requests()[-1].body.decode()
+    with admin(proxy) as http:
+        assert not any("shellfish" in m["content"] for m in http.get("/paperclip/v1/users/eve/memories").json()["data"])
+
+
+def test_a_forgotten_conversation_sent_again_gives_back_no_memory(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """A client that still holds a conversation forgotten through the admin API sends it again: its turns are
+    not stored again, and nothing is extracted of them."""
+    proxy = make_proxy(defaults={"memory": {"extract_every_messages": 2}})
+    lines = ("I'm allergic to shellfish, by the way.", "Thanks, that helps.")
+    chat_turn_by_turn(proxy, "fay", "chat-1", *lines)
+    proxy.drain()
+    with admin(proxy) as http:
+        assert any("shellfish" in m["content"] for m in http.get("/paperclip/v1/users/fay/memories").json()["data"])
+        assert http.delete("/paperclip/v1/sessions/chat-1").status_code == 200
+        assert http.get("/paperclip/v1/users/fay/memories").json()["data"] == []
+    chat_turn_by_turn(proxy, "fay", "chat-1", *lines, "And what about a good book for a flight?")
+    proxy.drain()
+    with admin(proxy) as http:
+        assert not any("shellfish" in m["content"] for m in http.get("/paperclip/v1/users/fay/memories").json()["data"])

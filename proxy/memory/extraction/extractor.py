@@ -108,7 +108,10 @@ class Extractor:
         ``turns`` are the conversation's indexable turns and ``length`` its
         message count (the cursor's unit). The turns are claimed first (see
         ``store/extraction_cursors.py``): a concurrent record of the session
-        that lost the claim extracts nothing. Returns how many items were added.
+        that lost the claim extracts nothing. Only turns still stored are mined
+        (``stored``): what was forgotten since it was said — the user, the
+        conversation, the turn, on any replica — is never extracted again, nor
+        is a purged turn a client sends again. Returns how many items were added.
         """
         done = await self.cursors.cursor(tenant, session)
         if length - done <= 0 or length - done < every:
@@ -130,12 +133,20 @@ class Extractor:
         async with lease.held(f"extract:{tenant}:{session}", claim, end) as mine:
             if not mine:
                 return 0
-            fresh = [t for t in turns if t[0] >= done]
+            fresh = await self.stored(tenant, user, [t for t in turns if t[0] >= done])
             added = await self.extract(
                 tenant, user, session, fresh, complete, pii=pii, dedup_cosine=dedup_cosine
             )
             extracted = True
         return added
+
+    async def stored(self, tenant: str, user: str, turns: Sequence[Turn]) -> list[Turn]:
+        """The ``turns`` whose fragments the user's store still holds (all, with no fragment store)."""
+        if self.fragments is None or not turns:
+            return list(turns)
+        hashes = [fragment_hash(role, text) for _, role, text in turns]
+        kept = await self.fragments.known(tenant, user, hashes)
+        return [t for t, h in zip(turns, hashes, strict=True) if h in kept]
 
     async def extract(
         self,
