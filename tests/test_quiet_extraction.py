@@ -131,3 +131,16 @@ def test_a_chats_last_words_are_extracted_at_the_users_next_request(make_proxy: 
     assert _contents(proxy, "bo") == []  # one message: under the cadence, and the chat is not quiet yet
     _say(proxy, "bo", "chat-2", "What's a good book for a long flight?")
     assert any("shellfish" in c for c in _contents(proxy, "bo"))
+
+
+async def test_starting_a_users_other_chats_starts_only_theirs_and_forgets_them_once_done() -> None:
+    quiet, log = QuietExtraction(), Log()
+    for key in (("t", "ada", "chat-1"), ("t", "ada", "chat-2"), ("t", "bo", "chat-1"), ("u", "ada", "chat-1")):
+        quiet.arm(key, HOUR, log.work("/".join(key)))
+    started = quiet.start_others("t", "ada", besides="chat-2")
+    assert len(started) == 1 and quiet.waiting == 3
+    await asyncio.wait(started)
+    assert log.ran == ["t/ada/chat-1"]
+    assert quiet.start_others("t", "ada", besides="chat-2") == []  # done: nothing of chat-1 is left
+    assert len(quiet.start_others("t", "ada", besides="chat-9")) == 1  # chat-2's, started now
+    await quiet.close()

@@ -54,6 +54,8 @@ class QuietExtraction:
         self._slots = asyncio.Semaphore(at_once)
         self._running = Background(on_error)
         self._started: dict[Key, asyncio.Task[None]] = {}
+        # Each user's chats with work waiting or started: a request asks about one user, never scans them all.
+        self._chats: dict[tuple[str, str], set[str]] = {}
         self._closed = False
 
     @property
@@ -67,6 +69,7 @@ class QuietExtraction:
         self._cancel(key)
         timer = asyncio.get_running_loop().call_later(quiet_s, self._start, key)
         self._waiting[key] = _Waiting(timer, work)
+        self._chats.setdefault(key[:2], set()).add(key[2])
         while len(self._waiting) > self.max_waiting:
             self._start(next(iter(self._waiting)))
 
@@ -82,15 +85,16 @@ class QuietExtraction:
 
     def start_others(self, tenant: str, user: str, *, besides: str) -> list[asyncio.Task[None]]:
         """Start now the work of the user's chats other than ``besides``; all of theirs that runs."""
-        mine = [k for k in self._waiting if k[:2] == (tenant, user) and k[2] != besides]
-        for key in mine:
+        others = [(tenant, user, chat) for chat in self._chats.get((tenant, user), ()) if chat != besides]
+        for key in others:
             self._start(key)
-        return [t for k, t in self._started.items() if k[:2] == (tenant, user) and k[2] != besides]
+        return [task for key in others if (task := self._started.get(key)) is not None]
 
     def _cancel(self, key: Key) -> None:
         waiting = self._waiting.pop(key, None)
         if waiting is not None:
             waiting.timer.cancel()
+            self._settled(key)
 
     def _start(self, key: Key) -> None:
         waiting = self._waiting.pop(key, None)
@@ -99,7 +103,22 @@ class QuietExtraction:
         waiting.timer.cancel()
         task = self._running.spawn("quiet-extract", self._run(waiting.work))
         self._started[key] = task
-        task.add_done_callback(lambda t: self._started.pop(key, None) if self._started.get(key) is t else None)
+        task.add_done_callback(lambda t: self._ended(key, t))
+
+    def _ended(self, key: Key, task: asyncio.Task[None]) -> None:
+        if self._started.get(key) is task:
+            del self._started[key]
+            self._settled(key)
+
+    def _settled(self, key: Key) -> None:
+        """``key``'s chat out of the user's index once nothing of it waits or runs."""
+        if key in self._waiting or key in self._started:
+            return
+        chats = self._chats.get(key[:2])
+        if chats is not None:
+            chats.discard(key[2])
+            if not chats:
+                del self._chats[key[:2]]
 
     async def _run(self, work: Work) -> None:
         async with self._slots:
