@@ -52,9 +52,9 @@ CATEGORY_MEANINGS: dict[str, str] = {
     "identifier": "order, ticket, card, account and tracking numbers",
     "other": "anything else worth remembering",
 }
-# Below this confidence a fact is a guess (the reader by meaning files its facts at 0.5): a guess takes a
-# bounded share of the profile, and replacing one never hides the turn it was read from — the turn still
-# says what it said, whatever the guess made of it.
+# Below this confidence a fact is a guess (the reader by meaning files its facts at 0.5): a guess takes only
+# the room in the profile that surer facts leave, and replacing one never hides the turn it was read from —
+# the turn still says what it said, whatever the guess made of it.
 GUESS_BELOW = 0.6
 
 
