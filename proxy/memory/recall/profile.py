@@ -65,9 +65,17 @@ class Profile:
     cards: tuple[Card, ...]
     item_ids: frozenset[int]
     tokens: int  # the cards' rendered lines, newline included, without the block around them
-    guesses: frozenset[str] = frozenset()  # the ids of its guesses' cards (``memory_schema.is_guess``)
-    guessed: int = 0  # their tokens, within ``tokens``
-    guess_costs: tuple[tuple[str, int], ...] = ()  # each guess's card id and tokens, best first
+    guess_costs: tuple[tuple[str, int], ...] = ()  # its guesses' cards (``memory_schema.is_guess``): id, tokens
+
+    @property
+    def guesses(self) -> frozenset[str]:
+        """The ids of its guesses' cards."""
+        return frozenset(card_id for card_id, _ in self.guess_costs)
+
+    @property
+    def guessed(self) -> int:
+        """Its guesses' tokens, within ``tokens``."""
+        return sum(cost for _, cost in self.guess_costs)
 
     def beside(self, hits_tokens: int, room: int) -> Profile:
         """The profile shown beside hits of ``hits_tokens`` chosen in ``room`` (the block's budget but for
@@ -75,14 +83,14 @@ class Profile:
         if hits_tokens + self.guessed <= room:
             return self
         kept, guessed = [], 0
-        for card_id, cost in self.guess_costs:
+        for card_id, cost in self.guess_costs:  # best first
             if hits_tokens + guessed + cost <= room:
                 kept.append((card_id, cost))
                 guessed += cost
         dropped = self.guesses - {card_id for card_id, _ in kept}
         cards = tuple(c for c in self.cards if c.id not in dropped)
         return Profile(cards, frozenset(int(c.id[1:]) for c in cards), self.tokens - self.guessed + guessed,
-                       frozenset(card_id for card_id, _ in kept), guessed, tuple(kept))
+                       tuple(kept))
 
 
 EMPTY = Profile((), frozenset(), 0)
@@ -168,7 +176,7 @@ def select_profile(
     """
     chosen: list[tuple[Fact, Card, int]] = []
     said: set[str] = set()
-    used = guessed = 0
+    used = 0
     ranked = standing(facts, now)[:SCAN_LIMIT]
     for fact in [f for f in ranked if not is_guess(f.confidence)] + [f for f in ranked if is_guess(f.confidence)]:
         if budget_tokens - used < MIN_CARD_TOKENS:
@@ -182,12 +190,10 @@ def select_profile(
         chosen.append((fact, card, cost))
         said.add(fact.content)
         used += cost
-        guessed += cost if is_guess(fact.confidence) else 0
     guess_costs = tuple((card.id, cost) for fact, card, cost in chosen if is_guess(fact.confidence))
     order = {f.id: i for i, (f, _, _) in enumerate(chosen)}
     chosen.sort(key=lambda c: (group_of(c[0]), order[c[0].id]))
-    return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used,
-                   frozenset(card_id for card_id, _ in guess_costs), guessed, guess_costs)
+    return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used, guess_costs)
 
 
 def profile_of(facts: Iterable[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:
