@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 
 from ..memory_schema import TYPE_OF_CATEGORY, USER, MemoryItem
-from .rule_patterns import chinese, for_now, speaker_unsaid, supposed
+from .rule_patterns import HAN, chinese, for_now, speaker_unsaid, supposed
 from .rules import Said
 
 KEY = "user.statements"
@@ -48,7 +48,6 @@ CONFIDENCE = 0.5  # a guess
 MIN_HAN = 5
 MAX_HAN = 40
 
-_HAN = re.compile(r"[\u4e00-\u9fff]")
 _SPEAKER = re.compile(r"我|咱")
 # Someone else a first person only owns: kin, partners, friends, the people of one's work or home, and
 # bodies of people (a workplace, a school, a team).
@@ -82,7 +81,7 @@ _NOT_ITS_SPEAKERS = re.compile(r"下雨|下雪|刮风|天气|气温|雾霾|听�
 def statement(sentence: str) -> bool:
     """Whether ``sentence``, in Chinese, states a lasting fact of its speaker's (the module's rules)."""
     text = sentence.strip()
-    if not chinese(text) or not MIN_HAN <= len(_HAN.findall(text)) <= MAX_HAN:
+    if not chinese(text) or not MIN_HAN <= len(HAN.findall(text)) <= MAX_HAN:
         return False
     speaks = [m.start() for m in _SPEAKER.finditer(text)]
     if not speaks:
@@ -90,8 +89,10 @@ def statement(sentence: str) -> bool:
             return False
         if _TOPIC.search(text) or _NOT_ITS_SPEAKERS.search(text):
             return False
-    elif all(at in {m.start() for m in _SOMEONE_ELSE.finditer(text)} for at in speaks):
-        return False
+    else:
+        owned = {m.start() for m in _SOMEONE_ELSE.finditer(text)}
+        if all(at in owned for at in speaks):  # a first person that only owns someone else
+            return False
     if _ASKED.search(text) or _TO_THE_ASSISTANT.search(text) or _NO_STATEMENT.search(text) or _WISHED.search(text):
         return False
     if supposed(text, 0):

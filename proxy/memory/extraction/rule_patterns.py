@@ -58,14 +58,14 @@ NOT_A_FOOD = frozenset({"another", "any", "anything", "more", "much", "that", "t
                         "right", "enough", "there", "here", "yet", "so", "out", "the", "today", "tonight",
                         "tomorrow", "again", "anymore", "alone", "like", "what", "these", "those", "after",
                         "before", "until", "late", "a", "properly", "well", "when", "while"})
-_HAN = re.compile(r"[\u4e00-\u9fff]")
+HAN = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character
 _ZH_END = "[^，。！？,.!?；;\\s]"
 ZH_PARTICLES = "了的啊呀哦呢吧"
 
 
 def chinese(text: str) -> bool:
     """Whether ``text`` holds a Chinese character: the fact is then written in Chinese."""
-    return _HAN.search(text) is not None
+    return HAN.search(text) is not None
 
 
 # A person a Chinese sentence names: the speaker, the one spoken to, anyone else by a pronoun, people ("人":
