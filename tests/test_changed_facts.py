@@ -6,6 +6,8 @@ read for the old value.
 
 from __future__ import annotations
 
+import json
+
 from tests.admin_helpers import admin, ask
 from tests.conftest import PROXY_KEY, Proxy, both_stores
 from tests.fake_upstream import FakeUpstream
@@ -13,6 +15,7 @@ from tests.fake_upstream import FakeUpstream
 backend = both_stores
 
 QUESTION = "Which grocery delivery service would work for where I live?"
+COMMUTE = "下雨天上班路上有什么建议？"
 
 
 def say(proxy: Proxy, user: str, statement: str, reply: str = "Thanks for telling me.") -> None:
@@ -28,8 +31,8 @@ def say(proxy: Proxy, user: str, statement: str, reply: str = "Thanks for tellin
     proxy.drain()
 
 
-def forwarded(proxy: Proxy, upstream: FakeUpstream, user: str) -> str:
-    ask(proxy, user, QUESTION)
+def forwarded(proxy: Proxy, upstream: FakeUpstream, user: str, question: str = QUESTION) -> str:
+    ask(proxy, user, question)
     return upstream.chat_requests()[-1].body.decode()
 
 
@@ -62,3 +65,17 @@ def test_a_memory_edited_by_hand_hides_the_turns_that_said_its_old_value(
         assert r.status_code == 200, r.text
     sent = forwarded(proxy, upstream, "ben")
     assert "Denver" in sent and "Boston" not in sent
+
+
+def test_a_later_change_read_loosely_marks_the_earlier_fact_and_hides_its_turn(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # With no model, Chinese statements are filed under one key for all: neither supersedes the other.
+    say(proxy, "dai", "我每天开车上班。")
+    assert "User: 我每天开车上班。" in forwarded(proxy, upstream, "dai", COMMUTE)
+    say(proxy, "dai", "车上个月卖了，我现在骑自行车上班。")
+    lines = json.loads(forwarded(proxy, upstream, "dai", COMMUTE))["messages"][-1]["content"].split("\n")
+    (old,) = [line for line in lines if "开车" in line]  # once: its card, not its turn as well
+    assert old.startswith("[") and "may have changed since] 我每天开车上班。" in old
+    (new,) = [line for line in lines if "自行车" in line and line.startswith("[")]
+    assert "may have changed since" not in new

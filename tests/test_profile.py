@@ -335,3 +335,19 @@ def test_what_stands_is_the_users_to_change_by_hand(make_proxy: Callable[..., Pr
         assert http.get("/paperclip/v1/users/ada/profile").json()["data"] == []
         wrong = http.patch(f"/paperclip/v1/users/ada/memories/{made['id']}", json={"category": "medical"})
         assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "category"
+
+
+def test_a_fact_a_later_one_may_have_changed_is_marked_and_takes_only_the_room_left() -> None:
+    moved = Item(30, "entity", "user.said.home", "Settled at last: we bought a house in York.", 0.5, "identity",
+                 confidence=0.5, created=NOW.timestamp(), updated=NOW.timestamp())
+    home = replace(ZH, content="The user rents a flat in Leeds.", importance=0.95)
+    facts = [home, moved, NAME]
+    profile = profile_of(facts, config.Memory(), COUNTER, NOW)
+    assert profile.changed == {home.id}
+    (card,) = [c for c in profile.cards if c.id == f"i{home.id}"]
+    assert card.changed and not any(c.changed for c in profile.cards if c is not card)
+    # Ranked first by importance, it is still the first left out when the room is short: after the guess.
+    costs = {f.id: COUNTER.text(render_card(item_card(f, f is home)) + "\n") for f in facts}
+    tight = select_profile(facts, NOW, COUNTER, costs[NAME.id] + costs[moved.id], profile.changed)
+    assert tight.item_ids == {NAME.id, moved.id}
+    assert home not in left_out(facts, tight, NOW)  # nor does it follow the profile beside the hits

@@ -38,10 +38,16 @@ _FILLER = frozenset({"a", "an", "the", "is", "are", "has", "have", "to", "of", "
 # also cut the "s" of a last word in -is or -us ("tennis" → "tenni").
 _OLD_SLUG_CUT = re.compile(r"^(?:the|a|an|my|some|any)")
 _OLD_SLUG_S = re.compile(r"(?<=\w{2}[iu])s$")
+# A change said outright: the value said replaces the one before ("we moved", "I'm in Bristol now", "I left
+# accounting"; 现在, 已经, 搬, 辞职). The reader by meaning files a one-value slot's fact under its own key only
+# when it says one (``extraction/meaning.py``); recall marks an earlier fact a later one may change (``later``).
+CHANGE_SAID = re.compile(
+    r"\b(?:moved|relocated|now|since|switched|changed|left|quit|no longer|became|started|settled)\b"
+    r"|现在|如今|已经|不再|改|换|搬|辞职|离职|调到|更正|开始", re.I)
 # A statement that an activity or habit ended: it ends every taste its slot refines
 # ("has stopped running" ends "loves running marathons", user.preference.running_marathon).
 # 戒 only as "gave up X" (戒了, 戒掉, 戒咖啡了), not inside 戒指 (a ring).
-_ENDED = re.compile(r"\b(?:stopped|quit|given up|gave up|no longer|anymore|any more)\b|不再|再也不|戒掉|戒\w{0,2}了", re.I)
+ENDED = re.compile(r"\b(?:stopped|quit|given up|gave up|no longer|anymore|any more)\b|不再|再也不|戒掉|戒\w{0,2}了", re.I)
 
 
 # Slots of one value that a reader by nearness (``extraction/meaning.py``) also fills, and the key it files a
@@ -72,6 +78,18 @@ def slot_keys(key: str) -> frozenset[str]:
     return frozenset(keys)
 
 
+_OWN_KEY = {loose: own for own, loose in LOOSELY_READ.items()}
+
+
+def slot_of(key: str) -> str:
+    """The slot ``key`` files a value under: a loosely read value's slot is its own key's
+    (``user.said.home`` → ``user.location.home``), a kind of fact under a slot is the slot's
+    (``user.diet.facts`` → ``user.diet``)."""
+    own = _OWN_KEY.get(key, key)
+    head, _, last = own.rpartition(".")
+    return head if last in _KINDS_OF_FACT and "." in head else own
+
+
 def slot_members(new: MemoryItem, active: Sequence[ExistingItem]) -> list[ExistingItem]:
     """The active items ``new`` speaks for: those of its slot, and, when it says something ended,
     those of the narrower slots under it (``user.preference.running_marathon`` under ``…running``).
@@ -82,7 +100,7 @@ def slot_members(new: MemoryItem, active: Sequence[ExistingItem]) -> list[Existi
     if not is_slot(new.key):
         return []
     slot = slot_keys(new.key)
-    ended = bool(_ENDED.search(new.content))
+    ended = bool(ENDED.search(new.content))
     mine = [e for e in active if (e.about == USER) == new.about_user]
     return [e for e in mine if e.key in slot or (ended and _refines(e.key, new.key))]
 

@@ -35,7 +35,7 @@ supersede would hide a true value and its turns. Such a sentence is filed
 under the slot's loose key (``lifecycle.LOOSELY_READ``: ``user.said.home``),
 where it replaces only the last one read so, and the slot's own value (a
 rule's, a model's) replaces it in turn. Only a change said outright ("we
-moved", "I'm in Bristol now", "I left accounting": ``_CHANGE``) past a
+moved", "I'm in Bristol now", "I left accounting": ``lifecycle.CHANGE_SAID``) past a
 stricter bar (``CHANGE_FLOOR``, ``CHANGE_MARGIN``) takes the slot's own key
 and replaces its value.
 
@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ...offload import off_loop
-from ..lifecycle import LOOSELY_READ
+from ..lifecycle import CHANGE_SAID, LOOSELY_READ
 from ..memory_schema import STANDS_BY_DEFAULT, TYPE_OF_CATEGORY, USER, Category, MemoryItem
 from .rule_patterns import chinese, for_now, supposed
 from .rules import Said
@@ -104,9 +104,6 @@ _SOMEONE_ELSE = re.compile(
 _ONE_MOMENT = re.compile(
     r"\b(?:yesterday|last night|this morning|this afternoon|this evening|earlier|just now|a minute ago"
     r"|just (?:got|came|had|finished|bought|watched|saw|read|tried|ate|left|arrived|woke))\b", re.I)
-# A change said outright: the value said replaces the one before.
-_CHANGE = re.compile(
-    r"\b(?:moved|relocated|now|since|switched|changed|left|quit|no longer|became|started|settled)\b", re.I)
 _WORD = re.compile(r"[A-Za-z][\w'-]*")
 # A sentence of more words is read no further: it tells a story more often than it states a fact.
 MAX_WORDS = 40
@@ -214,7 +211,7 @@ def key_for(slot: Slot, sentence: str, score: float, margin: float, *, whole: bo
     sentence kept whole, no clause of it read: what changed in it is not told apart from the story around)."""
     if not slot.one_value:
         return slot.key
-    if not whole and _CHANGE.search(sentence) and score >= CHANGE_FLOOR and margin >= CHANGE_MARGIN:
+    if not whole and CHANGE_SAID.search(sentence) and score >= CHANGE_FLOOR and margin >= CHANGE_MARGIN:
         return slot.key
     return LOOSELY_READ[slot.key]
 

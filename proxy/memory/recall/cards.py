@@ -44,6 +44,8 @@ FRAGMENT_LABEL = "conversation"
 GAP = "…"
 # Below this many tokens of room, a truncated card says too little to be worth it.
 MIN_TRUNCATED_TOKENS = 24
+# The last part of the header of an item's card that a later fact may have changed.
+CHANGED = "may have changed since"
 # The speakers of a fragment card's lines.
 SPEAKERS = ("User", "Assistant")
 
@@ -71,6 +73,7 @@ class Card:
     text: str
     id: str
     about: str | None = None  # who an item is about when it is not the user ("the user's cat")
+    changed: bool = False  # a later fact may have changed it (``changed_since``)
 
     @property
     def hit_ids(self) -> tuple[str, ...]:
@@ -79,7 +82,8 @@ class Card:
 
 
 def render_card(card: Card) -> str:
-    """``[preference · user said · 2026-11-02] Allergic to peanuts``.
+    """``[preference · user said · 2026-11-02] Allergic to peanuts`` (one a later fact may have changed:
+    ``[entity · user said · 2026-11-02 · may have changed since] Lives in Leeds``).
 
     A fragment card holds a stretch of the history said on one date:
     ``[2023-05-08]`` (no date: ``[conversation]``), then one ``User: …`` /
@@ -90,7 +94,7 @@ def render_card(card: Card) -> str:
     """
     text = _defuse(card.text)
     header = f"[{card.date or FRAGMENT_LABEL}]" if card.kind == "fragment" else (
-        "[" + " · ".join(p for p in (card.kind, *_said(card), card.date) if p) + "]")
+        "[" + " · ".join(p for p in (card.kind, *_said(card), card.date, CHANGED * card.changed) if p) + "]")
     if card.kind != "fragment":
         return f"{header} {one_line(text)}".rstrip()
     return "\n".join([header, *_turns(text)])
@@ -150,13 +154,14 @@ class ItemFacts(Protocol):
 _ITEM_KINDS: frozenset[str] = frozenset(TYPES)
 
 
-def item_card(item: ItemFacts) -> Card:
-    """A memory item as a card: its type, whom it is about or who said it, the day it was first recorded."""
+def item_card(item: ItemFacts, changed: bool = False) -> Card:
+    """A memory item as a card: its type, whom it is about or who said it, the day it was first recorded,
+    and whether a later fact may have changed it (``changed``)."""
     said: CardSource = "user said" if item.source == "user-stated" else "inferred"
     kind: CardKind = item.type if item.type in _ITEM_KINDS else "entity"  # type: ignore[assignment]
     day = dt.datetime.fromtimestamp(item.created, dt.UTC).strftime("%Y-%m-%d")
     about = None if item.about == USER else item.about
-    return Card(kind, said, day, item.content, f"i{item.id}", about)  # the id recall gives an item's hit
+    return Card(kind, said, day, item.content, f"i{item.id}", about, changed)  # its id: an item hit's
 
 
 def render_block(cards: Iterable[Card]) -> str:

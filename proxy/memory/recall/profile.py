@@ -28,7 +28,8 @@ from ...config import Memory
 from ...tokens import TokenCounter
 from ..lifecycle import expiry_moment, is_expired
 from ..memory_schema import CATEGORIES, is_guess
-from .cards import Card, ItemFacts, item_card, render_block, render_card
+from .cards import Card, item_card, render_block, render_card
+from .changed_since import Stated, changed_later
 
 HALF_LIFE_DAYS = 180.0
 # No card fits in less room than this; past this many standing facts none would make the budget.
@@ -36,7 +37,7 @@ MIN_CARD_TOKENS = 8
 SCAN_LIMIT = 40
 
 
-class Fact(ItemFacts, Protocol):
+class Fact(Stated, Protocol):
     """What the profile reads of a stored item, besides its card's fields (``store``'s item row has these)."""
 
     @property
@@ -66,6 +67,8 @@ class Profile:
     item_ids: frozenset[int]
     tokens: int  # the cards' rendered lines, newline included, without the block around them
     guess_costs: tuple[tuple[str, int], ...] = ()  # its guesses' cards (``memory_schema.is_guess``): id, tokens
+    # The ids of the facts a later one may have changed (``changed_since``), in the profile or not: never hits.
+    changed: frozenset[int] = frozenset()
 
     @property
     def guesses(self) -> frozenset[str]:
@@ -90,7 +93,7 @@ class Profile:
         dropped = self.guesses - {card_id for card_id, _ in kept}
         cards = tuple(c for c in self.cards if c.id not in dropped)
         return Profile(cards, frozenset(int(c.id[1:]) for c in cards), self.tokens - self.guessed + guessed,
-                       tuple(kept))
+                       tuple(kept), self.changed)
 
 
 EMPTY = Profile((), frozenset(), 0)
@@ -98,8 +101,9 @@ EMPTY = Profile((), frozenset(), 0)
 
 def left_out(facts: Iterable[F], profile: Profile, now: dt.datetime) -> list[F]:
     """The standing facts past the profile's budget, best first; not guesses (``memory_schema.is_guess``): a
-    reading of a turn is not worth a place whatever the question."""
-    return [f for f in standing(facts, now) if f.id not in profile.item_ids and not is_guess(f.confidence)]
+    reading of a turn is not worth a place whatever the question; nor facts a later one may have changed."""
+    skip = profile.item_ids | profile.changed
+    return [f for f in standing(facts, now) if f.id not in skip and not is_guess(f.confidence)]
 
 
 def listing(
@@ -162,7 +166,8 @@ def rank_key(fact: Fact) -> float:
 
 
 def select_profile(
-    facts: Iterable[Fact], now: dt.datetime, counter: TokenCounter, budget_tokens: int
+    facts: Iterable[Fact], now: dt.datetime, counter: TokenCounter, budget_tokens: int,
+    changed: frozenset[int] = frozenset(),
 ) -> Profile:
     """The best standing facts whose cards fit ``budget_tokens``, grouped by category.
 
@@ -172,18 +177,19 @@ def select_profile(
     A fact that does not fit whole is skipped for a shorter one after it:
     a standing fact cut in half could say the opposite of the whole. Guesses
     (``memory_schema.is_guess``) take the room the sure facts leave, best
-    first: a guess never pushes out a fact read surely.
+    first: a guess never pushes out a fact read surely. Facts a later one may have changed
+    (``changed``: ``changed_since``) take the room left after that, marked so on their cards.
     """
     chosen: list[tuple[Fact, Card, int]] = []
     said: set[str] = set()
     used = 0
     ranked = standing(facts, now)[:SCAN_LIMIT]
-    for fact in [f for f in ranked if not is_guess(f.confidence)] + [f for f in ranked if is_guess(f.confidence)]:
+    for fact in sorted(ranked, key=lambda f: (f.id in changed, is_guess(f.confidence))):  # a stable sort
         if budget_tokens - used < MIN_CARD_TOKENS:
             break
         if fact.content in said:  # the same words kept twice: one card
             continue
-        card = item_card(fact)
+        card = item_card(fact, fact.id in changed)
         cost = counter.text(render_card(card) + "\n")
         if used + cost > budget_tokens:
             continue
@@ -193,19 +199,25 @@ def select_profile(
     guess_costs = tuple((card.id, cost) for fact, card, cost in chosen if is_guess(fact.confidence))
     order = {f.id: i for i, (f, _, _) in enumerate(chosen)}
     chosen.sort(key=lambda c: (group_of(c[0]), order[c[0].id]))
-    return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used, guess_costs)
+    return Profile(tuple(c for _, c, _ in chosen), frozenset(f.id for f, _, _ in chosen), used, guess_costs,
+                   changed)
 
 
-def profile_of(facts: Iterable[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:
-    """The tenant's profile for a user: ``EMPTY`` when ``memory.profile`` is off.
+def profile_of(
+    facts: Sequence[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime,
+    changed: frozenset[int] | None = None,
+) -> Profile:
+    """The tenant's profile for a user: no cards when ``memory.profile`` is off.
 
     Its budget is ``memory.profile_budget_tokens``, and never more than what
     ``memory.budget_tokens`` leaves beside the block's own markers and preamble.
+    ``changed``: ``changed_later(facts)``, when the caller has it.
     """
+    changed = changed_later(facts) if changed is None else changed
     if not settings.profile:
-        return EMPTY
+        return Profile((), frozenset(), 0, (), changed)
     room = settings.budget_tokens - counter.text(render_block([]))
-    return select_profile(facts, now, counter, min(settings.profile_budget_tokens, room))
+    return select_profile(facts, now, counter, min(settings.profile_budget_tokens, room), changed)
 
 
 class ProfileMemo:
@@ -228,13 +240,15 @@ class ProfileMemo:
         self._rest: list[Fact] | None = None
 
     def of(
-        self, version: Hashable, facts: Sequence[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime
+        self, version: Hashable, facts: Sequence[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime,
+        changed: frozenset[int] | None = None,
     ) -> Profile:
-        """``profile_of(facts, settings, counter, now)``, from the memo when it holds."""
+        """``profile_of(facts, settings, counter, now, changed)``, from the memo when it holds (``changed`` is
+        ``facts``': it changes with ``version``)."""
         key = (version, settings.profile, settings.budget_tokens, settings.profile_budget_tokens, counter)
         if key == self._key and _between(now, self._since, self._until):
             return self._profile
-        self._profile = profile_of(facts, settings, counter, now)
+        self._profile = profile_of(facts, settings, counter, now, changed)
         self._key = key
         self._since, self._until = _expiries_around(facts, now)
         self._rest = None

@@ -158,6 +158,8 @@ async def recall_for(
         exclude = request.window_hashes
         if exclude is None:
             exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
+        if profile.changed and item_scope is not None:  # the turns of a fact a later one may have changed
+            exclude = exclude | _turns_of(item_scope, profile.changed)
         qvec = await embedding
     finally:
         if not embedding.done():
@@ -176,9 +178,10 @@ async def recall_for(
         vector, bm25, mem.vector_weight, mem.bm25_weight, vector_norm=VECTOR_NORM, bm25_norm=BM25_NORM, boost=boost
     )
     session = request.session if mem.scope == "session" else None
+    shown_or_changed = profile.item_ids | profile.changed
     cands = [
         c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
-        if (c.item is None or c.item.id not in profile.item_ids) and not _held(c.fragment, request)
+        if (c.item is None or c.item.id not in shown_or_changed) and not _held(c.fragment, request)
     ]
     now = _moment(request.now)
     if not about_someone and not relevant(cands, fused, floor.for_query(focused)):
@@ -239,7 +242,12 @@ def _who(query: str, scope: ScopeIndex) -> tuple[Role | None, bool]:
 def _profile(scope: ItemScope | None, mem: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:
     if scope is None:
         return profile_of((), mem, counter, now)
-    return scope.profile.of(scope.version, scope.rows, mem, counter, now)
+    return scope.profile.of(scope.version, scope.rows, mem, counter, now, scope.changed)
+
+
+def _turns_of(scope: ItemScope, ids: frozenset[int]) -> frozenset[str]:
+    """The fragment hashes of the turns the items ``ids`` were read from."""
+    return frozenset(h for row in scope.rows if row.id in ids for h in row.fragment_hashes)
 
 
 def _held(fragment: Fragment | None, request: RecallRequest) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 from ...store.interface import Items
 from ...store.records import ItemRow
 from ..lifecycle import is_expired
+from ..recall.changed_since import changed_later
 from ..recall.profile import ProfileMemo
 from .bm25 import BM25Index, tokenize
 
@@ -24,6 +25,7 @@ class ItemScope:
     bm25: BM25Index[int] = field(default_factory=BM25Index)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     profile: ProfileMemo = field(default_factory=ProfileMemo)  # the profile of ``rows`` at ``version``
+    changed: frozenset[int] = frozenset()  # the ids of ``rows`` a later one may have changed (``changed_since``)
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,10 @@ class ItemIndex:
                     np.vstack([v for _, v in pairs]) if pairs else np.zeros((0, 0), dtype=np.float32)
                 )
                 scope.bm25 = BM25Index()
+                terms = {row.id: tokenize(row.content) for row in scope.rows}
                 for row in scope.rows:
-                    scope.bm25.add(row.id, tokenize(row.content))
+                    scope.bm25.add(row.id, terms[row.id])
+                scope.changed = changed_later(scope.rows, lambda row: terms[row.id])
                 scope.version = version
         return scope
 

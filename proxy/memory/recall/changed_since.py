@@ -1,0 +1,88 @@
+"""Facts a later statement may have changed: shown marked, never ranked, their turns not injected (SPEC §5).
+
+A change read surely is stored as one: a model's or a rule's new value of a
+slot supersedes the old (``lifecycle.decide``). A change read loosely cannot
+be: the reader by meaning files a home it cannot tell from a visit under a
+loose key, a diet it reads beside a rule's, a Chinese statement under one
+key for all. Both facts then stand, their cards carry the same day, and a
+model cannot tell which is current. So an earlier fact is marked (``may have
+changed since`` on its card) when a later fact of the same person
+
+- speaks of the same thing: the same slot (``lifecycle.slot_of``: a loose
+  key's slot is its own key's, ``user.diet.facts`` is ``user.diet``'s),
+  when that slot names one fact or one kind of health fact (``_KINDS``), or
+  a search term of content in common (``bm25.tokenize``; not the words
+  every statement of a taste shares, ``_ANY_TOPIC``, nor the cue words below);
+- says a change outright (``lifecycle.CHANGE_SAID``: "moved", "now",
+  "switched", "since", 现在, 已经, 搬…, or that something ended), and not an
+  addition ("too", "also", 也, 还…).
+
+The mark is a hedge, not a supersede: an addition misread as a change costs
+the earlier fact its place among the hits and the profile's first places,
+not the fact. Marked facts come after the others in the profile, never rank
+as hits nor follow the profile, and the turns they were read from are not
+injected: the later value is the one recall shows as current.
+
+Pure: the facts come in, the ids go out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+from ..lifecycle import CHANGE_SAID, ENDED, is_slot, slot_of
+from ..search.bm25 import tokenize
+from .cards import ItemFacts
+
+# Slots of many values a change of one of them is still read in: a medication switched, a condition gone.
+_KINDS = frozenset({"allergies", "medications", "conditions"})
+# Said of an addition: the earlier fact stays as it was.
+_ADDED = re.compile(r"\b(?:too|also|as well|another|either|additionally|besides)\b|也|还|又|另外", re.I)
+# Words of a statement's kind, not of its topic: "the user likes hiking" and "I now like jazz" speak of two things.
+_ANY_TOPIC = frozenset({"user", "users", "like", "likes", "love", "loves", "enjoy", "enjoys", "prefer", "prefers",
+                        "用户", "喜欢", "爱"})
+
+
+class Stated(ItemFacts, Protocol):
+    """What the mark reads of a stored item: its card's fields and its key (``store``'s item row has these)."""
+
+    @property
+    def key(self) -> str: ...
+
+
+def changed_later(
+    facts: Sequence[Stated], terms: Callable[[Stated], Iterable[str]] | None = None
+) -> frozenset[int]:
+    """The ids of ``facts`` that a later one of them may have changed (``terms``: a fact's search terms,
+    when the caller has them; else they are read here)."""
+    ordered = sorted(facts, key=lambda f: (f.created, f.id))
+    changes = [i for i, f in enumerate(ordered) if says_change(f.content)]
+    if not changes:
+        return frozenset()
+    read = terms or (lambda f: tokenize(f.content))
+    topics = [_topic(f, read(f)) for f in ordered]
+    marked: set[int] = set()
+    for i in changes:
+        later, (slot, words) = ordered[i], topics[i]
+        for earlier, (its_slot, its_words) in zip(ordered[:i], topics[:i], strict=False):
+            if earlier.about == later.about and ((slot is not None and slot == its_slot) or words & its_words):
+                marked.add(earlier.id)
+    return frozenset(marked)
+
+
+def says_change(text: str) -> bool:
+    """Whether ``text`` says a change outright, or that something ended, and no addition."""
+    return bool(CHANGE_SAID.search(text) or ENDED.search(text)) and not _ADDED.search(text)
+
+
+def _topic(fact: Stated, terms: Iterable[str]) -> tuple[str | None, frozenset[str]]:
+    slot = slot_of(fact.key)
+    one = is_slot(slot) or slot.rpartition(".")[2] in _KINDS
+    return (slot if one else None), frozenset(t for t in terms if t not in _ANY_TOPIC and not _cue(t))
+
+
+def _cue(term: str) -> bool:
+    """Whether ``term`` is a word of a change or an addition itself ("now", 现在): not a topic."""
+    return any(p.fullmatch(term) for p in (CHANGE_SAID, ENDED, _ADDED))

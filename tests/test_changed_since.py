@@ -1,0 +1,94 @@
+"""Which facts a later one may have changed (``changed_since``), and how their cards say so."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.memory.lifecycle import slot_of
+from proxy.memory.recall.cards import item_card, render_card
+from proxy.memory.recall.changed_since import changed_later, says_change
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: int
+    key: str
+    content: str
+    created: float
+    about: str = "user"
+    type: str = "entity"
+    source: str = "user-stated"
+
+
+def facts(*said: tuple[str, str], about: str = "user") -> list[Fact]:
+    return [Fact(i, key, content, float(i), about) for i, (key, content) in enumerate(said, start=1)]
+
+
+def test_a_change_of_a_slot_read_loosely_marks_the_sure_value_before_it() -> None:
+    home = facts(("user.location.home", "The user lives in Oslo."),
+                 ("user.said.home", "Settled at last: I bought a flat in Trondheim."))
+    assert changed_later(home) == {1}
+
+
+def test_a_change_of_the_same_thing_said_in_a_catch_all_slot_marks_the_earlier() -> None:
+    commute = facts(("user.statements", "我每天开车上班。"), ("user.statements", "我养了一只猫。"),
+                    ("user.statements", "车上个月卖了，我现在骑自行车上班。"))
+    assert changed_later(commute) == {1}  # the cat shares no topic with the bike
+
+
+def test_an_addition_marks_nothing() -> None:
+    allergies = facts(("user.allergies", "I'm allergic to peanuts."),
+                      ("user.allergies", "I'm now also allergic to shellfish."))
+    assert changed_later(allergies) == frozenset()
+    assert not says_change("我现在也对虾过敏。")
+
+
+def test_words_of_a_taste_or_of_a_change_are_no_shared_topic() -> None:
+    tastes = facts(("user.likes", "The user likes hiking."), ("user.likes", "I now like jazz."))
+    assert changed_later(tastes) == frozenset()
+
+
+def test_only_the_same_persons_facts_mark_each_other() -> None:
+    mine = facts(("user.location.home", "The user lives in Oslo."))
+    theirs = [Fact(2, "sister.location.home", "My sister moved to Oslo's suburbs.", 2.0, "the user's sister")]
+    assert changed_later([*mine, *theirs]) == frozenset()
+
+
+def test_a_kind_of_fact_under_a_slot_is_that_slot() -> None:
+    assert slot_of("user.diet.facts") == "user.diet"
+    assert slot_of("user.said.job") == "user.occupation"
+    assert slot_of("user.medications") == "user.medications"
+
+
+TEXTS = st.sampled_from([
+    "I live in Leeds.", "We moved to York now.", "I'm allergic to peanuts.", "I'm also allergic to cats.",
+    "我每天开车上班。", "我现在骑车上班。", "The user is vegetarian.", "I started eating fish again.",
+    "I quit smoking.", "I smoke a pipe.",
+])
+KEYS = st.sampled_from(["user.location.home", "user.said.home", "user.allergies", "user.statements", "user.diet",
+                        "user.diet.facts", "user.likes"])
+
+
+@given(st.lists(st.tuples(KEYS, TEXTS, st.sampled_from(["user", "Ann"])), max_size=8), st.randoms())
+def test_marks_go_to_earlier_facts_only_and_do_not_depend_on_the_order_given(
+    said: list[tuple[str, str, str]], rng: object
+) -> None:
+    stated = [Fact(i, key, text, float(i), about) for i, (key, text, about) in enumerate(said)]
+    marked = changed_later(stated)
+    shuffled = list(stated)
+    rng.shuffle(shuffled)  # type: ignore[attr-defined]
+    assert changed_later(shuffled) == marked
+    for person in {f.about for f in stated}:
+        own = [f for f in stated if f.about == person]
+        assert own[-1].id not in marked  # the latest fact of each person stands as said
+    changes = [f for f in stated if says_change(f.content)]
+    assert all(any(c.created > f.created and c.about == f.about for c in changes) for f in stated if f.id in marked)
+
+
+def test_a_marked_card_says_so_in_its_header() -> None:
+    (oslo,) = facts(("user.location.home", "The user lives in Oslo."))
+    assert render_card(item_card(oslo, changed=True)).endswith("· may have changed since] The user lives in Oslo.")
+    assert "changed" not in render_card(item_card(oslo))
