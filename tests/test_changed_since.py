@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +21,8 @@ class Fact:
     about: str = "user"
     type: str = "entity"
     source: str = "user-stated"
+    expires_at: str | None = None
+    standing: bool = True
 
 
 def facts(*said: tuple[str, str], about: str = "user") -> list[Fact]:
@@ -92,3 +94,21 @@ def test_a_marked_card_says_so_in_its_header() -> None:
     (oslo,) = facts(("user.location.home", "The user lives in Oslo."))
     assert render_card(item_card(oslo, changed=True)).endswith("· may have changed since] The user lives in Oslo.")
     assert "changed" not in render_card(item_card(oslo))
+
+
+def test_a_topic_is_the_same_in_its_other_forms() -> None:
+    job = facts(("user.said.job", "I'm a nurse on a night shift rota."),
+                ("user.preference.nursing", "The user has quit nursing."))
+    assert changed_later(job) == {1}
+
+
+def test_a_fact_that_expires_changes_nothing_lasting() -> None:
+    home = facts(("user.location.home", "I live in Leeds."), ("user.trip", "I'm now staying in Leeds city centre."))
+    assert changed_later(home) == {1}
+    assert changed_later([home[0], replace(home[1], expires_at="2026-12-11")]) == frozenset()
+
+
+def test_only_standing_facts_mark_and_are_marked() -> None:
+    home = facts(("user.location.home", "I live in Leeds."), ("user.said.home", "We moved to York now."))
+    assert changed_later([replace(home[0], standing=False), home[1]]) == frozenset()
+    assert changed_later([home[0], replace(home[1], standing=False)]) == frozenset()

@@ -5,15 +5,20 @@ slot supersedes the old (``lifecycle.decide``). A change read loosely cannot
 be: the reader by meaning files a home it cannot tell from a visit under a
 loose key, a diet it reads beside a rule's, a Chinese statement under one
 key for all. Both facts then stand, their cards carry the same day, and a
-model cannot tell which is current. So an earlier fact is marked (``may have
-changed since`` on its card) when a later fact of the same person
+model cannot tell which is current. So an earlier standing fact (what shapes
+every answer: a fact of a moment or a plan is left to be replaced) is marked
+(``may have changed since`` on its card) when a later standing fact of the
+same person
 
 - speaks of the same thing: the same slot (``lifecycle.slot_of``: a loose
   key's slot is its own key's, ``user.diet.facts`` is ``user.diet``'s),
   when that slot names one fact or one kind of health fact (``_KINDS``), or
-  a search term of content in common (``bm25.tokenize``; not the words
-  every statement of a taste shares, ``_ANY_TOPIC``, nor the cue words below);
-- says a change outright (``lifecycle.CHANGE_SAID``: "moved", "now",
+  a search term of content in common, in any of its -ing / -ed forms
+  (``bm25.tokenize``, ``query.inflected``: "nurse" and "nursing"; not the
+  words every statement of a taste shares, ``_ANY_TOPIC``, nor the cue words
+  below);
+- lasts (has no expiry: "I'm in Paris now, till Friday" changes no home)
+  and says a change outright (``lifecycle.CHANGE_SAID``: "moved", "now",
   "switched", "since", 现在, 已经, 搬…, or that something ended), and not an
   addition ("too", "also", 也, 还…).
 
@@ -35,6 +40,7 @@ from typing import Protocol
 from ..lifecycle import CHANGE_SAID, ENDED, is_slot, slot_of
 from ..search.bm25 import tokenize
 from .cards import ItemFacts
+from .query import inflected
 
 # Slots of many values a change of one of them is still read in: a medication switched, a condition gone.
 _KINDS = frozenset({"allergies", "medications", "conditions"})
@@ -50,6 +56,10 @@ class Stated(ItemFacts, Protocol):
 
     @property
     def key(self) -> str: ...
+    @property
+    def expires_at(self) -> str | None: ...
+    @property
+    def standing(self) -> bool: ...
 
 
 def changed_later(
@@ -57,8 +67,8 @@ def changed_later(
 ) -> frozenset[int]:
     """The ids of ``facts`` that a later one of them may have changed (``terms``: a fact's search terms,
     when the caller has them; else they are read here)."""
-    ordered = sorted(facts, key=lambda f: (f.created, f.id))
-    changes = [i for i, f in enumerate(ordered) if says_change(f.content)]
+    ordered = sorted((f for f in facts if f.standing), key=lambda f: (f.created, f.id))
+    changes = [i for i, f in enumerate(ordered) if f.expires_at is None and says_change(f.content)]
     if not changes:
         return frozenset()
     read = terms or (lambda f: tokenize(f.content))
@@ -80,7 +90,8 @@ def says_change(text: str) -> bool:
 def _topic(fact: Stated, terms: Iterable[str]) -> tuple[str | None, frozenset[str]]:
     slot = slot_of(fact.key)
     one = is_slot(slot) or slot.rpartition(".")[2] in _KINDS
-    return (slot if one else None), frozenset(t for t in terms if t not in _ANY_TOPIC and not _cue(t))
+    words = [t for t in terms if t not in _ANY_TOPIC and not _cue(t)]
+    return (slot if one else None), frozenset(inflected(words))
 
 
 def _cue(term: str) -> bool:
