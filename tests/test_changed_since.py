@@ -23,6 +23,7 @@ class Fact:
     source: str = "user-stated"
     expires_at: str | None = None
     standing: bool = True
+    confidence: float = 0.5
 
 
 def facts(*said: tuple[str, str], about: str = "user") -> list[Fact]:
@@ -98,8 +99,16 @@ def test_a_marked_card_says_so_in_its_header() -> None:
 
 def test_a_topic_is_the_same_in_its_other_forms() -> None:
     job = facts(("user.said.job", "I'm a nurse on a night shift rota."),
-                ("user.preference.nursing", "The user has quit nursing."))
+                ("user.said.job", "I've quit nursing, I photograph weddings now."))
     assert changed_later(job) == {1}
+
+
+def test_only_a_guess_marks_a_fact_read_surely_replaces_or_speaks_of_something_else() -> None:
+    # A model's facts share names and words ("Maya") and say "since" of when things began.
+    maya = facts(("user.diet", "Maya has been vegetarian since 2019 and avoids all meat."),
+                 ("user.pet", "Maya now walks her dog Biscuit every morning before work."))
+    assert changed_later([maya[0], replace(maya[1], confidence=0.9)]) == frozenset()
+    assert changed_later(maya) == {1}  # the same words read as a guess
 
 
 def test_a_fact_that_expires_changes_nothing_lasting() -> None:

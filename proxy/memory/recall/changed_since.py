@@ -7,8 +7,10 @@ loose key, a diet it reads beside a rule's, a Chinese statement under one
 key for all. Both facts then stand, their cards carry the same day, and a
 model cannot tell which is current. So an earlier standing fact (what shapes
 every answer: a fact of a moment or a plan is left to be replaced) is marked
-(``may have changed since`` on its card) when a later standing fact of the
-same person
+(``may have changed since`` on its card) when a later standing guess
+(``memory_schema.is_guess``: a reading that replaces nothing; a fact read
+surely replaces what it changes, or speaks of something else) of the same
+person
 
 - speaks of the same thing: the same slot (``lifecycle.slot_of``: a loose
   key's slot is its own key's, ``user.diet.facts`` is ``user.diet``'s),
@@ -38,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from ..lifecycle import CHANGE_SAID, ENDED, is_slot, slot_of
+from ..memory_schema import is_guess
 from ..search.bm25 import tokenize
 from .cards import ItemFacts
 from .query import inflected
@@ -60,6 +63,8 @@ class Stated(ItemFacts, Protocol):
     def expires_at(self) -> str | None: ...
     @property
     def standing(self) -> bool: ...
+    @property
+    def confidence(self) -> float: ...
 
 
 def changed_later(
@@ -68,7 +73,8 @@ def changed_later(
     """The ids of ``facts`` that a later one of them may have changed (``terms``: a fact's search terms,
     when the caller has them; else they are read here)."""
     ordered = sorted((f for f in facts if f.standing), key=lambda f: (f.created, f.id))
-    changes = [i for i, f in enumerate(ordered) if f.expires_at is None and says_change(f.content)]
+    changes = [i for i, f in enumerate(ordered)
+               if is_guess(f.confidence) and f.expires_at is None and says_change(f.content)]
     if not changes:
         return frozenset()
     read = terms or (lambda f: tokenize(f.content))
