@@ -351,3 +351,14 @@ def test_a_fact_a_later_one_may_have_changed_is_marked_and_takes_only_the_room_l
     tight = select_profile(facts, NOW, COUNTER, costs[NAME.id] + costs[moved.id], profile.changed)
     assert tight.item_ids == {NAME.id, moved.id}
     assert home not in left_out(facts, tight, NOW)  # nor does it follow the profile beside the hits
+
+
+def test_the_listing_shows_a_marked_fact_past_the_budget_marked() -> None:
+    moved = Item(30, "entity", "user.said.home", "Settled at last: we bought a house in York.", 0.5, "identity",
+                 confidence=0.5, created=NOW.timestamp(), updated=NOW.timestamp())
+    home = replace(ZH, content="The user rents a flat in Leeds.")
+    small = MEMORY.model_copy(update={"profile_budget_tokens": 12})  # room for the name's card only
+    profile, listed = listing([home, moved, NAME], small, COUNTER, NOW)
+    assert home.id not in profile.item_ids
+    ((card, within),) = [(c, w) for f, c, w in listed if f is home]
+    assert card.changed and not within

@@ -104,12 +104,13 @@ def listing(
     facts: Sequence[F], settings: Memory, counter: TokenCounter, now: dt.datetime
 ) -> tuple[Profile, list[tuple[F, Card, bool]]]:
     """Every standing fact as the profile endpoint and the inspector show it, each with its card and whether
-    it is within the profile's budget: the profile's own, then those past it (``left_out``); none when
-    ``memory.profile`` is off."""
+    it is within the profile's budget: the profile's own, then those past it (``left_out``'s, and those a
+    later fact may have changed, marked so); none when ``memory.profile`` is off."""
     profile = profile_of(facts, settings, counter, now)
     by_id = {f.id: f for f in facts}
     head = [(by_id[int(c.id[1:])], c, True) for c in profile.cards]
-    rest = [(f, item_card(f), False) for f in left_out(facts, profile, now)] if settings.profile else []
+    past = [f for f in standing(facts, now) if f.id not in profile.item_ids and not is_guess(f.confidence)]
+    rest = [(f, item_card(f, f.id in profile.changed), False) for f in past] if settings.profile else []
     return profile, [*head, *rest]
 
 
