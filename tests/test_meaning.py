@@ -183,6 +183,25 @@ async def test_a_fact_in_a_long_sentence_is_kept_as_the_clause_that_states_it(bu
     assert await read(bundled, [story]) == {}
 
 
+@pytest.mark.parametrize(("said", "fact", "key"), [
+    ("Honestly the week has been a blur of meetings and deadlines, but I'm vegetarian, so any recipe without meat "
+     "works.", "I'm vegetarian", "user.diet.facts"),
+    ("The trip was long and the hotel was noisy and the food was bland, and I'm allergic to shellfish anyway.",
+     "I'm allergic to shellfish anyway.", "user.allergies"),
+    ("Oh, and scratch what I said: I sold the Corolla last month, I cycle to work now.", "I cycle to work now.",
+     "user.activities"),
+])
+async def test_a_long_sentence_that_reads_as_nothing_whole_is_read_by_its_clauses(
+    bundled: Embedder, said: str, fact: str, key: str
+) -> None:
+    # The rest of a long sentence drowns its fact: the whole is near no slot's examples, a clause is.
+    whole = meaning.classify(bundled.embed([said]), bundled.embed(list(meaning.examples().texts)),
+                             meaning.examples().labels)
+    assert not meaning.accepted(*whole[0][1:])
+    (item,) = (await read(bundled, [said])).values()
+    assert (item.content, item.key) == (fact, key)
+
+
 async def test_a_long_sentence_whose_clauses_read_another_slot_or_none_is_kept_whole(bundled: Embedder) -> None:
     said = "After fifteen years as a paramedic in the city, which I still do three nights a week, nothing surprises me."
     (item,) = (await read(bundled, [said])).values()

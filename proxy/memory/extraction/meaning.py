@@ -23,7 +23,10 @@ one moment past ("yesterday", "just got back"). A sentence of more than
 most surely, a clause in which "I", "we", "me" or "us" speaks: a part cut out
 by its commas that only owns something ("our rabbit") is a phrase, not a
 fact; with no such clause, it is kept whole (``whole``: then a one-value slot
-takes only its loose key, below).
+takes only its loose key, below). A long sentence whose whole reads as no
+fact (the rest of it drowns what one clause states: "the week has been a
+blur of meetings, but I'm vegetarian, so…") is read by its clauses, and the
+one that reads as a fact most surely, of any slot, is kept.
 What is read so is a guess (``CONFIDENCE``, ``memory_schema.is_guess``): the
 profile gives guesses only the room its surer facts leave, and a guess
 replaced hides no turn. A slot of many values (an allergy, a like) is filed under a key
@@ -246,6 +249,11 @@ class MeaningReader:
         items = []
         for (index, sentence), (name, score, margin) in zip(said, read, strict=True):
             if not accepted(score, margin):
+                if len(_WORD.findall(sentence)) > SHORT_WORDS:
+                    found = await self._clause(sentence, None)
+                    if found is not None:
+                        part, name, score, margin = found
+                        items.append(item_of(known.slots[name], index, part, score, margin))
                 continue
             whole = False
             if len(_WORD.findall(sentence)) > SHORT_WORDS:
@@ -256,12 +264,12 @@ class MeaningReader:
             items.append(item_of(known.slots[name], index, sentence, score, margin, whole=whole))
         return items
 
-    async def _clause(self, sentence: str, slot: str) -> tuple[str, str, float, float] | None:
+    async def _clause(self, sentence: str, slot: str | None) -> tuple[str, str, float, float] | None:
         """The short clause of a long ``sentence`` read as a fact of its ``slot`` most surely, if one is: a
         clause of another slot reads something else than what the sentence was read for."""
         parts = [c for c in clauses(sentence) if len(_WORD.findall(c)) <= SHORT_WORDS]
         if not parts or self._examples is None:
             return None
         read = classify(await self.embed(parts), self._examples, examples().labels)
-        found = [(part, *r) for part, r in zip(parts, read, strict=True) if r[0] == slot and accepted(r[1], r[2])]
+        found = [(part, *r) for part, r in zip(parts, read, strict=True) if slot in (None, r[0]) and accepted(r[1], r[2])]
         return max(found, key=lambda f: f[2], default=None)
