@@ -25,6 +25,8 @@ def kind(item: MemoryItem) -> str | None:
         ("My new address is 12 Baker Street, London.", "user.location.home",
          "The user's home address is 12 Baker Street, London.", "identity"),
         ("我现在住在北京。", "user.location.home", "用户住在北京。", "identity"),
+        ("我们住在成都。", "user.location.home", "用户住在成都。", "identity"),
+        ("告诉你一下，我们周末搬到南京了。", "user.location.home", "用户住在南京。", "identity"),
         ("我的新地址是上海市长宁区100号。", "user.location.home", "用户的地址是上海市长宁区100号。", "identity"),
         ("I work as a software engineer at a bank.", "user.occupation", "The user is a software engineer.", "identity"),
         ("I'm a night-shift nurse.", "user.occupation", "The user is a nurse.", "identity"),

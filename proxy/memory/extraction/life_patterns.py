@@ -226,9 +226,9 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"\b(?i:(?:I|we) (?:now |currently )?live in|I'm based in|I am based in) " + _PLACE), _home),
     (re.compile(r"\b(?i:my (?:new |home |current |delivery |shipping )?address is) (?P<address>\d[^.;!?\n]{4,80})"),
      _home),
-    (re.compile(r"我(?:现在|目前|已经)?住在(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|[，。！？,.!?\s])"), _home),
-    # 我搬到 / 我们家搬到, not 我们公司搬到了五楼 (the company's move).
-    (re.compile(r"我(?:们家|家)?(?:上周|上个月|上星期|去年|今年|前几天|已经|刚刚?|最近|现在|终于|才|也){0,3}搬到了?(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|了|[，。！？,.!?\s])"),
+    (re.compile(r"我们?(?:现在|目前|已经)?住在(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|[，。！？,.!?\s])"), _home),
+    # 我搬到 / 我们搬到 / 我们家搬到 (as "I" or "we moved"), not 我们公司搬到了五楼 (the company's move).
+    (re.compile(r"我(?:们家|们|家)?(?:上周末?|周末|上个月|上星期|去年|今年|前几天|前段时间|已经|刚刚?|最近|现在|终于|才|也){0,3}搬到了?(?P<place>[\u4e00-\u9fff]{2,8}?)(?=$|了|[，。！？,.!?\s])"),
      _home),
     (re.compile(r"\bI(?:'m| am) (?:currently |staying |traveling |travelling )?(?:in|at) "
                 r"(?P<place>[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2})"), _place),
