@@ -35,7 +35,9 @@ Pure: the facts come in, the ids go out.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
@@ -78,13 +80,24 @@ def changed_later(
     if not changes:
         return frozenset()
     read = terms or (lambda f: tokenize(f.content))
-    topics = [_topic(f, read(f)) for f in ordered]
+    # Who spoke of what, by slot and by word: a change meets the facts before it through these, not one by one.
+    by_slot: dict[tuple[str, str], list[int]] = defaultdict(list)
+    by_word: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, fact in enumerate(ordered[: changes[-1]]):
+        slot, words = _topic(fact, read(fact))
+        if slot is not None:
+            by_slot[fact.about, slot].append(i)
+        for word in words:
+            by_word[fact.about, word].append(i)
     marked: set[int] = set()
     for i in changes:
-        later, (slot, words) = ordered[i], topics[i]
-        for earlier, (its_slot, its_words) in zip(ordered[:i], topics[:i], strict=False):
-            if earlier.about == later.about and ((slot is not None and slot == its_slot) or words & its_words):
-                marked.add(earlier.id)
+        later = ordered[i]
+        slot, words = _topic(later, read(later))
+        # A word's other -ing / -ed forms are looked up from the later fact's side only: "nursing" finds
+        # "nurse" and "nurse" finds "nursing" (``query.inflected`` goes both ways).
+        met = [by_slot.get((later.about, slot), ()) if slot is not None else (),
+               *(by_word.get((later.about, w), ()) for w in inflected(list(words)))]
+        marked.update(ordered[j].id for found in met for j in found if j < i)
     return frozenset(marked)
 
 
@@ -96,10 +109,10 @@ def says_change(text: str) -> bool:
 def _topic(fact: Stated, terms: Iterable[str]) -> tuple[str | None, frozenset[str]]:
     slot = slot_of(fact.key)
     one = is_slot(slot) or slot.rpartition(".")[2] in _KINDS
-    words = [t for t in terms if t not in _ANY_TOPIC and not _cue(t)]
-    return (slot if one else None), frozenset(inflected(words))
+    return (slot if one else None), frozenset(t for t in terms if t not in _ANY_TOPIC and not _cue(t))
 
 
+@functools.lru_cache(maxsize=4096)
 def _cue(term: str) -> bool:
     """Whether ``term`` is a word of a change or an addition itself ("now", 现在): not a topic."""
     return any(p.fullmatch(term) for p in (CHANGE_SAID, ENDED, _ADDED))
