@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 
 from ..memory_schema import TYPE_OF_CATEGORY, USER, MemoryItem
-from .rule_patterns import HAN, chinese, for_now, speaker_unsaid, supposed
+from .rule_patterns import HAN, ZH_ASKED, chinese, for_now, speaker_unsaid, supposed
 from .rules import Said
 
 KEY = "user.statements"
@@ -57,7 +57,6 @@ _SOMEONE_ELSE = re.compile(
     r"|岳父|岳母|亲戚|朋友|闺蜜|同事|同学|室友|邻居|老板|领导|上司|经理|老师|医生|客户"
     r"|公司|单位|办公室|团队|部门|学校|班|楼)"
 )
-_ASKED = re.compile(r"[？?]\s*$|[吗呢吧嘛]\s*[。！!]?\s*$|什么|怎么|为什么|哪|多少|是不是|能不能|可不可以|要不要|有没有")
 _TO_THE_ASSISTANT = re.compile(r"你|您|请|帮我|给我|推荐|告诉我|提醒|麻烦|谢谢|多谢|感谢")
 _NO_STATEMENT = re.compile(r"我(?:觉得|认为|感觉|明白|知道了|懂了|同意|看看|试试|问一下|问问|记得你)")
 _WISHED = re.compile(r"(?<!不)(?:想|希望|打算|准备|计划|要去)")
@@ -93,7 +92,7 @@ def statement(sentence: str) -> bool:
         owned = {m.start() for m in _SOMEONE_ELSE.finditer(text)}
         if all(at in owned for at in speaks):  # a first person that only owns someone else
             return False
-    if _ASKED.search(text) or _TO_THE_ASSISTANT.search(text) or _NO_STATEMENT.search(text) or _WISHED.search(text):
+    if ZH_ASKED.search(text) or _TO_THE_ASSISTANT.search(text) or _NO_STATEMENT.search(text) or _WISHED.search(text):
         return False
     if supposed(text, 0):
         return False

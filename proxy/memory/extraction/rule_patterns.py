@@ -308,6 +308,40 @@ def supposed(sentence: str, start: int) -> bool:
     ) or _WISHED.match(sentence, start) is not None
 
 
+# What a Chinese clause asks with: a question word, or a particle or mark that ends a question.
+ZH_ASKED = re.compile(r"[？?]\s*$|[吗呢吧嘛]\s*[。！!]?\s*$|什么|怎么|为什么|哪|多少|是不是|能不能|可不可以|要不要|有没有")
+# An English question opens on one of these (after a greeting or "so", "and"...), and a question asked after
+# a statement begins its clause with one: "I'm allergic to nuts, so what snacks can I take?".
+_EN_ASKING = (r"(?:what|what's|which|how|why|where|when|who|whom|whose|can|could|should|shall|would|will|do|does"
+              r"|did|is|are|am|was|were|any|anything|anyone|is there|are there)\b")
+_EN_OPENS_ASKING = re.compile(r"^(?:(?:so|and|but|ok|okay|hey|hi|well|also|oh|um|quick question)[,\s]+)*"
+                              r"(?:" + _EN_ASKING + r"|if\b|suppose\b|say\b|imagine\b|pretend\b|let's say\b)",
+                              re.I)
+_EN_ASKS_NEXT = re.compile(r"(?:[,;:]|\s[-–—])\s*(?:(?:so|and|but|then|now|well|also)\s+)?(?=" + _EN_ASKING + ")",
+                           re.I)
+_ZH_CLAUSE = re.compile(r"[，,；;]")
+
+
+def premise(sentence: str) -> str | None:
+    """What a question states before it asks ("I'm allergic to nuts, so what snacks can I take on the
+    plane?" → "I'm allergic to nuts."; "我对坚果过敏，坐飞机能带什么零食？" → "我对坚果过敏。"), as a sentence
+    of its own; None for a sentence that is no question, that asks from its first clause ("Do you think
+    I'm allergic to cats, or is it dust?", "我是不是对花生过敏，怎么查？") or that states too little first."""
+    text = sentence.strip()
+    if not text.endswith(("?", "？", "吗")):
+        return None
+    if chinese(text):
+        parts = _ZH_CLAUSE.split(text)
+        asks = next((i for i, part in enumerate(parts) if ZH_ASKED.search(part)), 0)
+        head = "，".join(p.strip() for p in parts[:asks] if p.strip())
+        return head + "。" if len(HAN.findall(head)) >= 3 else None
+    if _EN_OPENS_ASKING.match(text):
+        return None
+    asks = _EN_ASKS_NEXT.search(text)
+    head = text[: asks.start()].strip() if asks else ""
+    return head + "." if len(head.split()) >= 3 else None
+
+
 def lasting(rule: Rule) -> Rule:
     """``rule`` for a fact that only stands: it reads nothing from a sentence said for now (``for_now``)."""
 

@@ -24,6 +24,7 @@ from .rule_patterns import (
     allergy,
     expiry,
     lasts_days,
+    premise,
     remind,
     speaker_unsaid,
     supposed,
@@ -42,9 +43,12 @@ _ALL_RULES = [*RULES, *HEALTH_RULES, *LIFE_RULES, *PREFERENCE_RULES, *ACTIVITY_R
 
 
 def _sentences(text: str) -> Iterator[str]:
-    # The end mark stays on the sentence: a question is not a statement of fact.
+    # The end mark stays on the sentence: a question is not a statement of fact. What a question states
+    # before it asks ("I'm allergic to nuts, so what can I eat?") is, and comes first as a sentence of its own.
     for part in re.split(r"(?<=[.!?])\s+|(?<=[。！？])|\n+", strip_blocks(text).replace("’", "'")):
         if part.strip():
+            if (stated := premise(part)) is not None:
+                yield stated
             yield part.strip()
 
 
