@@ -337,8 +337,8 @@ def premise(sentence: str) -> str | None:
         return head + "。" if len(HAN.findall(head)) >= 3 else None
     if _EN_OPENS_ASKING.match(text):
         return None
-    asks = _EN_ASKS_NEXT.search(text)
-    head = text[: asks.start()].strip() if asks else ""
+    asked = _EN_ASKS_NEXT.search(text)
+    head = text[: asked.start()].strip() if asked else ""
     return head + "." if len(head.split()) >= 3 else None
 
 
