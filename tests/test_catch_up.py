@@ -103,7 +103,9 @@ LAST_WORDS = ("Can you suggest a good book for a long flight?", "Thanks, that he
 def test_a_chats_last_words_reach_the_users_very_next_request_in_a_new_chat(
     make_proxy: Callable[..., Proxy], upstream: FakeUpstream
 ) -> None:
-    proxy = make_proxy(defaults={"memory": {"extract_every_messages": 6, "extract_quiet_s": HOUR}})
+    # A wait long enough for a busy machine (the default, 2 s, bounds what a request gives up in real use).
+    proxy = make_proxy(defaults={"memory": {"extract_every_messages": 6, "extract_quiet_s": HOUR,
+                                            "extract_wait_s": 60}})
     chat_turn_by_turn(proxy, "cy", "chat-1", *LAST_WORDS)  # five messages when the fact is said: under the cadence
     chat_turn_by_turn(proxy, "cy", "chat-2", "What should I cook for dinner tonight?")
     forwarded = upstream.chat_requests()[-1].body.decode()
