@@ -61,6 +61,7 @@ DATA = Path(__file__).with_name("scenarios.json")
 # or results (its note). A half whose missed cases someone has read no longer measures the rules blind.
 SECOND_FROZEN = Path(__file__).with_name("scenarios_frozen_2.json")
 THIRD_FROZEN = Path(__file__).with_name("scenarios_frozen_3.json")
+FOURTH_FROZEN = Path(__file__).with_name("scenarios_frozen_4.json")
 COMPRESSOR = "fake-compressor"
 MODEL = "gpt-4o-mini"
 REPLY = "Sure, happy to help with that."
