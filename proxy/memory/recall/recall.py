@@ -158,8 +158,8 @@ async def recall_for(
         exclude = request.window_hashes
         if exclude is None:
             exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
-        if profile.changed and item_scope is not None:  # the turns of a fact a later one may have changed
-            exclude = exclude | _turns_of(item_scope, profile.changed)
+        if item_scope is not None and item_scope.changed_turns:  # those of facts a later one may have changed
+            exclude = exclude | item_scope.changed_turns
         qvec = await embedding
     finally:
         if not embedding.done():
@@ -243,11 +243,6 @@ def _profile(scope: ItemScope | None, mem: Memory, counter: TokenCounter, now: d
     if scope is None:
         return profile_of((), mem, counter, now)
     return scope.profile.of(scope.version, scope.rows, mem, counter, now, scope.changed)
-
-
-def _turns_of(scope: ItemScope, ids: frozenset[int]) -> frozenset[str]:
-    """The fragment hashes of the turns the items ``ids`` were read from."""
-    return frozenset(h for row in scope.rows if row.id in ids for h in row.fragment_hashes)
 
 
 def _held(fragment: Fragment | None, request: RecallRequest) -> bool:

@@ -26,6 +26,7 @@ class ItemScope:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     profile: ProfileMemo = field(default_factory=ProfileMemo)  # the profile of ``rows`` at ``version``
     changed: frozenset[int] = frozenset()  # the ids of ``rows`` a later one may have changed (``changed_since``)
+    changed_turns: frozenset[str] = frozenset()  # the fragment hashes of the turns those were read from
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class ItemIndex:
                 for row in scope.rows:
                     scope.bm25.add(row.id, terms[row.id])
                 scope.changed = changed_later(scope.rows, lambda row: terms[row.id])
+                scope.changed_turns = frozenset(
+                    h for row in scope.rows if row.id in scope.changed for h in row.fragment_hashes)
                 scope.version = version
         return scope
 
