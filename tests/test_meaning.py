@@ -190,16 +190,28 @@ async def test_a_fact_in_a_long_sentence_is_kept_as_the_clause_that_states_it(bu
      "I'm allergic to shellfish anyway.", "user.allergies"),
     ("Oh, and scratch what I said: I sold the Corolla last month, I cycle to work now.", "I cycle to work now.",
      "user.activities"),
+    # Short sentences too.
+    ("I've got type 1 diabetes, so I need to watch carbs on the trip.", "I've got type 1 diabetes",
+     "user.conditions"),
+    ("I have a cat, Miso, who hates travelling.", "I have a cat", "user.pets"),
 ])
-async def test_a_long_sentence_that_reads_as_nothing_whole_is_read_by_its_clauses(
+async def test_a_sentence_of_clauses_that_reads_as_nothing_whole_is_read_by_its_clauses(
     bundled: Embedder, said: str, fact: str, key: str
 ) -> None:
-    # The rest of a long sentence drowns its fact: the whole is near no slot's examples, a clause is.
+    # The rest of a sentence drowns its fact: the whole is near no slot's examples, a clause is.
     whole = meaning.classify(bundled.embed([said]), bundled.embed(list(meaning.examples().texts)),
                              meaning.examples().labels)
     assert not meaning.accepted(*whole[0][1:])
     (item,) = (await read(bundled, [said])).values()
     assert (item.content, item.key) == (fact, key)
+
+
+@pytest.mark.parametrize("said", [
+    "Sorry, I meant Tuesday, not Thursday.", "Right, I forgot about that, thanks for reminding me.",
+    "My friend has a dog, a beagle, who barks all night.", "I'm at the airport, my flight is delayed.",
+])
+async def test_the_clauses_of_small_talk_or_of_someone_else_read_as_nothing(bundled: Embedder, said: str) -> None:
+    assert await read(bundled, [said]) == {}
 
 
 async def test_a_long_sentence_whose_clauses_read_another_slot_or_none_is_kept_whole(bundled: Embedder) -> None:

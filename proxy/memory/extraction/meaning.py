@@ -23,10 +23,11 @@ one moment past ("yesterday", "just got back"). A sentence of more than
 most surely, a clause in which "I", "we", "me" or "us" speaks: a part cut out
 by its commas that only owns something ("our rabbit") is a phrase, not a
 fact; with no such clause, it is kept whole (``whole``: then a one-value slot
-takes only its loose key, below). A long sentence whose whole reads as no
-fact (the rest of it drowns what one clause states: "the week has been a
-blur of meetings, but I'm vegetarian, so…") is read by its clauses, and the
-one that reads as a fact most surely, of any slot, is kept.
+takes only its loose key, below). A sentence of more than one clause, long or
+short, whose whole reads as no fact (the rest of it drowns what one clause
+states: "the week has been a blur of meetings, but I'm vegetarian, so…",
+"I've got type 1 diabetes, so I watch carbs on trips") is read by its
+clauses, and the one that reads as a fact most surely, of any slot, is kept.
 What is read so is a guess (``CONFIDENCE``, ``memory_schema.is_guess``): the
 profile gives guesses only the room its surer facts leave, and a guess
 replaced hides no turn. A slot of many values (an allergy, a like) is filed under a key
@@ -249,7 +250,7 @@ class MeaningReader:
         items = []
         for (index, sentence), (name, score, margin) in zip(said, read, strict=True):
             if not accepted(score, margin):
-                if len(_WORD.findall(sentence)) > SHORT_WORDS:
+                if len(_CLAUSE_END.split(sentence)) > 1:  # of any length: "I have a cat, Miso, who hates trains."
                     found = await self._clause(sentence, None)
                     if found is not None:
                         part, name, score, margin = found
