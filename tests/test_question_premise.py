@@ -16,6 +16,8 @@ NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 @pytest.mark.parametrize(("asked", "key"), [
     ("I'm allergic to nuts, so what snacks can I take on the plane?", "user.allergy.nut"),
+    ("I'm allergic to nuts so what snacks can I take on the plane?", "user.allergy.nut"),  # no comma
+    ("I'm a strict vegetarian but which of these dishes would you pick?", "user.diet"),
     ("Since I'm vegetarian, what protein sources do you recommend?", "user.diet"),
     ("I use a wheelchair, which museums in Paris are accessible?", "user.health.mobility"),
     ("我对花生过敏，坐飞机能带什么零食？", "user.allergy.peanut"),
@@ -30,6 +32,7 @@ def test_a_fact_said_as_the_premise_of_a_question_is_read(asked: str, key: str) 
     "My wife is pregnant, what should we avoid eating?",  # someone else's fact
     "我是不是对花生过敏，怎么检查？",  # asks in its first clause
     "Am I allergic to penicillin?",
+    "Is it fine if I'm allergic to nuts and can I still fly?",  # asks from its first word
 ])
 def test_a_question_that_asks_from_its_start_or_of_someone_else_states_nothing_of_the_user(asked: str) -> None:
     assert rule_extract([(0, "user", asked)], NOW) == []
@@ -45,6 +48,7 @@ def test_greetings_and_too_little_before_the_question_are_no_premise() -> None:
     assert premise("Quick question, how do I fix this?") is None
     assert premise("好的，有什么推荐吗？") is None
     assert premise("I live in Leeds.") is None  # no question
+    assert premise("Cats and dogs can live together?") is None  # no question word after the "and"
 
 
 WORDS = st.sampled_from(["I", "live", "in", "Leeds", "so", "what", ",", "do", "you", "我", "对", "花生", "过敏",

@@ -311,14 +311,15 @@ def supposed(sentence: str, start: int) -> bool:
 # What a Chinese clause asks with: a question word, or a particle or mark that ends a question.
 ZH_ASKED = re.compile(r"[？?]\s*$|[吗呢吧嘛]\s*[。！!]?\s*$|什么|怎么|为什么|哪|多少|是不是|能不能|可不可以|要不要|有没有")
 # An English question opens on one of these (after a greeting or "so", "and"...), and a question asked after
-# a statement begins its clause with one: "I'm allergic to nuts, so what snacks can I take?".
+# a statement begins its clause with one, after a comma or a plain "so", "and", "but": "I'm allergic to nuts,
+# so what snacks can I take?", "I'm allergic to nuts so what snacks can I take?".
 _EN_ASKING = (r"(?:what|what's|which|how|why|where|when|who|whom|whose|can|could|should|shall|would|will|do|does"
               r"|did|is|are|am|was|were|any|anything|anyone|is there|are there)\b")
 _EN_OPENS_ASKING = re.compile(r"^(?:(?:so|and|but|ok|okay|hey|hi|well|also|oh|um|quick question)[,\s]+)*"
                               r"(?:" + _EN_ASKING + r"|if\b|suppose\b|say\b|imagine\b|pretend\b|let's say\b)",
                               re.I)
-_EN_ASKS_NEXT = re.compile(r"(?:[,;:]|\s[-–—])\s*(?:(?:so|and|but|then|now|well|also)\s+)?(?=" + _EN_ASKING + ")",
-                           re.I)
+_EN_ASKS_NEXT = re.compile(r"(?:(?:[,;:]|\s[-–—])\s*(?:(?:so|and|but|then|now|well|also)\s+)?|\s+(?:so|and|but)\s+)"
+                           r"(?=" + _EN_ASKING + ")", re.I)
 _ZH_CLAUSE = re.compile(r"[，,；;]")
 
 
@@ -331,9 +332,10 @@ def premise(sentence: str) -> str | None:
     if not text.endswith(("?", "？", "吗")):
         return None
     if chinese(text):
-        parts = _ZH_CLAUSE.split(text)
-        asks = next((i for i, part in enumerate(parts) if ZH_ASKED.search(part)), 0)
-        head = "，".join(p.strip() for p in parts[:asks] if p.strip())
+        marks = list(_ZH_CLAUSE.finditer(text))
+        starts, ends = [0, *(m.end() for m in marks)], [*(m.start() for m in marks), len(text)]
+        asks = next((i for i, (a, b) in enumerate(zip(starts, ends, strict=True)) if ZH_ASKED.search(text[a:b])), 0)
+        head = text[: ends[asks - 1]].strip() if asks else ""  # the clauses before, as written
         return head + "。" if len(HAN.findall(head)) >= 3 else None
     if _EN_OPENS_ASKING.match(text):
         return None
