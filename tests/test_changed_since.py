@@ -42,6 +42,13 @@ def test_a_change_of_the_same_thing_said_in_a_catch_all_slot_marks_the_earlier()
     assert changed_later(commute) == {1}  # the cat shares no topic with the bike
 
 
+def test_one_thing_done_instead_of_another_is_a_change() -> None:
+    commute = facts(("user.activities", "I cycle to work."), ("user.activities", "I take the train to work instead."))
+    assert changed_later(commute) == {1}
+    assert says_change("I drink tea instead of coffee.") and says_change("我喝茶而不是咖啡。")
+    assert not says_change("I swim every morning.")
+
+
 def test_an_addition_marks_nothing() -> None:
     allergies = facts(("user.allergies", "I'm allergic to peanuts."),
                       ("user.allergies", "I'm now also allergic to shellfish."))

@@ -21,8 +21,9 @@ person
   below);
 - lasts (has no expiry: "I'm in Paris now, till Friday" changes no home)
   and says a change outright (``lifecycle.CHANGE_SAID``: "moved", "now",
-  "switched", "since", 现在, 已经, 搬…, or that something ended), and not an
-  addition ("too", "also", 也, 还…).
+  "switched", "since", 现在, 已经, 搬…, that something ended, or that one
+  thing is done "instead" of another), and not an addition ("too", "also",
+  也, 还…).
 
 The mark is a hedge, not a supersede: an addition misread as a change costs
 the earlier fact its place among the hits and the profile's first places,
@@ -49,6 +50,8 @@ from .query import inflected
 
 # Slots of many values a change of one of them is still read in: a medication switched, a condition gone.
 _KINDS = frozenset({"allergies", "medications", "conditions"})
+# Said of one thing done in place of another: "I swim every morning instead", "tea instead of coffee".
+_INSTEAD = re.compile(r"\binstead\b|而不是|取而代之", re.I)
 # Said of an addition: the earlier fact stays as it was.
 _ADDED = re.compile(r"\b(?:too|also|as well|another|either|additionally|besides)\b|也|还|又|另外", re.I)
 # Words of a statement's kind, not of its topic: "the user likes hiking" and "I now like jazz" speak of two things.
@@ -102,8 +105,8 @@ def changed_later(
 
 
 def says_change(text: str) -> bool:
-    """Whether ``text`` says a change outright, or that something ended, and no addition."""
-    return bool(CHANGE_SAID.search(text) or ENDED.search(text)) and not _ADDED.search(text)
+    """Whether ``text`` says a change outright, that something ended or is done instead, and no addition."""
+    return bool(CHANGE_SAID.search(text) or ENDED.search(text) or _INSTEAD.search(text)) and not _ADDED.search(text)
 
 
 def _topic(fact: Stated, terms: Iterable[str]) -> tuple[str | None, frozenset[str]]:
@@ -115,4 +118,4 @@ def _topic(fact: Stated, terms: Iterable[str]) -> tuple[str | None, frozenset[st
 @functools.lru_cache(maxsize=4096)
 def _cue(term: str) -> bool:
     """Whether ``term`` is a word of a change or an addition itself ("now", 现在): not a topic."""
-    return any(p.fullmatch(term) for p in (CHANGE_SAID, ENDED, _ADDED))
+    return any(p.fullmatch(term) for p in (CHANGE_SAID, ENDED, _INSTEAD, _ADDED))
