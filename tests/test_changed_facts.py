@@ -79,3 +79,15 @@ def test_a_later_change_read_loosely_marks_the_earlier_fact_and_hides_its_turn(
     assert old.startswith("[") and "may have changed since] 我每天开车上班。" in old
     (new,) = [line for line in lines if "自行车" in line and line.startswith("[")]
     assert "may have changed since" not in new
+
+
+def test_a_turn_a_later_one_changed_arrives_marked_on_a_card_of_its_own(proxy: Proxy, upstream: FakeUpstream) -> None:
+    # No reader takes either sentence as a fact: only the turns are recalled, and the later one says the change.
+    say(proxy, "eve", "I always book a window seat.", reply="Noted: a window seat.")
+    say(proxy, "eve", "These days I take the aisle seat.")
+    lines = json.loads(forwarded(proxy, upstream, "eve", "Book me a seat for the Paris flight."))["messages"][-1][
+        "content"].split("\n")
+    old = lines.index("User: I always book a window seat.")
+    assert lines[old - 1].endswith("· may have changed since]") and lines[old + 1] == "Assistant: Noted: a window seat."
+    new = lines.index("User: These days I take the aisle seat.")
+    assert not any("may have changed since" in line for line in lines[old + 2 : new + 1])

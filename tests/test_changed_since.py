@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.memory.lifecycle import slot_of
 from proxy.memory.recall.cards import item_card, render_card
-from proxy.memory.recall.changed_since import changed_later, says_change
+from proxy.memory.recall.changed_since import (
+    change_said,
+    changed_later,
+    says_change,
+    turns_changed_later,
+)
+from proxy.store.records import Fragment
 
 
 @dataclass(frozen=True)
@@ -128,3 +135,73 @@ def test_only_standing_facts_mark_and_are_marked() -> None:
     home = facts(("user.location.home", "I live in Leeds."), ("user.said.home", "We moved to York now."))
     assert changed_later([replace(home[0], standing=False), home[1]]) == frozenset()
     assert changed_later([home[0], replace(home[1], standing=False)]) == frozenset()
+
+
+def turn(fid: int, text: str, role: str = "user", session: str = "s1", position: int | None = None) -> Fragment:
+    return Fragment(id=fid, session=session, hash=f"h{fid}", role=role, text=text,
+                    position=fid if position is None else position, tokens=1, created=0.0)
+
+
+def said(*texts: str, role: str = "user") -> list[Fragment]:
+    return [turn(i, text, role) for i, text in enumerate(texts, start=1)]
+
+
+def place(fragment: Fragment) -> int:
+    return fragment.id
+
+
+def rare(term: str) -> int:
+    return 2  # in how many of the user's turns: only the two at hand
+
+
+def test_a_later_turn_that_says_a_change_of_the_same_thing_marks_the_earlier_and_its_reply() -> None:
+    school = [turn(1, "My son Theo goes to Elmwood Primary.", position=0),
+              turn(2, "What a lovely school!", "assistant", position=1),
+              turn(3, "I read a lot of thrillers.", position=0, session="s2"),
+              turn(4, "We moved Theo to Hillcrest Academy after the summer.", position=0, session="s3")]
+    assert turns_changed_later(school, place, rare) == {1, 2}  # the thrillers share no topic
+    assert turns_changed_later(school[:3], place, rare) == frozenset()  # no change said
+
+
+def test_a_turn_shares_no_topic_through_a_word_many_turns_say() -> None:
+    seats = said("I always book a window seat.", "These days I take the aisle seat.")
+    assert turns_changed_later(seats, place, rare) == {1}
+    assert turns_changed_later(seats, place, lambda term: 9 if term == "seat" else 2) == frozenset()
+
+
+@pytest.mark.parametrize("later", [
+    "Any more paintings of the lake coming up?",  # a question
+    "I've loved the lake since I moved here.",  # a change told as the time of something else
+    "Now I also paint the lake at night.",  # an addition
+    "I paint now and then, mostly the lake.",  # "now" inside a clause
+])
+def test_a_turn_that_asks_adds_or_tells_a_change_as_a_time_changes_nothing(later: str) -> None:
+    assert turns_changed_later(said("I painted the lake at dawn.", later), place, rare) == frozenset()
+
+
+def test_only_the_users_turns_mark_and_are_marked() -> None:
+    assistant_says = [turn(1, "I always book a window seat."),
+                      turn(2, "These days everyone takes the aisle seat.", "assistant", "s2", 0)]
+    assert turns_changed_later(assistant_says, place, rare) == frozenset()
+    additions = said("I'm allergic to peanuts.", "Now I'm also allergic to peanuts' cousins, cashews.")
+    assert turns_changed_later(additions, place, rare) == frozenset()
+
+
+SAID = st.sampled_from(["I live in Leeds.", "We moved to York now.", "Leeds is lovely.", "I quit smoking.",
+                        "I smoke a pipe.", "These days I take the aisle seat.", "I book a window seat."])
+
+
+@given(st.lists(st.tuples(SAID, st.sampled_from(["user", "assistant"])), max_size=8), st.randoms())
+def test_marks_go_to_earlier_turns_only_and_do_not_depend_on_the_order_given(
+    texts: list[tuple[str, str]], rng: object
+) -> None:
+    turns = [turn(i, text, role) for i, (text, role) in enumerate(texts)]
+    marked = turns_changed_later(turns, place, rare)
+    shuffled = list(turns)
+    rng.shuffle(shuffled)  # type: ignore[attr-defined]
+    assert turns_changed_later(shuffled, place, rare) == marked
+    users = [t for t in turns if t.role == "user"]
+    assert not users or users[-1].id not in marked  # the user's latest turn stands as said
+    for t in turns:
+        if t.id in marked and t.role == "user":
+            assert any(u.id > t.id and u.role == "user" and change_said(u.text) for u in turns)

@@ -146,6 +146,23 @@ def test_a_card_is_one_line_per_turn_under_its_date() -> None:
     assert (card.source, card.date, card.id) == ("user said", "2023-05-08", "f1,f2,f3")
 
 
+def test_a_turn_a_later_one_may_have_changed_stands_on_a_marked_card_of_its_own() -> None:
+    window = hit(frag(1, 0, "I always book a window seat."), 0.5)
+    reply = hit(frag(2, 1, "Noted, a window seat it is.", role="assistant"), 0.4)
+    aisle = hit(frag(3, 2, "These days I take the aisle seat."), 0.9)
+    counter = TokenCounter(None)
+    changed = frozenset({1, 2})
+    assert ids(stretches([window, reply, aisle], changed=changed)) == [[["f1", "f2"]], [["f3"]]]
+    cards = select([aisle, window, reply], counter, top_k=4, budget=200, changed=changed)
+    block = render_block(cards)
+    assert block.index("[2023-05-08]\nUser: These days") < block.index(
+        "[2023-05-08 · may have changed since]\nUser: I always book a window seat.\nAssistant: Noted")
+    assert counter.text(block) <= 200
+    assert [c.changed for c in cards] == [False, True]
+    # Unmarked, the three are one card.
+    assert [c.id for c in select([aisle, window, reply], counter, top_k=4, budget=200)] == ["f1,f2,f3"]
+
+
 def test_select_respects_budget_and_top_k_and_skips_what_does_not_fit() -> None:
     counter = TokenCounter(None)
     day = [MAY_8 + i * 86400 for i in range(9)]  # a day each: a card each

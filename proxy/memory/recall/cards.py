@@ -73,7 +73,7 @@ class Card:
     text: str
     id: str
     about: str | None = None  # who an item is about when it is not the user ("the user's cat")
-    changed: bool = False  # a later fact may have changed it (``changed_since``)
+    changed: bool = False  # a later fact or turn may have changed it (``changed_since``)
 
     @property
     def hit_ids(self) -> tuple[str, ...]:
@@ -86,15 +86,19 @@ def render_card(card: Card) -> str:
     ``[entity · user said · 2026-11-02 · may have changed since] Lives in Leeds``).
 
     A fragment card holds a stretch of the history said on one date:
-    ``[2023-05-08]`` (no date: ``[conversation]``), then one ``User: …`` /
+    ``[2023-05-08]`` (no date: ``[conversation]``; turns a later one may have
+    changed: ``[2023-05-08 · may have changed since]``), then one ``User: …`` /
     ``Assistant: …`` line per turn (the labels say who said what; the
     preamble that these are earlier conversations), a ``…`` line between
     excerpts that are not consecutive (``packing.stretches``). An item's text
     follows its header on one line, as a turn's follows its speaker (``said``).
     """
     text = _defuse(card.text)
-    header = f"[{card.date or FRAGMENT_LABEL}]" if card.kind == "fragment" else (
-        "[" + " · ".join(p for p in (card.kind, *_said(card), card.date, CHANGED * card.changed) if p) + "]")
+    if card.kind == "fragment":
+        parts: tuple[str | None, ...] = (card.date or FRAGMENT_LABEL, CHANGED * card.changed)
+    else:
+        parts = (card.kind, *_said(card), card.date, CHANGED * card.changed)
+    header = "[" + " · ".join(p for p in parts if p) + "]"
     if card.kind != "fragment":
         return f"{header} {one_line(text)}".rstrip()
     return "\n".join([header, *_turns(text)])

@@ -31,6 +31,19 @@ not the fact. Marked facts come after the others in the profile, never rank
 as hits nor follow the profile, and the turns they were read from are not
 injected: the later value is the one recall shows as current.
 
+A change no reader took at all ("These days I take the aisle seat", "We
+moved Theo to Hillcrest") leaves no fact to mark with, only the turn, and
+the earlier turn it changed is then recalled beside it as if current. So,
+among the turns a request may recall, a turn of the user's is marked too
+(``turns_changed_later``) when a sentence of a later turn of the user's says
+a change outright, more strictly than a fact does (``_TURN_CHANGE``: a long
+chat says "since" and "now" of everything; not in a question, nor as the
+time of something else: "since I moved here"), and shares with it a search
+term that few of the user's turns say (``TOPIC_TURNS``: in a long history
+every turn shares some word with many others). A marked turn and the replies
+to it stand on a card of their own whose header says so; they are still
+shown: what they said was true then.
+
 Pure: the facts come in, the ids go out.
 """
 
@@ -42,6 +55,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
+from ...store.records import Fragment
 from ..lifecycle import CHANGE_SAID, ENDED, is_slot, slot_of
 from ..memory_schema import is_guess
 from ..search.bm25 import tokenize
@@ -50,8 +64,9 @@ from .query import inflected
 
 # Slots of many values a change of one of them is still read in: a medication switched, a condition gone.
 _KINDS = frozenset({"allergies", "medications", "conditions"})
-# Said of one thing done in place of another: "I swim every morning instead", "tea instead of coffee".
-_INSTEAD = re.compile(r"\binstead\b|而不是|取而代之", re.I)
+# Said of one thing done in place of another ("I swim every morning instead", "tea instead of coffee"), or of
+# how things are now, against how they were ("These days I take the aisle seat").
+_INSTEAD = re.compile(r"\b(?:instead|these days|nowadays)\b|而不是|取而代之|这些天来|如今", re.I)
 # Said of an addition: the earlier fact stays as it was.
 _ADDED = re.compile(r"\b(?:too|also|as well|another|either|additionally|besides)\b|也|还|又|另外", re.I)
 # Words of a statement's kind, not of its topic: "the user likes hiking" and "I now like jazz" speak of two things.
@@ -102,6 +117,74 @@ def changed_later(
                *(by_word.get((later.about, w), ()) for w in inflected(list(words)))]
         marked.update(ordered[j].id for found in met for j in found if j < i)
     return frozenset(marked)
+
+
+# A change a turn says outright: the user (or "we") did what changes a lasting fact, it holds no longer, one
+# thing is done instead of another or is so these days, or a clause ends on "now" ("she's Pepper now"); not
+# "since", "started" or "now" inside a clause, which a long chat says of everything.
+_TURN_CHANGE = re.compile(
+    r"\b(?:I|we)(?:'ve| have| had|'d)?\s+(?:\w+ly\s+)?(?:moved|relocated|switched|changed|quit|left|stopped"
+    r"|gave up|given up|sold|retired|swapped|traded|ditched|dropped|renamed|transferred)\b"
+    r"|\b(?:no longer|any ?more|instead|these days|nowadays)\b|\bnow\s*(?:[.!,;:]|$)"
+    r"|现在|如今|不再|再也不|搬到|搬去|辞职|离职|调到|换成|改成|戒掉|戒\w{0,2}了", re.I)
+# A change told as the time of something else ("since I moved here", "when I quit my job") is a story's
+# background, not news: the cue's clause opens with one of these before it.
+_AS_A_TIME = re.compile(r"\b(?:since|when|after|before|until|till|once|as soon as|ever since|while)\b", re.I)
+_SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*")
+_CLAUSE_MARK = re.compile(r"[,;:，；：]")
+# A turn's topic word ties it to a later change only when few of the user's turns say it (``TOPIC_TURNS``,
+# the two of them included): in a long chat a word said often ("support", "kids") is no one statement's topic.
+TOPIC_TURNS = 4
+
+
+def turns_changed_later(
+    turns: Iterable[Fragment], place: Callable[[Fragment], int], said_in: Callable[[str], int]
+) -> frozenset[int]:
+    """The ids of the user's turns among ``turns`` that a later one of the user's (by ``place``, its place in
+    the history) may have changed: a sentence of it says a change outright (``change_said``) and shares a
+    search term with the earlier turn, in any of its -ing / -ed forms, that at most ``TOPIC_TURNS`` of the
+    user's turns say (``said_in``: in how many); and of the replies among ``turns`` that follow such a turn
+    in its session, which answered what it said then."""
+    turns = list(turns)
+    said = sorted(((place(t), t) for t in turns if t.role == "user"), key=lambda p: p[0])
+    changes = [(i, topic) for i, (_, t) in enumerate(said) if (topic := change_said(t.text))]
+    if not changes:
+        return frozenset()
+    marked: set[int] = set()
+    for i, topic in changes:
+        words = set(inflected([w for w in topic if said_in(w) <= TOPIC_TURNS]))
+        if words:
+            marked.update(said[j][1].id for j in range(i) if words & _turn_topic(said[j][1].text))
+    if not marked:
+        return frozenset()
+    at = {(t.session, t.position): t for t in turns}
+    for turn in [t for _, t in said if t.id in marked]:
+        step = 1
+        while (reply := at.get((turn.session, turn.position + step))) is not None and reply.role != "user":
+            marked.add(reply.id)
+            step += 1
+    return frozenset(marked)
+
+
+@functools.lru_cache(maxsize=20_000)  # a turn comes back in many requests' candidates
+def change_said(text: str) -> frozenset[str]:
+    """The topic words of the sentences of ``text`` that say a change outright (``_TURN_CHANGE``): statements,
+    not questions, that tell no addition, the cue not in a clause that tells the time of something else."""
+    words: set[str] = set()
+    for sentence in _SENTENCE.findall(text):
+        if sentence.rstrip().endswith(("?", "？")) or _ADDED.search(sentence):
+            continue
+        for cue in _TURN_CHANGE.finditer(sentence):
+            clause = _CLAUSE_MARK.split(sentence[: cue.start()])[-1]
+            if not _AS_A_TIME.search(clause):
+                words |= _turn_topic(sentence)
+                break
+    return frozenset(words)
+
+
+@functools.lru_cache(maxsize=20_000)
+def _turn_topic(text: str) -> frozenset[str]:
+    return frozenset(t for t in tokenize(text) if t not in _ANY_TOPIC and not _cue(t))
 
 
 def says_change(text: str) -> bool:

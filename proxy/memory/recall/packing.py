@@ -11,7 +11,9 @@ one after the other). What groups turns is their distance in turns, never
 the calendar: a chat over months is one history whose far turns are far
 apart, and five chats of one morning are five parts of it. A card's header
 shows the date its turns were said, so a date change also starts a new card
-(a header names one date). Turns that tell nothing the block does not are
+(a header names one date). A turn a later one may have changed
+(``changed_since.turns_changed_later``) stands on a card of its own, marked
+so in its header. Turns that tell nothing the block does not are
 left out (``content``). Cards stand in the order of their best hit: the
 best match leads the block.
 """
@@ -54,9 +56,11 @@ CARD_TURNS = 40
 
 Stretch = list[list[Hit]]  # a card in the making: its excerpts, each a run of consecutive turns
 TurnOf = Callable[[Fragment], int]  # a turn's place in its user's history
-# A turn: its place in the history, the order it was taken, its hit, the day it was said (a card's header
-# shows one date: turns said on two days are two cards).
-Entry = tuple[int, int, Hit, float]
+# A turn: its place in the history, the order it was taken, its hit, and its header: the day it was said and
+# whether a later turn may have changed it (a card's header shows one date, marked or not: turns said on two
+# days are two cards, and so are a marked turn and the turns beside it).
+Header = tuple[float, bool]
+Entry = tuple[int, int, Hit, Header]
 
 
 def _none(term: str) -> bool:
@@ -70,6 +74,7 @@ def select(
     budget: int,
     is_common: Callable[[str], bool] = _none,
     turn_of: TurnOf | None = None,
+    changed: frozenset[int] = frozenset(),
 ) -> list[Card]:
     """The cards to inject: best hits first, a card per item or stretch, within ``budget`` tokens.
 
@@ -79,9 +84,10 @@ def select(
     later, shorter one, so a turn is never cut short for want of room —
     except a single fragment longer than half the budget, which ``pack``
     truncates. ``turn_of``: a turn's place in the user's history (by default
-    its id, which is that place when the user's turns are the only ones stored).
+    its id, which is that place when the user's turns are the only ones stored). ``changed``: the ids of
+    the turns a later one may have changed.
     """
-    tally = Tally(counter, budget, top_k, turn_of)
+    tally = Tally(counter, budget, top_k, turn_of, changed)
     shown: list[frozenset[str]] = []  # the search terms of each turn taken
     for hit in itertools.islice(ranked, SCAN_LIMIT):  # no slice: a lazy ranking builds only the hits read
         if budget - tally.used < MIN_ROOM:
@@ -114,12 +120,15 @@ def fitted(cards: list[Card], tally: Tally, top_k: int) -> list[Card]:
     return pack(cards, tally.counter, top_k, tally.budget)
 
 
-def stretches(turns: Sequence[Hit], turn_of: TurnOf | None = None) -> list[Stretch]:
+def stretches(
+    turns: Sequence[Hit], turn_of: TurnOf | None = None, changed: frozenset[int] = frozenset()
+) -> list[Stretch]:
     """The chosen turns, in the order of the user's history (``turn_of``), as cards: a new card
     where the next turn is more than ``CARD_TURNS`` of the user's turns on or said on another date
-    (a header shows one date), a new excerpt where it is not the next turn of the same session."""
+    (a header shows one date) or is marked where the last was not (``changed``) or the other way round,
+    a new excerpt where it is not the next turn of the same session."""
     place = turn_of or by_id
-    return _stretches([_as_entry(place, h, 0) for h in turns])
+    return _stretches([_as_entry(place, h, 0, changed) for h in turns])
 
 
 def _stretches(entries: Sequence[Entry]) -> list[Stretch]:
@@ -151,9 +160,13 @@ class Tally:
     (``refuses``): in a long chat most hits are.
     """
 
-    def __init__(self, counter: TokenCounter, budget: int, top_k: int, turn_of: TurnOf | None = None) -> None:
+    def __init__(
+        self, counter: TokenCounter, budget: int, top_k: int, turn_of: TurnOf | None = None,
+        changed: frozenset[int] = frozenset(),
+    ) -> None:
         self.counter = counter
         self.turn_of = turn_of or by_id
+        self.changed = changed
         self.budget = budget
         self.top_k = top_k
         self.cap = max(budget // 2, MIN_TRUNCATED_TOKENS)
@@ -165,7 +178,7 @@ class Tally:
         self._places: list[int] = []  # the turns' places, for bisect (a later one of a place goes after)
         self._taken = 0
         self._lines: dict[int, int] = {}  # a turn's line: its tokens (by fragment id)
-        self._headers: dict[str, int] = {}  # a card's header: its tokens (by date)
+        self._headers: dict[tuple[str, bool], int] = {}  # a card's header: its tokens (by date and mark)
         self._cards_of: dict[int, _Span] = {}  # each turn taken (by id of its hit): its card as taken
         self._largest = 0  # no card of turns is larger (tokens, not capped)
 
@@ -252,7 +265,7 @@ class Tally:
 
     def _entry(self, hit: Hit) -> Entry:
         """``hit`` as a turn the tally would take next: its place in the history, the order taken."""
-        return _as_entry(self.turn_of, hit, self._taken)
+        return _as_entry(self.turn_of, hit, self._taken, self.changed)
 
     def _neighbours(self, entry: Entry) -> tuple[Hit | None, Hit | None]:
         """The turns taken just before and after ``entry`` in the history that it links to (else None)."""
@@ -274,7 +287,7 @@ class Tally:
         """A card's tokens: its header's, a gap line's between two excerpts, its lines'."""
         first = stretch[0][0].fragment
         assert first is not None
-        size = self._header(day_of(first.created)) + self._gap * (len(stretch) - 1)
+        size = self._header(day_of(first.created), first.id in self.changed) + self._gap * (len(stretch) - 1)
         return size + sum(self._line_tokens(h) for excerpt in stretch for h in excerpt)
 
     def cards(self) -> list[Card]:
@@ -284,7 +297,7 @@ class Tally:
         for stretch in _stretches(self.turns):
             members = [h for excerpt in stretch for h in excerpt]
             best = min(members, key=lambda h: taken[id(h)])
-            placed.append((taken[id(best)], stretch_card(stretch, best)))
+            placed.append((taken[id(best)], stretch_card(stretch, best, self.changed)))
         placed.sort(key=lambda p: p[0])
         return [card for _, card in placed]
 
@@ -309,11 +322,11 @@ class Tally:
             found = self._lines[key] = _tokens(self.counter, _line(hit.fragment) + "\n")
         return found
 
-    def _header(self, date: str) -> int:
-        found = self._headers.get(date)
+    def _header(self, date: str, changed: bool) -> int:
+        found = self._headers.get((date, changed))
         if found is None:
-            found = self._headers[date] = _tokens(
-                self.counter, render_card(Card("fragment", "user said", date, "", "")) + "\n"
+            found = self._headers[date, changed] = _tokens(
+                self.counter, render_card(Card("fragment", "user said", date, "", "", changed=changed)) + "\n"
             )
         return found
 
@@ -342,13 +355,14 @@ def _tokens(counter: TokenCounter, line: str) -> int:
     return counter.text(line)
 
 
-def stretch_card(stretch: Stretch, lead: Hit) -> Card:
-    """One card of a stretch: its date, its excerpts' lines with a ``…`` line between two."""
+def stretch_card(stretch: Stretch, lead: Hit, changed: frozenset[int] = frozenset()) -> Card:
+    """One card of a stretch: its date, its excerpts' lines with a ``…`` line between two, and whether a
+    later turn may have changed its turns (``changed``: the ids of those; a card's turns all are or none)."""
     first = stretch[0][0].fragment
     assert first is not None
     text = f"\n{GAP}\n".join("\n".join(_line(h.fragment) for h in excerpt) for excerpt in stretch)
     ids = ",".join(h.id for excerpt in stretch for h in excerpt)
-    return Card("fragment", _source(lead), day_of(first.created), text, ids)
+    return Card("fragment", _source(lead), day_of(first.created), text, ids, changed=first.id in changed)
 
 
 def by_id(frag: Fragment) -> int:
@@ -357,14 +371,14 @@ def by_id(frag: Fragment) -> int:
     return frag.id
 
 
-def _as_entry(place: TurnOf, hit: Hit, order: int) -> Entry:
+def _as_entry(place: TurnOf, hit: Hit, order: int, changed: frozenset[int]) -> Entry:
     frag = _fragment(hit)
-    return place(frag), order, hit, frag.created // 86_400
+    return place(frag), order, hit, (frag.created // 86_400, frag.id in changed)
 
 
 def _linked(last: Entry, entry: Entry) -> bool:
     """Whether ``entry``, the next turn in history order after ``last``, joins its card: near enough
-    in the history, and said the same day (a header names one date)."""
+    in the history, said the same day (a header names one date), both marked or neither."""
     return entry[0] - last[0] <= CARD_TURNS and entry[3] == last[3]
 
 

@@ -50,6 +50,7 @@ from ..search.fusion import Floor, Normalisation, fuse
 from ..search.item_index import ItemCandidates, ItemIndex, ItemScope, item_candidates
 from ..search.scope_index import ScopeIndex
 from .cards import Card, card_cost, render_block
+from .changed_since import turns_changed_later
 from .packing import SCAN_LIMIT, select
 from .profile import Profile, beyond, profile_of
 from .query import (
@@ -194,7 +195,9 @@ async def recall_for(
         ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)
     # The profile's guesses take only the room the hits leave (``memory_schema.is_guess``).
     room = mem.budget_tokens - profile.tokens + profile.guessed
-    cards = select(ranked, counter, mem.top_k, room, scope.is_common, scope.turn_of)
+    changed = turns_changed_later((c.fragment for c, _, _ in ranking if c.fragment is not None), scope.turn_of,
+                                  scope.df.__getitem__)
+    cards = select(ranked, counter, mem.top_k, room, scope.is_common, scope.turn_of, changed)
     if profile.guessed:  # ``select`` fitted the hits' block, its markers and preamble too, in ``room``
         profile = profile.beside(counter.text(render_block([])) + sum(card_cost(c, counter) for c in cards), room)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
