@@ -79,7 +79,16 @@ def test_an_injury_or_operation_is_a_health_constraint(text: str, key: str, cont
     ((found, what),) = [(k, c) for k, c in said(text) if k.startswith("user.health")]
     assert (found, what) == (key, content)
     (item,) = [i for i in rule_extract([(1, "user", text)], NOW) if i.key == key]
-    assert (item.category, item.standing) == ("health", True)
+    assert item.category == "health"
+
+
+@pytest.mark.parametrize(("text", "stands"), [
+    ("I sprained my ankle playing football.", False), ("I broke my wrist.", False), ("我的腰扭伤了。", False),
+    ("I had knee surgery.", True), ("I have an ankle injury from football.", True), ("我做了膝盖手术。", True),
+])
+def test_getting_hurt_is_of_the_moment_an_injury_or_operation_one_has_stands(text: str, stands: bool) -> None:
+    (item,) = [i for i in rule_extract([(0, "user", text)], NOW) if i.key.startswith("user.health")]
+    assert item.standing is stands
 
 
 @pytest.mark.parametrize(

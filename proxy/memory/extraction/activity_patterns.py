@@ -64,11 +64,15 @@ def _taken_up(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 
 def _body(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
-    """"my knee surgery", "I hurt my back", "膝盖做了手术": a health constraint on that part of the body."""
+    """"my knee surgery", "I hurt my back", "膝盖做了手术": a health constraint on that part of the body. An
+    operation or an injury the user has stands; the moment one was got ("I sprained my ankle", "腰扭伤了")
+    is of the moment, as a passing illness is: it is recalled when asked about, not on every request."""
     part = first_group(m, "part", "zhpart")
     if m.groupdict().get("zhpart"):
-        text = f"用户的{part}{'做过手术' if '手术' in m.group() else '受过伤'}。"
-        return [RuleHit("entity", "health", f"user.health.{slug(part)}", text, _HEALTH_IMPORTANCE)]
+        surgery = "手术" in m.group()
+        text = f"用户的{part}{'做过手术' if surgery else '受过伤'}。"
+        return [RuleHit("entity", "health", f"user.health.{slug(part)}", text, _HEALTH_IMPORTANCE,
+                        standing=None if surgery else False)]
     event = first_group(m, "event").lower()
     if event == "injury":
         text = f"The user has {'an' if part[0] in 'aeiouAEIOU' else 'a'} {part.lower()} injury."
@@ -76,7 +80,8 @@ def _body(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
         text = f"The user had {part.lower()} {event}."
     else:
         text = f"The user {m.group('hurt').lower()} their {part.lower()}."
-    return [RuleHit("entity", "health", f"user.health.{slug(part)}", text, _HEALTH_IMPORTANCE)]
+    return [RuleHit("entity", "health", f"user.health.{slug(part)}", text, _HEALTH_IMPORTANCE,
+                    standing=None if event else False)]
 
 
 _ZH_STOPPED = rf"(?P<zh>{ZH_ACTIVITY})"
