@@ -91,3 +91,14 @@ def test_a_turn_a_later_one_changed_arrives_marked_on_a_card_of_its_own(proxy: P
     assert lines[old - 1].endswith("· may have changed since]") and lines[old + 1] == "Assistant: Noted: a window seat."
     new = lines.index("User: These days I take the aisle seat.")
     assert not any("may have changed since" in line for line in lines[old + 2 : new + 1])
+
+
+def test_a_value_said_for_a_while_leaves_the_standing_one_in_place(proxy: Proxy, upstream: FakeUpstream) -> None:
+    say(proxy, "fay", "I'm vegan.")
+    say(proxy, "fay", "I'm vegetarian this week for a challenge.")
+    sent = forwarded(proxy, upstream, "fay", "Can you suggest a dinner recipe?")
+    assert "The user is vegan." in sent  # not replaced: it holds again once the week is over
+    with admin(proxy) as http:
+        diet = {m["content"]: m for m in http.get("/paperclip/v1/users/fay/memories").json()["data"]}
+    assert diet["The user is vegan."]["standing"] and diet["The user is vegan."]["status"] == "active"
+    assert not diet["The user is vegetarian."]["standing"] and diet["The user is vegetarian."]["expires_at"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -348,6 +348,18 @@ def test_temporary_facts_expire() -> None:
 def test_lasting_facts_said_today_do_not_expire() -> None:
     (item,) = rule_extract(user("I found out today that I'm allergic to shellfish."), NOW)
     assert item.key == "user.allergy.shellfish" and item.expires_at is None
+
+
+@pytest.mark.parametrize(("text", "days"), [
+    ("I'm vegetarian this week for a challenge.", 7), ("I'm vegetarian for now.", 7),
+    ("I'm vegetarian today.", 1),
+])
+def test_a_fact_said_for_now_is_of_the_moment_whatever_its_kind(text: str, days: int) -> None:
+    (item,) = rule_extract(user(text), NOW)
+    assert item.key == "user.diet" and not item.standing
+    assert item.expires_at == (NOW + timedelta(days=days)).isoformat()
+    (lasting,) = rule_extract(user("I'm vegetarian these days."), NOW)  # "these days": lately, not for now
+    assert lasting.standing and lasting.expires_at is None
 
 
 @pytest.mark.parametrize(

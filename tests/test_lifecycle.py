@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -54,6 +55,16 @@ def test_same_key_new_value_supersedes_even_when_vectors_are_close() -> None:
     old = stored("m1", "The user loves spicy food.", "user.preference.spicy_food", at_cosine(0.97))
     new = item("The user no longer eats spicy food.", "user.preference.spicy_food")
     assert decide(new, BASE, [old], DEDUP) == Decision("supersede", ("m1",), "same key, new value")
+
+
+def test_a_value_for_a_while_is_added_beside_a_standing_one_and_replaces_one_that_does_not_stand() -> None:
+    vegan = ExistingItem("m1", "user.diet", "The user is vegan.", FAR, standing=True)
+    this_week = MemoryItem(type="entity", category="health", standing=False, content="The user is vegetarian.",
+                           key="user.diet", expires_at="2026-11-09T12:00:00+00:00")
+    assert decide(this_week, BASE, [vegan], DEDUP).action == "add"  # vegan again once the week is over
+    assert decide(this_week, BASE, [replace(vegan, standing=False)], DEDUP).target_ids == ("m1",)
+    for_good = this_week.model_copy(update={"expires_at": None, "standing": True})
+    assert decide(for_good, BASE, [vegan], DEDUP) == Decision("supersede", ("m1",), "same key, new value")
 
 
 def test_same_key_same_value_merges() -> None:

@@ -142,10 +142,11 @@ class ExistingItem:
     status: str = "active"  # "active" | "superseded" | "archived"
     about: str = USER
     category: str = "other"
+    standing: bool = False
 
     @classmethod
     def of(cls, row: ItemRow, vector: Vector) -> ExistingItem:
-        return cls(str(row.id), row.key, row.content, vector, row.status, row.about, row.category)
+        return cls(str(row.id), row.key, row.content, vector, row.status, row.about, row.category, row.standing)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,9 @@ def decide(
     holder, or a narrower one under an ended activity): the same value
     merges, a different value supersedes (the newer statement wins — a
     paraphrase superseding a paraphrase loses nothing, while merging a real
-    change would lose it). Otherwise, a shared key string included: within
+    change would lose it) — but a value said for a while (it expires: "I'm
+    vegetarian this week") replaces no standing value, which holds again once
+    the while is over: it is added beside it. Otherwise, a shared key string included: within
     ``dedup_cosine`` merges, unless numbers or negation differ (then they are
     two facts), else it is added.
     """
@@ -180,8 +183,11 @@ def decide(
     for item in same_key:
         if same_value(item.content, new.content):
             return Decision("merge", (item.id,), "same key, same value")
+    replaced = [e for e in same_key if new.expires_at is None or not e.standing]
+    if replaced:
+        return Decision("supersede", tuple(e.id for e in replaced), "same key, new value")
     if same_key:
-        return Decision("supersede", tuple(e.id for e in same_key), "same key, new value")
+        return Decision("add", (), "same key, a value for a while beside the standing one")
     best = _nearest(new_vec, active)
     if best is not None and best[1] >= dedup_cosine and not _clearly_differs(best[0].content, new.content):
         return Decision("merge", (best[0].id,), f"near duplicate (cosine {best[1]:.3f})")

@@ -87,7 +87,8 @@ def fold_batch(items: Sequence[MemoryItem], vectors: Sequence[Vector], dedup_cos
     kept: list[tuple[MemoryItem, Vector]] = []
     replaced: list[tuple[tuple[int, ...], str, str]] = []
     for item, vector in zip(items, vectors, strict=True):
-        known = [ExistingItem(str(i), k.key, k.content, v, about=k.about) for i, (k, v) in enumerate(kept)]
+        known = [ExistingItem(str(i), k.key, k.content, v, about=k.about, standing=k.standing)
+                 for i, (k, v) in enumerate(kept)]
         decision = decide(item, vector, known, dedup_cosine)
         targets = [int(t) for t in decision.target_ids]
         if decision.action == "merge":
@@ -157,7 +158,8 @@ def close_pairs(
     """
     stored = [e for e in existing if e.status == "active"]
     active: list[tuple[int | None, ExistingItem]] = [(None, e) for e in stored]
-    said = [(m, ExistingItem(f"batch-{m}", k.key, k.content, v, about=k.about, category=k.category))
+    said = [(m, ExistingItem(f"batch-{m}", k.key, k.content, v, about=k.about, category=k.category,
+                             standing=k.standing))
             for m, (k, v) in enumerate(zip(batch.items, batch.vectors, strict=True))]
     pairs: list[Pair] = []
     for n, (item, vector) in enumerate(zip(batch.items, batch.vectors, strict=True)):

@@ -267,9 +267,12 @@ def remind(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 
 # Markers of a temporary fact and how long it stays true.
+# Not "right now" nor "at the moment", said as often of a state that lasts months ("I'm on a tight budget right
+# now, saving for a house") as of one that passes; "for now" says the state is provisional.
 _TEMPORARY = [(re.compile(r"\b(?:today|tonight)\b|今天|今晚", re.I), 1),
               (re.compile(r"\btomorrow\b|明天", re.I), 2),
-              (re.compile(r"\bthis (?:week|weekend)\b|\bthese days\b|这周|本周|这几天|这个周末", re.I), 7),
+              (re.compile(r"\bthis (?:week|weekend)\b|\bthese days\b|\bfor (?:now|the moment|the time being)\b"
+                          r"|这周|本周|这几天|这个周末|暂时", re.I), 7),
               (re.compile(r"\bthis month\b|这个月|本月", re.I), 31)]
 
 

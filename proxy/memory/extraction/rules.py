@@ -23,6 +23,7 @@ from .rule_patterns import (
     RuleHit,
     allergy,
     expiry,
+    for_now,
     lasts_days,
     premise,
     remind,
@@ -72,15 +73,16 @@ def read_turns(turns: Sequence[Turn], now: datetime) -> tuple[list[MemoryItem], 
             for sentence in _sentences(text):
                 hits = list(_hits(sentence, now))
                 if not hits and speaker_unsaid(sentence):  # Chinese that drops its subject: the speaker's
-                    hits = list(_hits(IMPLIED_SPEAKER + sentence, now, implied=True))
-                for hit in hits:
-                    _append(items, _item(hit, index, sentence, now))
+                    hits = [(hit, max(0, start - len(IMPLIED_SPEAKER)))
+                            for hit, start in _hits(IMPLIED_SPEAKER + sentence, now, implied=True)]
+                for hit, start in hits:
+                    _append(items, _item(hit, index, sentence, now, start))
                 if not hits:
                     unread.append((index, sentence))
     return items, unread
 
 
-def _hits(sentence: str, now: datetime, *, implied: bool = False) -> Iterator[RuleHit]:
+def _hits(sentence: str, now: datetime, *, implied: bool = False) -> Iterator[tuple[RuleHit, int]]:
     """``implied``: ``sentence`` starts with the speaker its words left unsaid. Only a health fact that
     begins there and ends its clause is theirs ("乳糖不耐受，一喝牛奶就闹肚子"): a fact found later in the
     sentence, or one its clause goes on to judge ("住在杭州很舒服", "不吃早饭对身体不好": the act as
@@ -101,15 +103,17 @@ def _hits(sentence: str, now: datetime, *, implied: bool = False) -> Iterator[Ru
             for hit in rule(match, sentence, now):
                 if hit.key not in seen:  # one fact per slot per sentence
                     seen.add(hit.key)
-                    yield hit
+                    yield hit, match.start()
 
 
-def _item(hit: RuleHit, index: int, sentence: str, now: datetime) -> MemoryItem:
+def _item(hit: RuleHit, index: int, sentence: str, now: datetime, start: int = 0) -> MemoryItem:
     temporary = hit.type in {"event", "task", "constraint"}
-    expires = expiry(sentence, now) if temporary else None
     stands = STANDS_BY_DEFAULT[hit.category] if hit.standing is None else hit.standing
-    # Said for now ("this week", "今天"), a fact is of the moment; a task or a deadline is by nature
-    # for a while, and stands until its expiry — unless that is today or tomorrow.
+    # Said for now ("this week", "for now", "今天"), a fact is of the moment, whatever its kind: "I'm
+    # vegetarian this week" is no diet — but the time must be said with the fact (from where the rule read it
+    # on): in "I found out today that I'm allergic to shellfish" it is when the user learned it. A task or a
+    # deadline is by nature for a while, and stands until its expiry — unless that is today or tomorrow.
+    expires = expiry(sentence, now) if temporary or for_now(sentence[start:]) else None
     days = lasts_days(sentence) if expires else None
     moment = days is not None and (hit.category not in ("task", "plan") or days <= SHORT_DAYS)
     return MemoryItem(type=hit.type, category=hit.category, standing=stands and not moment,
