@@ -102,3 +102,12 @@ def test_a_value_said_for_a_while_leaves_the_standing_one_in_place(proxy: Proxy,
         diet = {m["content"]: m for m in http.get("/paperclip/v1/users/fay/memories").json()["data"]}
     assert diet["The user is vegan."]["standing"] and diet["The user is vegan."]["status"] == "active"
     assert not diet["The user is vegetarian."]["standing"] and diet["The user is vegetarian."]["expires_at"]
+
+
+def test_a_chinese_move_no_word_of_which_the_old_home_shares_marks_it(proxy: Proxy, upstream: FakeUpstream) -> None:
+    say(proxy, "gu", "我住在成都。")
+    say(proxy, "gu", "我们上个月搬去了杭州。")
+    lines = json.loads(forwarded(proxy, upstream, "gu", "周末附近有什么好玩的地方？"))["messages"][-1]["content"].split("\n")
+    (old,) = [line for line in lines if "成都" in line]
+    assert old.startswith("[") and "may have changed since]" in old
+    assert any("杭州" in line and "changed" not in line for line in lines)

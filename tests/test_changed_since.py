@@ -56,6 +56,13 @@ def test_one_thing_done_instead_of_another_is_a_change() -> None:
     assert not says_change("I swim every morning.")
 
 
+def test_a_chinese_home_read_by_its_words_marks_the_home_before_it() -> None:
+    home = facts(("user.location.home", "用户住在成都。"), ("user.said.home", "我们上个月搬去了杭州。"))
+    assert changed_later(home) == {1}
+    job = facts(("user.occupation", "用户是会计。"), ("user.said.job", "我转行做了程序员。"))
+    assert changed_later(job) == {1}
+
+
 def test_an_addition_marks_nothing() -> None:
     allergies = facts(("user.allergies", "I'm allergic to peanuts."),
                       ("user.allergies", "I'm now also allergic to shellfish."))

@@ -55,11 +55,24 @@ def test_what_is_not_the_users_lasting_statement_is_not_read(said: str) -> None:
 
 
 def test_every_reading_is_a_standing_guess_about_the_user_under_a_key_of_many_values() -> None:
-    items = chinese_statements.read([(0, "我们一家人都不吃牛肉。"), (2, "我在一家医院做药剂师。"),
+    items = chinese_statements.read([(0, "我们一家人都不吃牛肉。"), (2, "我每天早上练半小时瑜伽。"),
                                      (4, "我们一家人都不吃牛肉。"), (6, "我今天有点头晕。")])
-    assert [(i.content, i.turns) for i in items] == [("我们一家人都不吃牛肉。", (0,)), ("我在一家医院做药剂师。", (2,))]
+    assert [(i.content, i.turns) for i in items] == [("我们一家人都不吃牛肉。", (0,)), ("我每天早上练半小时瑜伽。", (2,))]
     assert all(i.standing and is_guess(i.confidence) and i.about_user and i.key == chinese_statements.KEY
                for i in items)
+
+
+@pytest.mark.parametrize(("said", "key"), [
+    ("我在一家医院做药剂师。", "user.said.job"), ("我已经离职了，现在在一家咖啡店当店长。", "user.said.job"),
+    ("我转行做了程序员。", "user.said.job"), ("我们上个月搬去了杭州。", "user.said.home"),
+    ("现在我定居在青岛了。", "user.said.home"), ("我家在天津。", "user.said.home"),
+    ("我每天坐地铁上班。", chinese_statements.KEY),  # a commute, not a job
+    ("我辞职后搬到了大理。", chinese_statements.KEY),  # a job and a home: which is not told
+])
+def test_a_home_or_a_job_is_filed_under_its_slots_loose_key(said: str, key: str) -> None:
+    (item,) = chinese_statements.read([(0, said)])
+    assert item.key == key and item.standing and is_guess(item.confidence)
+    assert item.category == ("other" if key == chinese_statements.KEY else "identity")
 
 
 # Chinese drops the subject a listener knows: a sentence that opens on how often or how long something is so

@@ -43,7 +43,7 @@ _OLD_SLUG_S = re.compile(r"(?<=\w{2}[iu])s$")
 # when it says one (``extraction/meaning.py``); recall marks an earlier fact a later one may change (``later``).
 CHANGE_SAID = re.compile(
     r"\b(?:moved|relocated|now|since|switched|changed|left|quit|no longer|became|started|settled)\b"
-    r"|现在|如今|已经|不再|改|换|搬|辞职|离职|调到|更正|开始", re.I)
+    r"|现在|如今|已经|不再|改|换|搬|辞职|离职|跳槽|转行|入职|调到|更正|开始", re.I)
 # A statement that an activity or habit ended: it ends every taste its slot refines
 # ("has stopped running" ends "loves running marathons", user.preference.running_marathon).
 # 戒 only as "gave up X" (戒了, 戒掉, 戒咖啡了), not inside 戒指 (a ring).

@@ -28,9 +28,19 @@ that is the speaker's habit or lasting state. It must name no one else
 "这家店": ``_TOPIC``), no weather, no hearsay, and point back to nothing
 ("每次都这样"); and it must pass the tests above but the first.
 
-Which slot it fills is not read (that needs the model), so it is filed under
-a key of many values (``KEY``, category ``other``): one guess never replaces
-another, and any value a rule or the model reads stands beside it. Pure.
+Which slot it fills is mostly not read (that needs the model), so it is
+filed under a key of many values (``KEY``, category ``other``): one guess
+never replaces another, and any value a rule or the model reads stands
+beside it. Two slots are read by their words, since a change of them is
+said in words no earlier statement shares ("我住在成都", then "我们上个月搬去了
+杭州"): a home (``_HOME``: 住在, 搬到, 定居, 买了房…) and a job (``_JOB``: working
+at a place, 辞职, 离职, 转行, 入职, being a …师 or …员). A statement of
+one of them, and not of both, is filed as the reader by meaning files such a
+value (``meaning.py``): category ``identity``, under the slot's loose key
+(``lifecycle.LOOSELY_READ``: ``user.said.home``), where it replaces only the
+last one read so, and a value a rule or the model reads replaces it; a
+change of it marks the earlier value of the slot (``recall/changed_since``).
+Pure.
 """
 
 from __future__ import annotations
@@ -38,7 +48,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..memory_schema import TYPE_OF_CATEGORY, USER, MemoryItem
+from ..lifecycle import LOOSELY_READ
+from ..memory_schema import TYPE_OF_CATEGORY, USER, Category, MemoryItem
 from .rule_patterns import HAN, ZH_ASKED, chinese, for_now, speaker_unsaid, supposed
 from .rules import Said
 
@@ -77,6 +88,15 @@ _TOPIC = re.compile(r"[这那](?:里|儿|边|个|些|条|家|种|位|件|次|样
 _NOT_ITS_SPEAKERS = re.compile(r"下雨|下雪|刮风|天气|气温|雾霾|听说|据说|听人说")
 
 
+# The words of a home or a job: where the user lives or moved to, or where and as what they work, or that they
+# left or changed work. Not 上班 alone ("坐地铁上班" is a commute), nor 老家 (where one is from).
+_HOME = re.compile(r"住在|住到|搬到|搬去|搬来|搬回|搬家|定居|安家|落户|买了?房|我家在|我们家在|调到")
+_JOB = re.compile(r"在[^，。！？,.!?]{1,12}(?:上班|工作)|辞职|离职|跳槽|入职|转行|退休了|失业"
+                  r"|(?:是|当|做)了?(?:一名|一个|个)?[^，。！？,.!?]{0,6}(?:师|员|工程师|经理|店长|老板)")
+# A slot read so is a loose reading, filed as the reader by meaning files one.
+_SLOTS = ((_HOME, "user.location.home"), (_JOB, "user.occupation"))
+
+
 def statement(sentence: str) -> bool:
     """Whether ``sentence``, in Chinese, states a lasting fact of its speaker's (the module's rules)."""
     text = sentence.strip()
@@ -109,8 +129,11 @@ def read(unread: Sequence[Said]) -> list[MemoryItem]:
         if text in seen or not statement(text):
             continue
         seen.add(text)
+        slots = [LOOSELY_READ[own] for words, own in _SLOTS if words.search(text)]
+        category: Category = "identity" if len(slots) == 1 else "other"
+        key = slots[0] if len(slots) == 1 else KEY
         items.append(MemoryItem(
-            type=TYPE_OF_CATEGORY["other"], category="other", standing=True, content=text, key=KEY, about=USER,
+            type=TYPE_OF_CATEGORY[category], category=category, standing=True, content=text, key=key, about=USER,
             importance=IMPORTANCE, confidence=CONFIDENCE, source="user-stated", turns=(index,),
         ))
     return items
