@@ -94,6 +94,12 @@ def test_more_ways_of_saying_a_health_fact(said: str, key: str, content: str) ->
     assert health(item)
 
 
+def test_a_diet_ended_in_chinese_is_the_diet_not_a_dislike_of_a_food() -> None:
+    # A second reading of the same words, as a taste for "素", folded the diet's end into it as a near-repeat:
+    # the diet it ended was never replaced.
+    assert [i.key for i in rule_extract([(2, "user", "我不吃素了，现在什么都吃。")], NOW)] == ["user.diet"]
+
+
 @pytest.mark.parametrize(
     "said",
     [

@@ -182,8 +182,8 @@ def _preference(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     what = clause(m.group("what"))
     if chinese(m.group()):
         what = what.rstrip(ZH_PARTICLES)
-        if not what or what[0] in "你他她它这那死":
-            return []
+        if not what or what[0] in "你他她它这那死" or what == "素":
+            return []  # "(不)吃素" is a diet, the diet rules' (``health_patterns``), not a food named 素
         phrase = re.sub(r"^我", "", m.group()).rstrip(ZH_PARTICLES)
         return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"用户{phrase}。", 0.6)]
     if not what or len(what.split()) > 5 or _REFERENTS.search(what.lower()):
