@@ -124,12 +124,17 @@ def test_a_topic_is_the_same_in_its_other_forms() -> None:
     assert changed_later(job) == {1}
 
 
-def test_only_a_guess_marks_a_fact_read_surely_replaces_or_speaks_of_something_else() -> None:
+def test_a_fact_read_surely_marks_only_guesses_a_sure_one_it_replaces_or_speaks_of_something_else() -> None:
     # A model's facts share names and words ("Maya") and say "since" of when things began.
     maya = facts(("user.diet", "Maya has been vegetarian since 2019 and avoids all meat."),
                  ("user.pet", "Maya now walks her dog Biscuit every morning before work."))
-    assert changed_later([maya[0], replace(maya[1], confidence=0.9)]) == frozenset()
-    assert changed_later(maya) == {1}  # the same words read as a guess
+    sure = [replace(f, confidence=0.9) for f in maya]
+    assert changed_later(sure) == frozenset()
+    assert changed_later([maya[0], sure[1]]) == {1}  # the earlier read as a guess
+    assert changed_later(maya) == {1}  # both
+    # With no model: a guess of the job, then a rule's sure reading of its end under another slot.
+    job = facts(("user.said.job", "I'm a nurse on a night shift rota."), ("user.preference.nursing", "x"))
+    assert changed_later([job[0], replace(job[1], content="The user has quit nursing.", confidence=0.9)]) == {1}
 
 
 def test_a_fact_that_expires_changes_nothing_lasting() -> None:

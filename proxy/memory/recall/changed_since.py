@@ -7,10 +7,12 @@ loose key, a diet it reads beside a rule's, a Chinese statement under one
 key for all. Both facts then stand, their cards carry the same day, and a
 model cannot tell which is current. So an earlier standing fact (what shapes
 every answer: a fact of a moment or a plan is left to be replaced) is marked
-(``may have changed since`` on its card) when a later standing guess
-(``memory_schema.is_guess``: a reading that replaces nothing; a fact read
-surely replaces what it changes, or speaks of something else) of the same
-person
+(``may have changed since`` on its card) when a later standing fact of the
+same person — a guess (``memory_schema.is_guess``: a reading that replaces
+nothing), or a fact read surely when the earlier one is a guess (a rule's
+"The user has quit nursing" after "I'm a nurse on a night rota" read by
+meaning; a sure fact replaces a sure one it changes, or speaks of something
+else: a model's facts share names and words with each other) —
 
 - speaks of the same thing: the same slot (``lifecycle.slot_of``: a loose
   key's slot is its own key's, ``user.diet.facts`` is ``user.diet``'s),
@@ -93,8 +95,7 @@ def changed_later(
     """The ids of ``facts`` that a later one of them may have changed (``terms``: a fact's search terms,
     when the caller has them; else they are read here)."""
     ordered = sorted((f for f in facts if f.standing), key=lambda f: (f.created, f.id))
-    changes = [i for i, f in enumerate(ordered)
-               if is_guess(f.confidence) and f.expires_at is None and says_change(f.content)]
+    changes = [i for i, f in enumerate(ordered) if f.expires_at is None and says_change(f.content)]
     if not changes:
         return frozenset()
     read = terms or (lambda f: tokenize(f.content))
@@ -115,7 +116,10 @@ def changed_later(
         # "nurse" and "nurse" finds "nursing" (``query.inflected`` goes both ways).
         met = [by_slot.get((later.about, slot), ()) if slot is not None else (),
                *(by_word.get((later.about, w), ()) for w in inflected(list(words)))]
-        marked.update(ordered[j].id for found in met for j in found if j < i)
+        # A fact read surely marks only guesses: a model's facts share names and words with each other.
+        surely = not is_guess(later.confidence)
+        marked.update(ordered[j].id for found in met for j in found
+                      if j < i and not (surely and not is_guess(ordered[j].confidence)))
     return frozenset(marked)
 
 
