@@ -224,16 +224,17 @@ def test_the_tally_counts_the_block_as_the_tokenizer_does(turns: list[tuple[int,
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 90), st.sampled_from(LINES), st.integers(1, 12)), min_size=1, max_size=30,
                 unique_by=lambda t: t[0]),
-       st.integers(60, 600))
+       st.integers(60, 600), st.frozensets(st.integers(1, 91)))
 def test_the_tally_counts_turns_taken_in_any_order_as_the_tokenizer_does(
-    turns: list[tuple[int, str, int]], cap_budget: int
+    turns: list[tuple[int, str, int]], cap_budget: int, changed: frozenset[int]
 ) -> None:
     """Hits come best first, so a turn lands anywhere among those taken: before, after or between
     them, joining a card, bridging two or standing alone. Turns are dated as they were stored (a day
-    every 30). Whatever the tally takes, it counts as the rendered block; what it refuses would not
-    fit (a card of several turns past half the budget, or the block past it)."""
+    every 30), and some a later turn may have changed (``changed``: a card of their own, marked). Whatever
+    the tally takes, it counts as the rendered block; what it refuses would not fit (a card of several turns
+    past half the budget, or the block past it)."""
     counter = TokenCounter("gpt-4o-mini")
-    tally = Tally(counter, cap_budget, 100)
+    tally = Tally(counter, cap_budget, 100, changed=changed)
     for place, text, times in turns:
         h = hit(frag(place + 1, place, f"{text} " * times, session=f"s{place // 7}",
                      created=MAY_8 + (place // 30) * 86400), 0.5)
@@ -250,17 +251,20 @@ def test_the_tally_counts_turns_taken_in_any_order_as_the_tokenizer_does(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 20), st.sampled_from(LINES), st.integers(1, 60)),
                 min_size=1, max_size=30),
-       st.integers(40, 400), st.integers(1, 8))
+       st.integers(40, 400), st.integers(1, 8), st.frozensets(st.integers(1, 31)))
 def test_select_keeps_budget_and_top_k_and_what_pack_makes_of_its_cards(
-    turns: list[tuple[int, int, str, int]], budget: int, top_k: int
+    turns: list[tuple[int, int, str, int]], budget: int, top_k: int, changed: frozenset[int]
 ) -> None:
     """The block is counted once, not re-packed card by card: the result must be what ``pack`` would keep."""
     counter = TokenCounter("gpt-4o-mini")
     ranked = [hit(frag(i + 1, pos, f"{text} " * times, created=MAY_8 + d * 86400), 1 - i / 100)
               for i, (d, pos, text, times) in enumerate(turns)]
-    cards = select(ranked, counter, top_k=top_k, budget=budget)
+    cards = select(ranked, counter, top_k=top_k, budget=budget, changed=changed)
     assert counter.text(render_block(cards)) <= budget and len(cards) <= top_k
     assert pack(cards, counter, top_k, budget) == cards
+    for card in cards:  # a card's turns are all marked or none, and its header says which
+        marked = {int(i[1:]) in changed for i in card.hit_ids}
+        assert marked == {card.changed}
 
 
 def test_select_truncates_a_single_huge_turn_rather_than_losing_it() -> None:

@@ -197,8 +197,11 @@ class Tally:
         at = bisect.bisect(self._places, entry[0])
         turns = list(self.turns)
         turns.insert(at, entry)
-        # Only the cards around the new turn change: the run of turns it is linked to on each side.
-        lo, hi = at, at
+        # Only the cards around the new turn change: the run of turns it is linked to on each side, and the
+        # card it cuts in two when it lands inside one it does not join (a marked turn, or one of another date).
+        cut = 0 < at < len(turns) - 1 and _linked(turns[at - 1], turns[at + 1]) and not (
+            _linked(turns[at - 1], entry) and _linked(entry, turns[at + 1]))
+        lo, hi = (at - 1, at + 1) if cut else (at, at)
         while lo > 0 and _linked(turns[lo - 1], turns[lo]):
             lo -= 1
         while hi + 1 < len(turns) and _linked(turns[hi], turns[hi + 1]):
@@ -218,8 +221,7 @@ class Tally:
         self.turns = turns
         self._places.insert(at, entry[0])
         self._take()
-        if 0 < at < len(turns) - 1 and _linked(turns[at - 1], turns[at + 1]) and (lo == at or hi == at):
-            # the turn cut a card in two (its span holds turns of two dates): every card counted again
+        if cut:  # every card counted again
             every = self._spans(_stretches(turns))
             self._cards_of = {id(h): span for span in every for h in span.members}
             self._largest = max(span.size for span in every)
