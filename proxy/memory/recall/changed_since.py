@@ -154,11 +154,14 @@ def turns_changed_later(
     changes = [(i, topic) for i, (_, t) in enumerate(said) if (topic := change_said(t.text))]
     if not changes:
         return frozenset()
+    by_word: dict[str, list[int]] = defaultdict(list)  # the turns before the last change, by topic word
+    for j, (_, turn) in enumerate(said[: changes[-1][0]]):
+        for word in _turn_topic(turn.text):
+            by_word[word].append(j)
     marked: set[int] = set()
     for i, topic in changes:
-        words = set(inflected([w for w in topic if said_in(w) <= TOPIC_TURNS]))
-        if words:
-            marked.update(said[j][1].id for j in range(i) if words & _turn_topic(said[j][1].text))
+        words = inflected([w for w in topic if said_in(w) <= TOPIC_TURNS])
+        marked.update(said[j][1].id for w in words for j in by_word.get(w, ()) if j < i)
     if not marked:
         return frozenset()
     at = {(t.session, t.position): t for t in turns}
