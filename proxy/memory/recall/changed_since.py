@@ -173,7 +173,7 @@ def turns_changed_later(
     return frozenset(marked)
 
 
-@functools.lru_cache(maxsize=20_000)  # a turn comes back in many requests' candidates
+@functools.lru_cache(maxsize=4096)  # a turn comes back in many requests' candidates
 def change_said(text: str) -> frozenset[str]:
     """The topic words of the sentences of ``text`` that say a change outright (``_TURN_CHANGE``): statements,
     not questions, that tell no addition, the cue not in a clause that tells the time of something else."""
@@ -189,7 +189,7 @@ def change_said(text: str) -> frozenset[str]:
     return frozenset(words)
 
 
-@functools.lru_cache(maxsize=20_000)
+@functools.lru_cache(maxsize=4096)
 def _turn_topic(text: str) -> frozenset[str]:
     return frozenset(t for t in tokenize(text) if t not in _ANY_TOPIC and not _cue(t))
 
