@@ -67,6 +67,7 @@ def test_every_reading_is_a_standing_guess_about_the_user_under_a_key_of_many_va
     ("我转行做了程序员。", "user.said.job"), ("我们上个月搬去了杭州。", "user.said.home"),
     ("现在我定居在青岛了。", "user.said.home"), ("我家在天津。", "user.said.home"),
     ("我每天坐地铁上班。", chinese_statements.KEY),  # a commute, not a job
+    ("我是这家健身房的会员。", chinese_statements.KEY),  # a member, not a job
     ("我辞职后搬到了大理。", chinese_statements.KEY),  # a job and a home: which is not told
 ])
 def test_a_home_or_a_job_is_filed_under_its_slots_loose_key(said: str, key: str) -> None:

@@ -360,6 +360,9 @@ def test_a_fact_said_for_now_is_of_the_moment_whatever_its_kind(text: str, days:
     assert item.expires_at == (NOW + timedelta(days=days)).isoformat()
     (lasting,) = rule_extract(user("I'm vegetarian these days."), NOW)  # "these days": lately, not for now
     assert lasting.standing and lasting.expires_at is None
+    # How long is read from the fact's own words on, not from when the user learned it.
+    (learned,) = rule_extract(user("I found out today that I'm vegetarian for now."), NOW)
+    assert learned.expires_at == (NOW + timedelta(days=7)).isoformat()
 
 
 @pytest.mark.parametrize(

@@ -89,10 +89,11 @@ _NOT_ITS_SPEAKERS = re.compile(r"下雨|下雪|刮风|天气|气温|雾霾|听�
 
 
 # The words of a home or a job: where the user lives or moved to, or where and as what they work, or that they
-# left or changed work. Not 上班 alone ("坐地铁上班" is a commute), nor 老家 (where one is from).
+# left or changed work. Not 上班 alone ("坐地铁上班" is a commute), nor 老家 (where one is from), nor a member
+# (会员, 成员).
 _HOME = re.compile(r"住在|住到|搬到|搬去|搬来|搬回|搬家|定居|安家|落户|买了?房|我家在|我们家在|调到")
 _JOB = re.compile(r"在[^，。！？,.!?]{1,12}(?:上班|工作)|辞职|离职|跳槽|入职|转行|退休了|失业"
-                  r"|(?:是|当|做)了?(?:一名|一个|个)?[^，。！？,.!?]{0,6}(?:师|员|工程师|经理|店长|老板)")
+                  r"|(?:是|当|做)了?(?:一名|一个|个)?[^，。！？,.!?]{0,6}(?:师|(?<![会成])员|经理|店长|老板)")
 # A slot read so is a loose reading, filed as the reader by meaning files one.
 _SLOTS = ((_HOME, "user.location.home"), (_JOB, "user.occupation"))
 

@@ -113,8 +113,9 @@ def _item(hit: RuleHit, index: int, sentence: str, now: datetime, start: int = 0
     # vegetarian this week" is no diet — but the time must be said with the fact (from where the rule read it
     # on): in "I found out today that I'm allergic to shellfish" it is when the user learned it. A task or a
     # deadline is by nature for a while, and stands until its expiry — unless that is today or tomorrow.
-    expires = expiry(sentence, now) if temporary or for_now(sentence[start:]) else None
-    days = lasts_days(sentence) if expires else None
+    said = sentence if temporary else sentence[start:]
+    expires = expiry(said, now) if temporary or for_now(said) else None
+    days = lasts_days(said) if expires else None
     moment = days is not None and (hit.category not in ("task", "plan") or days <= SHORT_DAYS)
     return MemoryItem(type=hit.type, category=hit.category, standing=stands and not moment,
                       content=hit.content, key=hit.key, about=hit.about, importance=hit.importance,
