@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from proxy import config
 from proxy.errors import MemoryBusy
 from proxy.memory.recall.query import fragment_hash
 from proxy.pipeline.bounded_pipeline import BoundedPipeline
+from proxy.pipeline.catch_up import CatchUp
 from proxy.pipeline.chat_call import ChatCall, Reply
 from proxy.pipeline.pipeline_protocol import Prepared
 from proxy.tenancy import Tenant
@@ -36,6 +38,7 @@ class Gate:
         self.prepares.set()
         self.in_prepare = threading.Event()  # read from the test's own thread in the proxy tests
         self.changed = asyncio.Condition()
+        self.catching_up = CatchUp(None)
 
     async def wait_running(self, kind: str, n: int) -> None:
         async with asyncio.timeout(30), self.changed:
@@ -53,6 +56,9 @@ class Gate:
 
     async def catch_up(self, call: ChatCall) -> None:
         return None
+
+    def due(self, call: ChatCall) -> contextlib.AbstractContextManager[None]:
+        return self.catching_up.recording((call.tenant.id, call.user, call.session))
 
     async def prepare(self, call: ChatCall) -> Prepared:
         self.in_prepare.set()
@@ -163,9 +169,13 @@ async def test_a_sessions_records_run_one_after_the_other_while_other_sessions_r
     await inner.wait_running("record", 2)
     await asyncio.sleep(0.1)  # slots are free: room for a-2 to start, were it allowed to
     assert inner.order == [("a-1", False), ("b-1", False)] and pipeline.backlog == 3
+    # a-2, waiting its turn, is due all the same: it holds chat a's last words, and a request of the user in
+    # another chat that waited only for the running record would recall without them (``catch_up``).
+    assert len(inner.catching_up.records_of_others("t", "u", "b")) == 2
     inner.records.set()
     await asyncio.gather(first, second, other)
     assert inner.order == [("a-1", False), ("b-1", False), ("a-2", False)] and pipeline.backlog == 0
+    assert inner.catching_up.records_of_others("t", "u", "c") == []
 
 
 async def test_a_sessions_waiting_record_gives_way_to_its_newer_one_which_records_for_both() -> None:

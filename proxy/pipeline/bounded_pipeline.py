@@ -117,10 +117,19 @@ class BoundedPipeline:
     async def catch_up(self, call: ChatCall) -> None:
         return None  # ``prepare`` has its inner pipeline catch up
 
+    def due(self, call: ChatCall) -> contextlib.AbstractContextManager[None]:
+        return self.inner.due(call)
+
     def covers(self, newer: Prepared, older: Prepared) -> bool:
         return self.inner.covers(newer, older)
 
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
+        # Due from now, not from its turn: a record waiting behind its session's earlier one holds the chat's
+        # last words, and a request of the user in another chat must wait for it too (``catch_up``).
+        with self.inner.due(call):
+            await self._record(call, prepared, reply, covered=covered)
+
+    async def _record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool) -> None:
         self.backlog += 1
         try:
             key = resent(call)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..context.compressor import Compressor
@@ -170,15 +171,19 @@ class MemoryPipeline:
 
     # --- after the response -----------------------------------------------------
 
+    def due(self, call: ChatCall) -> AbstractContextManager[None]:
+        return self.catching_up.recording((call.tenant.id, call.user, call.session))
+
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
         """Keep the turn: its trace, its response id, the memories it used; then index, extract, compress.
 
         ``covered``: a newer request of the session resent all of this one's conversation
         (``covers``; its answer too, if the client kept it) and records it for both
         (``BoundedPipeline``): only what is this request's own is kept. While it runs, a request
-        of the same user in another chat waits for it to catch up (``catch_up``).
+        of the same user in another chat waits for it to catch up (``catch_up``; ``BoundedPipeline``
+        makes it due from the moment it is queued).
         """
-        with self.catching_up.recording((call.tenant.id, call.user, call.session)):
+        with self.due(call):
             await self._record(call, prepared, reply, covered=covered)
 
     async def _record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool) -> None:

@@ -9,6 +9,7 @@ turned into a degraded pass-through by the handler, never a failed request.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,6 +50,11 @@ class Pipeline(Protocol):
         their other chats, recorded and extracted, within ``memory.extract_wait_s`` (``catch_up``)."""
 
     async def prepare(self, call: ChatCall) -> Prepared: ...
+
+    def due(self, call: ChatCall) -> AbstractContextManager[None]:
+        """While a record of ``call``'s turn is due, waiting for its turn or running: a request of the same
+        user in another chat waits for it to catch up (``catch_up``)."""
+        ...
 
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
         """After the response. ``covered``: a newer request of the session, which resends all of

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+
 from ..context.history_memo import HistoryMemo
 from ..context.planner import split_leading
 from ..tokens import REPLY_PRIMING, Counters
@@ -29,6 +31,9 @@ class CountingPipeline:
         history = await self.histories.describe((call.tenant.id, call.session), call.messages[n:], counter)
         tokens = sum(counter.messages(call.messages[:n])) + history.tokens + REPLY_PRIMING
         return Prepared(messages=None, tokens_in=tokens, tokens_forwarded=tokens)
+
+    def due(self, call: ChatCall) -> AbstractContextManager[None]:
+        return nullcontext()  # nothing to catch up with
 
     async def record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool = False) -> None:
         return None
