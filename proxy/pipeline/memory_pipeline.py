@@ -179,14 +179,10 @@ class MemoryPipeline:
 
         ``covered``: a newer request of the session resent all of this one's conversation
         (``covers``; its answer too, if the client kept it) and records it for both
-        (``BoundedPipeline``): only what is this request's own is kept. While it runs, a request
-        of the same user in another chat waits for it to catch up (``catch_up``; ``BoundedPipeline``
-        makes it due from the moment it is queued).
+        (``BoundedPipeline``): only what is this request's own is kept. A request of the same user
+        in another chat waits for it to catch up (``catch_up``) from the moment ``BoundedPipeline``,
+        which queues every record the proxy makes, holds it ``due``.
         """
-        with self.due(call):
-            await self._record(call, prepared, reply, covered=covered)
-
-    async def _record(self, call: ChatCall, prepared: Prepared, reply: Reply, *, covered: bool) -> None:
         plan = prepared.plan
         if plan is None:
             return
