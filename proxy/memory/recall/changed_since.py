@@ -191,7 +191,7 @@ def change_said(text: str) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _turn_topic(text: str) -> frozenset[str]:
-    return frozenset(t for t in tokenize(text) if t not in _ANY_TOPIC and not _cue(t))
+    return _topic_words(tokenize(text))
 
 
 def says_change(text: str) -> bool:
@@ -202,7 +202,12 @@ def says_change(text: str) -> bool:
 def _topic(fact: Stated, terms: Iterable[str]) -> tuple[str | None, frozenset[str]]:
     slot = slot_of(fact.key)
     one = is_slot(slot) or slot.rpartition(".")[2] in _KINDS
-    return (slot if one else None), frozenset(t for t in terms if t not in _ANY_TOPIC and not _cue(t))
+    return (slot if one else None), _topic_words(terms)
+
+
+def _topic_words(terms: Iterable[str]) -> frozenset[str]:
+    """The search terms that say what a statement is about: not its kind (``_ANY_TOPIC``) nor a cue word."""
+    return frozenset(t for t in terms if t not in _ANY_TOPIC and not _cue(t))
 
 
 @functools.lru_cache(maxsize=4096)
