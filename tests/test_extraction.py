@@ -397,7 +397,8 @@ def test_chinese_name_and_pet_allergy() -> None:
 
 
 def test_chinese_allergies_and_negation() -> None:
-    items = rule_extract(user("我对海鲜过敏。", "我也对花生过敏。", "我对牛奶不过敏。"), NOW)
+    items = rule_extract(user("我对海鲜过敏。", "我也对花生过敏。", "我对牛奶不过敏。", "医生说我对芒果不再过敏了。",
+                              "我对虾已经不怎么过敏了。", "我对猫毛从来没过敏过。"), NOW)
     assert keys(items) == ["user.allergy.seafood", "user.allergy.peanut"]
 
 

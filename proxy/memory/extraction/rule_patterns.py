@@ -151,7 +151,8 @@ def allergy(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 
 def _one_allergy(m: re.Match[str], who: str, what: str) -> RuleHit | None:
-    if not what or what.endswith("不") or len(what.split()) > 3 or what.lower() in _VAGUE:
+    # "对芒果不再过敏", "对虾已经不怎么过敏": a negation inside the allergen says the allergy is not (or no more).
+    if not what or _ZH_NOT.search(what) or len(what.split()) > 3 or what.lower() in _VAGUE:
         return None
     holder = f"user.{slug(who)}" if who else "user"
     zh = chinese(m.group())
@@ -377,6 +378,7 @@ ZH_KIN = "猫|狗|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公|妈妈
 CARE = (r"(?:dog|cat|puppy|kitten|pet|bird|parrot|budgie|rabbit|bunny|hamster|guinea pig|ferret|turtle|tortoise"
         r"|lizard|snake|fish|goldfish|horse|pony|son|daughter|kid|kids|child|children|baby|toddler|twins|wife"
         r"|husband|partner)(?: [A-Z][\w'-]*)?")
+_ZH_NOT = re.compile(r"[不没]")
 ZH_CARE = "猫咪|狗狗|猫|狗|鹦鹉|兔子|仓鼠|宠物|女儿|儿子|孩子|宝宝|妻子|老婆|丈夫|老公"
 ZH_ADV = "(?:现在|已经|从此|以后|也|还|很|非常|特别|超级|最|挺|比较|真的|一直)?"
 
