@@ -111,3 +111,20 @@ def test_a_chinese_move_no_word_of_which_the_old_home_shares_marks_it(proxy: Pro
     (old,) = [line for line in lines if "成都" in line]
     assert old.startswith("[") and "may have changed since]" in old
     assert any("杭州" in line and "changed" not in line for line in lines)
+
+
+def test_a_fact_whose_change_no_reader_took_is_marked_in_the_block_and_the_profile(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    # The rules read the dog's name; no reader takes the rename: only its turn says the change.
+    say(proxy, "hal", "My dog Biscuit loves the beach.")
+    question = "Ideas for a fun afternoon with my dog?"
+    assert "] The user's dog is called Biscuit." in forwarded(proxy, upstream, "hal", question)
+    say(proxy, "hal", "We renamed the dog, she's Pepper now.")
+    lines = json.loads(forwarded(proxy, upstream, "hal", question))["messages"][-1]["content"].split("\n")
+    (old,) = [line for line in lines if line.endswith("The user's dog is called Biscuit.")]
+    assert "may have changed since]" in old
+    assert "User: We renamed the dog, she's Pepper now." in lines
+    with admin(proxy) as http:
+        cards = [d["card"] for d in http.get("/paperclip/v1/users/hal/profile").json()["data"]]
+    assert [c for c in cards if "Biscuit" in c] == [old]  # the profile endpoint marks it as recall does

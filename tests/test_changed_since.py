@@ -13,6 +13,7 @@ from proxy.memory.recall.cards import item_card, render_card
 from proxy.memory.recall.changed_since import (
     change_said,
     changed_later,
+    facts_changed_by_turns,
     says_change,
     turns_changed_later,
 )
@@ -31,6 +32,7 @@ class Fact:
     expires_at: str | None = None
     standing: bool = True
     confidence: float = 0.5
+    fragment_hashes: tuple[str, ...] = ()
 
 
 def facts(*said: tuple[str, str], about: str = "user") -> list[Fact]:
@@ -212,8 +214,54 @@ def test_marks_go_to_earlier_turns_only_and_do_not_depend_on_the_order_given(
     shuffled = list(turns)
     rng.shuffle(shuffled)  # type: ignore[attr-defined]
     assert turns_changed_later(shuffled, place, rare) == marked
+    assert turns_changed_later([*turns, *shuffled], place, rare) == marked  # a turn given twice is one
     users = [t for t in turns if t.role == "user"]
     assert not users or users[-1].id not in marked  # the user's latest turn stands as said
     for t in turns:
         if t.id in marked and t.role == "user":
             assert any(u.id > t.id and u.role == "user" and change_said(u.text) for u in turns)
+
+
+SURE = 0.9
+
+
+def read_from(fact_id: int, content: str, *turns: Fragment, confidence: float = SURE, standing: bool = True) -> Fact:
+    return Fact(fact_id, "user.statements", content, 0.0, confidence=confidence, standing=standing,
+                fragment_hashes=tuple(t.hash for t in turns))
+
+
+def marks(facts: list[Fact], turns: list[Fragment]) -> frozenset[int]:
+    by_hash = {t.hash: t for t in turns}
+    changes = [(t.hash, t) for t in turns if change_said(t.text)]
+    return facts_changed_by_turns(facts, by_hash.get, changes, place, rare)
+
+
+def test_a_change_no_reader_took_marks_the_fact_of_the_earlier_turn() -> None:
+    dog, chat, rename = said("My dog Biscuit loves the beach.", "Thanks, that helps.",
+                             "We renamed the dog, she's Pepper now.")
+    biscuit = read_from(10, "The user's dog is called Biscuit.", dog)
+    assert marks([biscuit], [dog, chat, rename]) == {10}
+    assert marks([biscuit], [dog, chat]) == frozenset()  # no change said
+
+
+def test_a_change_a_reader_took_surely_marks_nothing_by_its_turn() -> None:
+    violin, change = said("My daughter Maya plays the violin.", "Maya quit violin, she plays drums now.")
+    daughter = read_from(10, "The user has a daughter, Maya.", violin)
+    drums = read_from(11, "The user's daughter Maya plays drums now.", change)
+    assert marks([daughter, drums], [violin, change]) == frozenset()  # a model read the change: it decides
+    # Read only as a guess, the change still marks by its turn.
+    assert marks([daughter, replace(drums, confidence=0.5)], [violin, change]) == {10}
+
+
+def test_a_fact_said_again_after_the_change_stands() -> None:
+    dog, rename, again = said("My dog Biscuit loves the beach.", "We renamed the dog, she's Pepper now.",
+                              "Biscuit, I mean the dog, still loves the beach.")
+    biscuit = read_from(10, "The user's dog is called Biscuit.", dog, again)
+    assert marks([biscuit], [dog, rename, again]) == frozenset()  # one of its turns is not marked
+    assert marks([read_from(10, "The user's dog is called Biscuit.", dog)], [dog, rename, again]) == {10}
+
+
+def test_only_standing_facts_found_among_the_turns_are_marked() -> None:
+    dog, rename = said("My dog Biscuit loves the beach.", "We renamed the dog, she's Pepper now.")
+    assert marks([read_from(10, "The user walks Biscuit today.", dog, standing=False)], [dog, rename]) == frozenset()
+    assert marks([read_from(10, "The user's dog is called Biscuit.")], [dog, rename]) == frozenset()  # no turn

@@ -31,6 +31,7 @@ from ..memory_schema import (
     clean_key,
     derive_key,
 )
+from ..recall.recall import TurnMarks
 from ..redaction import redact
 from ..search.bm25 import BM25Index, tokenize
 from ..search.embedder import BUNDLED_NAME
@@ -93,7 +94,8 @@ class Found:
 class MemoryAdmin:
     """``forget_scopes`` drop a user's in-memory indexes; ``settle`` lets pending work land first;
     ``scopes`` is the chat path's in-memory index of active items, searched when given;
-    ``turns`` searches the user's raw turns (none: ``search_turns`` is refused)."""
+    ``turns`` searches the user's raw turns (none: ``search_turns`` is refused); ``marks`` reads which facts
+    a later turn may have changed (``recall.turn_marks``)."""
 
     def __init__(
         self,
@@ -104,6 +106,7 @@ class MemoryAdmin:
         scopes: ItemIndex | None = None,
         turns: SearchTurns | None = None,
         restatements: bool = False,
+        marks: TurnMarks | None = None,
     ) -> None:
         self.store = store
         self.embed = embed
@@ -112,9 +115,15 @@ class MemoryAdmin:
         self.scopes = scopes
         self.turns = turns
         self.restatements = restatements  # a deletion also takes what restates the memory (``restates``)
+        self.marks = marks
 
     async def items(self, tenant: str, user: str, *, include_inactive: bool = False) -> list[ItemRow]:
         return await self.store.items.all(tenant, user, include_inactive=include_inactive)
+
+    async def changed_by_turns(self, tenant: str, user: str, facts: Sequence[ItemRow]) -> frozenset[int]:
+        """The ids of ``facts`` a later turn of the user's may have changed, as recall marks them (none
+        without the chat path's index: ``marks``)."""
+        return await self.marks(tenant, user, facts) if self.marks is not None else frozenset()
 
     async def search(
         self,

@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Protocol
 
 from ...store.records import Fragment
@@ -142,16 +142,19 @@ TOPIC_TURNS = 4
 
 
 def turns_changed_later(
-    turns: Iterable[Fragment], place: Callable[[Fragment], int], said_in: Callable[[str], int]
+    turns: Iterable[Fragment], place: Callable[[Fragment], int], said_in: Callable[[str], int],
+    changing: Container[int] | None = None,
 ) -> frozenset[int]:
     """The ids of the user's turns among ``turns`` that a later one of the user's (by ``place``, its place in
     the history) may have changed: a sentence of it says a change outright (``change_said``) and shares a
     search term with the earlier turn, in any of its -ing / -ed forms, that at most ``TOPIC_TURNS`` of the
     user's turns say (``said_in``: in how many); and of the replies among ``turns`` that follow such a turn
-    in its session, which answered what it said then."""
-    turns = list(turns)
+    in its session, which answered what it said then. ``changing``: the ids of the turns whose changes
+    count, when not all of them. A turn given twice is one turn."""
+    turns = list({t.id: t for t in turns}.values())
     said = sorted(((place(t), t) for t in turns if t.role == "user"), key=lambda p: p[0])
-    changes = [(i, topic) for i, (_, t) in enumerate(said) if (topic := change_said(t.text))]
+    changes = [(i, topic) for i, (_, t) in enumerate(said)
+               if (changing is None or t.id in changing) and (topic := change_said(t.text))]
     if not changes:
         return frozenset()
     by_word: dict[str, list[int]] = defaultdict(list)  # the turns before the last change, by topic word
@@ -171,6 +174,37 @@ def turns_changed_later(
             marked.add(reply.id)
             step += 1
     return frozenset(marked)
+
+
+class Sourced(Stated, Protocol):
+    """A stored item with the turns it was read from (``store``'s item row has these)."""
+
+    @property
+    def fragment_hashes(self) -> Sequence[str]: ...
+
+
+def facts_changed_by_turns(
+    facts: Iterable[Sourced], turn: Callable[[str], Fragment | None], changes: Sequence[tuple[str, Fragment]],
+    place: Callable[[Fragment], int], said_in: Callable[[str], int],
+) -> frozenset[int]:
+    """The ids of standing ``facts`` whose every turn ``turns_changed_later`` marks by a change no reader took
+    surely: the user's turns of ``changes`` (fragment hash, turn) that no fact read surely was read from.
+
+    A change a reader took is a fact, which replaces or marks the old one (``lifecycle.decide``,
+    ``changed_later``); a model reads most, and marks of its changes' raw turns would only mark what a shared
+    name ties to them ("Maya quit violin" of "my daughter Maya"). A change no reader took surely
+    ("We renamed the dog, she's Pepper now") leaves the fact of the earlier turn ("The user's dog is called
+    Biscuit") standing as current: it is marked as its turn is. ``turn``: the user's turn of a fragment hash.
+    """
+    facts = [f for f in facts if f.standing]
+    taken = {h for f in facts if not is_guess(f.confidence) for h in f.fragment_hashes}
+    untaken = [t for h, t in changes if h not in taken]
+    if not untaken or not facts:
+        return frozenset()
+    sources = {f.id: [t for h in f.fragment_hashes if (t := turn(h)) is not None] for f in facts}
+    turns = {t.id: t for found in sources.values() for t in found} | {t.id: t for t in untaken}
+    marked = turns_changed_later(turns.values(), place, said_in, {t.id for t in untaken})
+    return frozenset(i for i, found in sources.items() if found and all(t.id in marked for t in found))
 
 
 @functools.lru_cache(maxsize=4096)  # a turn comes back in many requests' candidates

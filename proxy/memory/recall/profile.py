@@ -101,12 +101,14 @@ def left_out(facts: Iterable[F], profile: Profile, now: dt.datetime) -> list[F]:
 
 
 def listing(
-    facts: Sequence[F], settings: Memory, counter: TokenCounter, now: dt.datetime
+    facts: Sequence[F], settings: Memory, counter: TokenCounter, now: dt.datetime,
+    changed_by_turns: frozenset[int] = frozenset(),
 ) -> tuple[Profile, list[tuple[F, Card, bool]]]:
     """Every standing fact as the profile endpoint and the inspector show it, each with its card and whether
     it is within the profile's budget: the profile's own, then those past it (``left_out``'s, and those a
-    later fact may have changed, marked so); none when ``memory.profile`` is off."""
-    profile = profile_of(facts, settings, counter, now)
+    later fact or turn may have changed, marked so: ``changed_by_turns``, the ids of the latter); none when
+    ``memory.profile`` is off."""
+    profile = profile_of(facts, settings, counter, now, changed_later(facts) | changed_by_turns)
     by_id = {f.id: f for f in facts}
     head = [(by_id[int(c.id[1:])], c, True) for c in profile.cards]
     past = [f for f in standing(facts, now) if f.id not in profile.item_ids and not is_guess(f.confidence)]
@@ -238,9 +240,9 @@ class ProfileMemo:
         self, version: Hashable, facts: Sequence[Fact], settings: Memory, counter: TokenCounter, now: dt.datetime,
         changed: frozenset[int] | None = None,
     ) -> Profile:
-        """``profile_of(facts, settings, counter, now, changed)``, from the memo when it holds (``changed`` is
-        ``facts``': it changes with ``version``)."""
-        key = (version, settings.profile, settings.budget_tokens, settings.profile_budget_tokens, counter)
+        """``profile_of(facts, settings, counter, now, changed)``, from the memo when it holds (``changed``:
+        the ids of ``facts`` marked, which a later turn can change without a new ``version``)."""
+        key = (version, changed, settings.profile, settings.budget_tokens, settings.profile_budget_tokens, counter)
         if key == self._key and _between(now, self._since, self._until):
             return self._profile
         self._profile = profile_of(facts, settings, counter, now, changed)

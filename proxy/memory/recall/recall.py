@@ -36,21 +36,21 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...config import Memory
 from ...offload import off_loop
-from ...store.records import Fragment
+from ...store.records import Fragment, ItemRow
 from ...tokens import TokenCounter
 from ..search.bm25 import tokenize
 from ..search.fragment_index import CANDIDATES, FragmentIndex, keyword_scores, vector_scores
 from ..search.fusion import Floor, Normalisation, fuse
 from ..search.item_index import ItemCandidates, ItemIndex, ItemScope, item_candidates
-from ..search.scope_index import ScopeIndex
+from ..search.scope_index import ScopeIndex, read_turns
 from .cards import Card, card_cost, render_block
-from .changed_since import turns_changed_later
+from .changed_since import facts_changed_by_turns, turns_changed_later
 from .packing import SCAN_LIMIT, select
 from .profile import Profile, beyond, profile_of
 from .query import (
@@ -153,8 +153,9 @@ async def recall_for(
             index.scope(tenant, user), items.scope(tenant, user) if items else _no_items()
         )
         bm25_f, dated = keyword_scores(scope, terms, periods)
+        said = await said_changes(scope)
         # The profile leads the block whatever the question; its facts are never repeated below it.
-        profile = _profile(item_scope, mem, counter, _moment(request.now))
+        profile = _profile(item_scope, scope, said, mem, counter, _moment(request.now))
         speaker, about_someone = await off_loop(len(query), _who, query, scope)
         exclude = request.window_hashes
         if exclude is None:
@@ -195,8 +196,10 @@ async def recall_for(
         ranked = await rerank(reranker, focused, ranked, mem.rerank_top_n)
     # The profile's guesses take only the room the hits leave (``memory_schema.is_guess``).
     room = mem.budget_tokens - profile.tokens + profile.guessed
-    changed = turns_changed_later((c.fragment for c, _, _ in ranking if c.fragment is not None), scope.turn_of,
-                                  scope.df.__getitem__)
+    # A change said anywhere later marks a candidate turn, not only a change among the candidates.
+    changed = turns_changed_later(
+        [*(c.fragment for c, _, _ in ranking if c.fragment is not None), *(t for _, t in said)],
+        scope.turn_of, scope.df.__getitem__)
     cards = select(ranked, counter, mem.top_k, room, scope.is_common, scope.turn_of, changed)
     if profile.guessed:  # ``select`` fitted the hits' block, its markers and preamble too, in ``room``
         profile = profile.beside(counter.text(render_block([])) + sum(card_cost(c, counter) for c in cards), room)
@@ -242,10 +245,45 @@ def _who(query: str, scope: ScopeIndex) -> tuple[Role | None, bool]:
     return speaker, names_someone(query, scope.is_common)
 
 
-def _profile(scope: ItemScope | None, mem: Memory, counter: TokenCounter, now: dt.datetime) -> Profile:
+def _profile(
+    scope: ItemScope | None, turns: ScopeIndex, said: Sequence[tuple[str, Fragment]], mem: Memory,
+    counter: TokenCounter, now: dt.datetime,
+) -> Profile:
+    """The user's profile: facts a later one may have changed marked, and those a later turn may have."""
     if scope is None:
         return profile_of((), mem, counter, now)
-    return scope.profile.of(scope.version, scope.rows, mem, counter, now, scope.changed)
+    changed = scope.changed | changed_by_turns(turns, said, scope.rows)
+    return scope.profile.of(scope.version, scope.rows, mem, counter, now, changed)
+
+
+async def said_changes(scope: ScopeIndex) -> list[tuple[str, Fragment]]:
+    """The user's turns that say a change outright (``ScopeIndex.said_changes``), her new turns read first."""
+    unread = scope.unread_turns()
+    if unread:
+        scope.note_turns(await off_loop(sum(len(t.text) for t in unread), read_turns, unread))
+    return scope.said_changes()
+
+
+def changed_by_turns(scope: ScopeIndex, said: Sequence[tuple[str, Fragment]], facts: Sequence[ItemRow]) -> frozenset[int]:
+    """The ids of ``facts`` a later turn of the user's (of ``said``) may have changed (``facts_changed_by_turns``)."""
+    if not said:
+        return frozenset()
+    return facts_changed_by_turns(facts, scope.turn, said, scope.turn_of, scope.df.__getitem__)
+
+
+# (tenant, user, the user's facts) → the ids of those a later turn of hers may have changed.
+TurnMarks = Callable[[str, str, Sequence[ItemRow]], Coroutine[Any, Any, frozenset[int]]]
+
+
+def turn_marks(index: FragmentIndex) -> TurnMarks:
+    """A ``TurnMarks`` over ``index`` (what the profile endpoint and the inspector mark as recall does); call it
+    where ``index`` is searched (its loop)."""
+
+    async def marks(tenant: str, user: str, facts: Sequence[ItemRow]) -> frozenset[int]:
+        scope = await index.scope(tenant, user)
+        return changed_by_turns(scope, await said_changes(scope), facts)
+
+    return marks
 
 
 def _held(fragment: Fragment | None, request: RecallRequest) -> bool:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...store.records import Fragment
+from ..recall.changed_since import change_said
+from ..recall.query import fragment_hash
 from ..recall.speakers import Mentions
 from .bm25 import BM25Index
 
@@ -44,6 +46,11 @@ class ScopeIndex:
         self.matrix = np.zeros((0, dim), dtype=np.float32)
         self.rows: dict[int, int] = {}
         self.fragments: dict[int, Fragment] = {}
+        # The user's turns by fragment hash (what an item names the turns it was read from), and those that
+        # say a change outright (``changed_since.change_said``), read as recall first needs them.
+        self.turns: dict[str, int] = {}
+        self.changes: list[tuple[str, Fragment]] = []
+        self._turns_read = 0  # rows read into those
 
     def add(self, fragment: Fragment, terms: list[str], vector: np.ndarray) -> None:
         doc_id = fragment.id
@@ -70,6 +77,26 @@ class ScopeIndex:
         created = np.zeros(capacity, dtype=np.float64)
         created[: self.size] = self.created[: self.size]
         self.matrix, self.ids, self.created = matrix, ids, created
+
+    def unread_turns(self) -> list[Fragment]:
+        """The user's turns added since the last call, taken to be read (``read_turns``, ``note_turns``)."""
+        ids = self.ids[self._turns_read : self.size].tolist()
+        self._turns_read = self.size
+        return [f for i in ids if (f := self.fragments.get(i)) is not None and f.role == "user"]
+
+    def note_turns(self, read: TurnsRead) -> None:
+        hashes, changes = read
+        self.turns.update(hashes)
+        self.changes.extend(changes)
+
+    def turn(self, fragment_hash: str) -> Fragment | None:
+        """The user's turn of ``fragment_hash``, while it is active."""
+        found = self.turns.get(fragment_hash)
+        return self.fragments.get(found) if found is not None else None
+
+    def said_changes(self) -> list[tuple[str, Fragment]]:
+        """The user's active turns that say a change outright, with their fragment hashes."""
+        return [(h, t) for h, t in self.changes if t.id in self.fragments]
 
     def turn_of(self, fragment: Fragment) -> int:
         """``fragment``'s place in this user's history: fragments load in the order they were stored,
@@ -103,6 +130,16 @@ class ScopeIndex:
             more = self.matrix[[row for _, row in rest]] @ query
             out.update({i: float(s) for (i, _), s in zip(rest, more.tolist(), strict=True)})
         return out
+
+
+TurnsRead = tuple[dict[str, int], list[tuple[str, Fragment]]]
+
+
+def read_turns(turns: Sequence[Fragment]) -> TurnsRead:
+    """The fragment hash of each of the user's ``turns``, and those of them that say a change outright."""
+    hashes = {fragment_hash(t.role, t.text): t.id for t in turns}
+    by_id = {i: h for h, i in hashes.items()}
+    return hashes, [(by_id[t.id], t) for t in turns if t.id in by_id and change_said(t.text)]
 
 
 def top_of(sims: np.ndarray, ids: np.ndarray, k: int) -> dict[int, float]:

@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 from ...memory.curation.memory_admin import MemoryAdmin, finds_restatements
 from ...memory.curation.turn_search import turn_search
+from ...memory.recall.recall import turn_marks
 from ...tenancy import Grant, Tenant
 from ..runtime import Runtime
 
@@ -46,6 +47,7 @@ def memory_admin(runtime: Runtime) -> MemoryAdmin:
     return MemoryAdmin(
         memory.store, memory.fragments.embed, [memory.forget_scope], lambda: _settle(runtime), memory.items,
         turn_search(memory.fragments), finds_restatements(memory.fragments.embedder.name),
+        turn_marks(memory.fragments),
     )
 
 

@@ -45,7 +45,9 @@ async def user_profile(admin: MemoryAdmin, tenant: Tenant, user: str) -> dict[st
     What ``GET .../profile`` answers, and the MCP tool ``get_profile``.
     """
     mem = tenant.settings.memory
-    profile, listed = listing(await admin.items(tenant.id, user), mem, TokenCounter(), dt.datetime.now(dt.UTC))
+    facts = await admin.items(tenant.id, user)
+    marked = await admin.changed_by_turns(tenant.id, user, facts)
+    profile, listed = listing(facts, mem, TokenCounter(), dt.datetime.now(dt.UTC), marked)
     data = [{**f.public(), "card": render_card(c), "within_budget": within} for f, c, within in listed]
     return {
         "object": "paperclip.profile", "user": user, "enabled": mem.profile,

@@ -140,7 +140,9 @@ async def trace_page(page: Page) -> Response:
 async def _profile(page: Page, admin: MemoryAdmin, user: str) -> list[dict[str, Any]]:
     """The standing facts that lead the user's memory block, as the next request would get them."""
     mem = page.grant.tenant.settings.memory
-    _, listed = listing(await admin.items(page.tenant, user), mem, TokenCounter(), dt.datetime.now(dt.UTC))
+    facts = await admin.items(page.tenant, user)
+    marked = await admin.changed_by_turns(page.tenant, user, facts)
+    _, listed = listing(facts, mem, TokenCounter(), dt.datetime.now(dt.UTC), marked)
     return [{**f.public(), "within_budget": within} for f, _, within in listed]
 
 
