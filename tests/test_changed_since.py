@@ -193,6 +193,22 @@ def test_a_turn_that_asks_adds_or_tells_a_change_as_a_time_changes_nothing(later
     assert turns_changed_later(said("I painted the lake at dawn.", later), place, rare) == frozenset()
 
 
+@pytest.mark.parametrize(("earlier", "later"), [
+    ("I work night shifts at the hospital.", "I'm on day shifts from this month, nine to five."),
+    ("I work night shifts at the hospital.", "From now on my shifts are days."),
+    ("My boyfriend Sam and I share a flat.", "Sam and I broke up, I kept the flat."),
+    ("I lift weights at the gym four times a week.", "I cancelled my gym membership."),
+    ("我每天开思域上班。", "上周把思域卖了。"),
+    ("我每天去健身房撸铁。", "从这个月开始不去健身房了，在家练。"),
+])
+def test_a_turn_that_ends_a_state_or_starts_one_from_a_day_marks_the_earlier(earlier: str, later: str) -> None:
+    assert turns_changed_later(said(earlier, later), place, rare) == {1}
+
+
+def test_a_story_of_the_past_told_as_a_habit_is_no_change() -> None:
+    assert change_said("I used to go riding with my dad when I was a kid.") == frozenset()
+
+
 def test_only_the_users_turns_mark_and_are_marked() -> None:
     assistant_says = [turn(1, "I always book a window seat."),
                       turn(2, "These days everyone takes the aisle seat.", "assistant", "s2", 0)]
