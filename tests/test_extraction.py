@@ -297,6 +297,18 @@ def test_a_daily_habit_holds_the_slot_that_quitting_it_supersedes() -> None:
     assert (en.key, en.content) == ("user.preference.coffee", "The user drinks three cups of coffee a day.")
 
 
+@pytest.mark.parametrize(("said", "key", "content"), [
+    ("I quit smoking three months ago!", "user.preference.smoking", "The user has quit smoking."),
+    ("I gave up coffee two weeks ago.", "user.preference.coffee", "The user has given up coffee."),
+    ("I stopped running two years ago.", "user.preference.running", "The user has stopped running."),
+    ("I gave up meat back in the summer.", "user.preference.meat", "The user has given up meat."),
+])
+def test_when_a_taste_ended_is_not_part_of_the_thing(said: str, key: str, content: str) -> None:
+    # Said after the object, the time made a slot of its own ("smoking_three_months_ago"), which then
+    # superseded nothing, and a gerund took "three" as its object ("The user has stopped smoking three").
+    assert [(i.key, i.content) for i in rule_extract(user(said), NOW)] == [(key, content)]
+
+
 def test_like_then_dislike_share_a_key_in_order() -> None:
     items = rule_extract(user("I love spicy food!", "I don't like spicy food anymore.", "I no longer eat spicy food."), NOW)
     assert keys(items) == ["user.preference.spicy_food"] * 3

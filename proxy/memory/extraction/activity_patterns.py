@@ -22,7 +22,10 @@ _ACTIVITY_IMPORTANCE = 0.6
 # The verb and, for play/do/go, its object ("play tennis", "go running", "play the piano").
 _ACT = rf"(?P<verb>{VERBS}|(?P<ov>{OBJECT_VERBS}) (?P<obj>(?:the )?[a-z]+))"
 # An activity's gerund, with an object that is not the start of another clause ("running marathons").
-_NOT_OBJECT = r"(?!(?:since|because|after|and|but|so|when|for|to|a|an|the|my|in|on|at|with|now|anymore)\b)"
+# Nor a word of when ("I quit smoking three months ago", "I stopped running last year").
+_NOT_OBJECT = (r"(?!(?:since|because|after|and|but|so|when|for|to|a|an|the|my|in|on|at|with|now|anymore|last|this"
+               r"|next|yesterday|today|every|once|twice|one|two|three|four|five|six|seven|eight|nine|ten|few"
+               r"|several|\d+)\b)")
 _GERUND = (rf"(?P<ing>(?:{'|'.join(gerund(v) for v in VERBS.split('|'))})(?: {_NOT_OBJECT}[a-z]+)?"
            r"|playing (?:the )?[a-z]+|yoga|pilates)")
 # Why it stopped, when the user says it: "since my knee surgery", "after I hurt my back".
