@@ -44,7 +44,10 @@ time of something else: "since I moved here"), and shares with it a search
 term that few of the user's turns say (``TOPIC_TURNS``: in a long history
 every turn shares some word with many others). A marked turn and the replies
 to it stand on a card of their own whose header says so; they are still
-shown: what they said was true then.
+shown: what they said was true then. A standing fact read from such turns
+is marked with them (``facts_changed_by_turns``) when the change that marks
+them was taken surely by no reader: one taken is a fact, which replaces or
+marks the old one itself.
 
 Pure: the facts come in, the ids go out.
 """
