@@ -87,6 +87,8 @@ def test_a_home_or_a_job_is_filed_under_its_slots_loose_key(said: str, key: str)
     "从来不喝含酒精的饮料。",
     "每个月房租占了工资的一半。",
     "工作日都是坐地铁上下班。",
+    "家里养了两只猫，出门得有人喂。",  # the speaker's household, as 我家
+    "家里有两个上小学的孩子。",
 ])
 def test_a_lasting_statement_without_its_subject_is_read_as_the_speakers(said: str) -> None:
     assert chinese_statements.statement(said)
@@ -103,6 +105,8 @@ def test_a_lasting_statement_without_its_subject_is_read_as_the_speakers(said: s
     "平时你都几点睡？",  # a question to the assistant
     "每天喝多少水比较好？",  # a question
     "经常听说这家店不错。",  # hearsay about a shop
+    "他家里养了两只猫。",  # someone else's household
+    "家里的网络总是断，你能帮我看看吗？",  # a request to the assistant
 ])
 def test_a_subjectless_sentence_that_is_no_habit_of_the_speakers_is_not_read(said: str) -> None:
     assert not chinese_statements.statement(said)

@@ -9,8 +9,9 @@ a sentence whole, in the user's words, as a standing guess about the user
 facts read by their words leave), when it reads as a statement of the
 user's own lasting state:
 
-- a first person speaks in it ("我", "我们", "我家", "咱"), and not only as the
-  owner of someone else ("我儿子", "我们公司": ``_SOMEONE_ELSE``);
+- a first person speaks in it ("我", "我们", "我家", "咱", or "家里" opening it:
+  the speaker's household), and not only as the owner of someone else ("我儿子",
+  "我们公司": ``_SOMEONE_ELSE``);
 - it is short (``MIN_HAN`` to ``MAX_HAN`` Chinese characters) and states:
   not a question, not a request or a word to the assistant ("你", "请",
   "帮我"), not an opinion or a reply ("我觉得", "我明白"), not a wish or a plan
@@ -59,7 +60,8 @@ CONFIDENCE = 0.5  # a guess
 MIN_HAN = 5
 MAX_HAN = 40
 
-_SPEAKER = re.compile(r"我|咱")
+# A first person, or the speaker's home opening the sentence ("家里养了两只猫": the speaker's household, as 我家).
+_SPEAKER = re.compile(r"我|咱|^家里")
 # Someone else a first person only owns: kin, partners, friends, the people of one's work or home, and
 # bodies of people (a workplace, a school, a team).
 _SOMEONE_ELSE = re.compile(
