@@ -35,6 +35,10 @@ def kind(item: MemoryItem) -> str | None:
         ("I speak Spanish natively.", "user.language", "The user's native language is Spanish.", "identity"),
         ("My daughter Mia is 6.", "user.daughter.name", "The user's daughter is called Mia.", "relationship"),
         ("Our dog Rex loves long walks.", "user.dog.name", "The user's dog is called Rex.", "relationship"),
+        ("My cat Luna sleeps on my keyboard all day.", "user.cat.name", "The user's cat is called Luna.",
+         "relationship"),
+        ("My son Theo started school in September.", "user.son.name", "The user's son is called Theo.",
+         "relationship"),
         ("My favorite color is green.", "user.preference.favorite_color", "The user's favorite color is green.",
          "preference"),
         ("I'm not into sushi anymore.", "user.preference.sushi", "The user no longer likes sushi.", "preference"),
@@ -52,6 +56,7 @@ def test_a_standing_fact_said_another_way(said: str, key: str, content: str, exp
     [
         "I'm a terrible cook.", "I'm a big fan of jazz.", "My wife I think is tired.", "I'm not into it anymore.",
         "Can you answer in French?", "We moved into a new flat.", "Please answer in French.",
+        "My dog Sunday walks are the best.",  # "Sunday" then a noun: no name said
     ],
 )
 def test_not_a_standing_fact(said: str) -> None:

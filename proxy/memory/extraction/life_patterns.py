@@ -217,9 +217,13 @@ def _language(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(rf"\b(?i:my) (?P<who>{_KIN})(?:'s name is| is called| is named| named) "
                 + NAME_EN.replace("A-Za-z", "A-Z")), _named),
-    # "My daughter Mia is 6", "our dog Rex loves walks": a name in apposition (not "my wife I think").
+    # "My daughter Mia is 6", "our dog Rex loves walks", "my cat Luna sleeps on my keyboard": a name in
+    # apposition, then one of the verbs said of a person or a pet (a closed class: "My dog Sunday walks are
+    # the best" names no dog), not "my wife I think".
     (re.compile(rf"\b(?i:my|our) (?P<who>{_KIN}) (?P<v>(?!I\b)[A-Z][a-z][\w'-]*)(?=,? (?:is|was|has|loves|likes"
-                r"|turned|turns|can't|cannot|just|and|who|will|gets|needs)\b)"), _named),
+                r"|turned|turns|can't|cannot|just|and|who|will|gets|needs|sleeps|lives|goes|plays|works|eats|hates"
+                r"|adores|enjoys|started|studies|attends|barks|follows|refuses|keeps|still|always|never)\b)"),
+     _named),
     # A move ("I moved to", "we relocated to"), never one said of a workplace (``_WORKPLACE``).
     (re.compile(r"\b(?i:(?:I|we)(?:'ve| have)? (?:just |recently |finally |now )?(?:relocated|moved) (?:to|into)) "
                 + _PLACE), _home),
