@@ -45,8 +45,8 @@ term that few of the user's turns say (``TOPIC_TURNS``: in a long history
 every turn shares some word with many others). A marked turn and the replies
 to it stand on a card of their own whose header says so; they are still
 shown: what they said was true then. A standing fact read from such turns
-is marked with them (``facts_changed_by_turns``) when the change that marks
-them was taken surely by no reader: one taken is a fact, which replaces or
+is marked with them (``facts_changed_by_turns``) when no reader took the
+change that marks them surely as a standing fact: one taken so replaces or
 marks the old one itself.
 
 Pure: the facts come in, the ids go out.
@@ -131,9 +131,10 @@ def changed_later(
 # day named on, or a clause ends on "now" ("she's Pepper now"); not "since", "started" or "now" inside a
 # clause, which a long chat says of everything.
 _TURN_CHANGE = re.compile(
-    r"\b(?:I|we|he|she|(?:my|our) (?!\w+ly\b)\w+)(?:'ve| have| has| had|'d|'s)?\s+(?:\w+ly\s+)?(?:moved|relocated|switched|changed|quit|left|stopped"
-    r"|gave up|given up|sold|retired|swapped|traded|ditched|dropped|renamed|transferred|cancell?ed|replaced"
-    r"|gave away|given away|got rid of|broke up|split up|divorced|cut out|outgrew)\b"
+    r"\b(?:I|we|he|she|(?:my|our) (?!\w+ly\b)\w+)(?:'ve| have| has| had|'d|'s)?\s+(?:\w+ly\s+)?"
+    r"(?:moved|relocated|switched|changed|quit|left|stopped|gave up|given up|sold|retired|swapped|traded"
+    r"|ditched|dropped|renamed|transferred|cancell?ed|replaced|gave away|given away|got rid of|broke up"
+    r"|split up|divorced|cut out|outgrew)\b"
     r"|\b(?:no longer|any ?more|instead|these days|nowadays|from now on)\b|\bnow\s*(?:[.!,;:]|$)"
     r"|\b(?:as of|starting|from) (?:today|tomorrow|this (?:week|month|year)|next (?:week|month|year))\b"
     r"|现在|如今|不再|再也不|从此|搬到|搬去|辞职|离职|退休|调到|换成|改成|戒掉|戒\w{0,2}了|卖掉|卖了|分手|离婚"
@@ -195,13 +196,15 @@ def facts_changed_by_turns(
     place: Callable[[Fragment], int], said_in: Callable[[str], int],
 ) -> frozenset[int]:
     """The ids of standing ``facts`` whose every turn ``turns_changed_later`` marks by a change no reader took
-    surely: the user's turns of ``changes`` (fragment hash, turn) that no fact read surely was read from.
+    surely: the user's turns of ``changes`` (fragment hash, turn) that no standing fact read surely was read
+    from.
 
-    A change a reader took is a fact, which replaces or marks the old one (``lifecycle.decide``,
+    A change a reader took as a standing fact replaces or marks the old one (``lifecycle.decide``,
     ``changed_later``); a model reads most, and marks of its changes' raw turns would only mark what a shared
-    name ties to them ("Maya quit violin" of "my daughter Maya"). A change no reader took surely
-    ("We renamed the dog, she's Pepper now") leaves the fact of the earlier turn ("The user's dog is called
-    Biscuit") standing as current: it is marked as its turn is. ``turn``: the user's turn of a fragment hash.
+    name ties to them ("Maya quit violin" of "my daughter Maya"). A change no reader took so ("We renamed
+    the dog, she's Pepper now"; or read only as an event, which replaces nothing) leaves the fact of the
+    earlier turn ("The user's dog is called Biscuit") standing as current: it is marked as its turn is.
+    ``turn``: the user's turn of a fragment hash.
     """
     facts = [f for f in facts if f.standing]
     taken = {h for f in facts if not is_guess(f.confidence) for h in f.fragment_hashes}
