@@ -273,8 +273,9 @@ def test_a_change_a_reader_took_surely_marks_nothing_by_its_turn() -> None:
     daughter = read_from(10, "The user has a daughter, Maya.", violin)
     drums = read_from(11, "The user's daughter Maya plays drums now.", change)
     assert marks([daughter, drums], [violin, change]) == frozenset()  # a model read the change: it decides
-    # Read only as a guess, the change still marks by its turn.
+    # Read only as a guess, or only as an event (which replaces nothing), the change still marks by its turn.
     assert marks([daughter, replace(drums, confidence=0.5)], [violin, change]) == {10}
+    assert marks([daughter, replace(drums, standing=False)], [violin, change]) == {10}
 
 
 def test_a_fact_said_again_after_the_change_stands() -> None:
