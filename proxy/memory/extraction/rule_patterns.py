@@ -46,14 +46,14 @@ _GLOSSARY = {
 }
 _CANON = {**_ACTIVITY_CANON, **{alias: canon for canon, aliases in _GLOSSARY.items() for alias in aliases.split("|")}}
 # When it happened, said after the object ("coffee two weeks ago", "smoking in March"): not the thing.
-WHEN_SAID = (r"(?:(?:about|around|nearly|almost|over)\s+)?(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten"
+_WHEN_SAID = (r"(?:(?:about|around|nearly|almost|over)\s+)?(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten"
              r"|eleven|twelve|a few|a couple of|several|many|\d+)\s+(?:minutes?|hours?|days?|weeks?|months?|years?"
              r"|decades?)\s+ago|(?:a while|long|ages|years) ago|yesterday|today|last night|this morning"
              r"|(?:back )?in (?:january|february|march|april|may|june|july|august|september|october|november"
              r"|december|\d{4}|the (?:spring|summer|autumn|fall|winter))"
              r"|(?:last|this|next) (?:week|month|year|spring|summer|autumn|fall|winter|night)")
 _FILLER = re.compile(r"(?:\s+(?:any ?more|now|too|as well|a lot|so much|very much|lately|recently"
-                     rf"|these days|for now|for a while|{WHEN_SAID}))+$", re.I)
+                     rf"|these days|for now|for a while|{_WHEN_SAID}))+$", re.I)
 # A liked thing that points at something in the moment ("the color", "all the leaves", "my studio")
 # is a remark about it, not a standing taste.
 _REFERENTS = re.compile(r"^(?:to|it|that|this|these|those|you|him|her|them|what|how|when|the|all|my|our|his"

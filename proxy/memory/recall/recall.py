@@ -48,7 +48,7 @@ from ..search.bm25 import tokenize
 from ..search.fragment_index import CANDIDATES, FragmentIndex, keyword_scores, vector_scores
 from ..search.fusion import Floor, Normalisation, fuse
 from ..search.item_index import ItemCandidates, ItemIndex, ItemScope, item_candidates
-from ..search.scope_index import ScopeIndex, read_turns
+from ..search.scope_index import ScopeIndex
 from .cards import Card, card_cost, render_block
 from .changed_since import facts_changed_by_turns, turns_changed_later
 from .packing import SCAN_LIMIT, select
@@ -153,7 +153,7 @@ async def recall_for(
             index.scope(tenant, user), items.scope(tenant, user) if items else _no_items()
         )
         bm25_f, dated = keyword_scores(scope, terms, periods)
-        said = await said_changes(scope)
+        said = await scope.said_changes()
         # The profile leads the block whatever the question; its facts are never repeated below it.
         profile = _profile(item_scope, scope, said, mem, counter, _moment(request.now))
         speaker, about_someone = await off_loop(len(query), _who, query, scope)
@@ -256,14 +256,6 @@ def _profile(
     return scope.profile.of(scope.version, scope.rows, mem, counter, now, changed)
 
 
-async def said_changes(scope: ScopeIndex) -> list[tuple[str, Fragment]]:
-    """The user's turns that say a change outright (``ScopeIndex.said_changes``), her new turns read first."""
-    unread = scope.unread_turns()
-    if unread:
-        scope.note_turns(await off_loop(sum(len(t.text) for t in unread), read_turns, unread))
-    return scope.said_changes()
-
-
 def changed_by_turns(scope: ScopeIndex, said: Sequence[tuple[str, Fragment]], facts: Sequence[ItemRow]) -> frozenset[int]:
     """The ids of ``facts`` a later turn of the user's (of ``said``) may have changed (``facts_changed_by_turns``)."""
     if not said:
@@ -281,7 +273,7 @@ def turn_marks(index: FragmentIndex) -> TurnMarks:
 
     async def marks(tenant: str, user: str, facts: Sequence[ItemRow]) -> frozenset[int]:
         scope = await index.scope(tenant, user)
-        return changed_by_turns(scope, await said_changes(scope), facts)
+        return changed_by_turns(scope, await scope.said_changes(), facts)
 
     return marks
 

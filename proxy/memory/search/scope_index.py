@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ...offload import off_loop
 from ...store.records import Fragment
 from ..recall.changed_since import change_said
 from ..recall.query import fragment_hash
@@ -47,9 +48,10 @@ class ScopeIndex:
         self.rows: dict[int, int] = {}
         self.fragments: dict[int, Fragment] = {}
         # The user's turns by fragment hash (what an item names the turns it was read from), and those that
-        # say a change outright (``changed_since.change_said``), read as recall first needs them.
-        self.turns: dict[str, int] = {}
-        self.changes: list[tuple[str, Fragment]] = []
+        # say a change outright (``changed_since.change_said``), read as recall first needs them
+        # (``said_changes``).
+        self._turns: dict[str, int] = {}
+        self._changes: list[tuple[str, Fragment]] = []
         self._turns_read = 0  # rows read into those
 
     def add(self, fragment: Fragment, terms: list[str], vector: np.ndarray) -> None:
@@ -78,25 +80,22 @@ class ScopeIndex:
         created[: self.size] = self.created[: self.size]
         self.matrix, self.ids, self.created = matrix, ids, created
 
-    def unread_turns(self) -> list[Fragment]:
-        """The user's turns added since the last call, taken to be read (``read_turns``, ``note_turns``)."""
+    async def said_changes(self) -> list[tuple[str, Fragment]]:
+        """The user's active turns that say a change outright, with their fragment hashes: her turns added
+        since the last call are read first (on a worker thread when there is much of them: ``offload``)."""
         ids = self.ids[self._turns_read : self.size].tolist()
-        self._turns_read = self.size
-        return [f for i in ids if (f := self.fragments.get(i)) is not None and f.role == "user"]
-
-    def note_turns(self, read: TurnsRead) -> None:
-        hashes, changes = read
-        self.turns.update(hashes)
-        self.changes.extend(changes)
+        self._turns_read = self.size  # taken: a call meanwhile does not read them again
+        unread = [f for i in ids if (f := self.fragments.get(i)) is not None and f.role == "user"]
+        if unread:
+            hashes, changes = await off_loop(sum(len(t.text) for t in unread), _hashes_and_changes, unread)
+            self._turns.update(hashes)
+            self._changes.extend(changes)
+        return [(h, t) for h, t in self._changes if t.id in self.fragments]
 
     def turn(self, fragment_hash: str) -> Fragment | None:
-        """The user's turn of ``fragment_hash``, while it is active."""
-        found = self.turns.get(fragment_hash)
+        """The user's turn of ``fragment_hash``, while it is active (of the turns ``said_changes`` has read)."""
+        found = self._turns.get(fragment_hash)
         return self.fragments.get(found) if found is not None else None
-
-    def said_changes(self) -> list[tuple[str, Fragment]]:
-        """The user's active turns that say a change outright, with their fragment hashes."""
-        return [(h, t) for h, t in self.changes if t.id in self.fragments]
 
     def turn_of(self, fragment: Fragment) -> int:
         """``fragment``'s place in this user's history: fragments load in the order they were stored,
@@ -132,10 +131,7 @@ class ScopeIndex:
         return out
 
 
-TurnsRead = tuple[dict[str, int], list[tuple[str, Fragment]]]
-
-
-def read_turns(turns: Sequence[Fragment]) -> TurnsRead:
+def _hashes_and_changes(turns: Sequence[Fragment]) -> tuple[dict[str, int], list[tuple[str, Fragment]]]:
     """The fragment hash of each of the user's ``turns``, and those of them that say a change outright."""
     hashes = {fragment_hash(t.role, t.text): t.id for t in turns}
     by_id = {i: h for h, i in hashes.items()}
