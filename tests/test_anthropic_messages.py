@@ -134,10 +134,10 @@ def test_a_range_never_separates_a_tool_use_from_its_result_nor_leaves_a_window_
     conv = _conv(body)
     lead = planner.split_leading(conv.messages)
     infos = planner.describe(conv.messages[lead:], [1] * (len(conv.messages) - lead))
-    messages = body["messages"]
     for b in planner.cut_points(infos):
-        if 0 < b < len(messages):
-            starts = messages[b]
+        if 0 < b < len(conv.origins):
+            starts = conv.origins[b]  # the client's message the window would begin with
+            assert conv.origins[b - 1] is not starts  # never inside a message read as two
             assert starts["role"] == "user"
             content = starts["content"]
             assert not (isinstance(content, list) and any(c.get("type") == "tool_result" for c in content))
@@ -151,6 +151,28 @@ def test_tool_results_are_never_the_users_words(body: dict[str, Any]) -> None:
     assert "result " not in texts  # tool results are not indexed as what the user said
     assert "Let me think." not in texts  # nor is the model's reasoning
     assert "result " not in build_query(conv.items)
+
+
+def test_what_the_user_says_beside_tool_results_is_theirs_and_the_block_follows_the_results() -> None:
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Sunny, 24 C"}
+    said = {"type": "text", "text": "Also, what breed is my dog Pixel?"}
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 256, "messages": [
+        {"role": "user", "content": "Check the weather in Paris."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}]},
+        {"role": "user", "content": [result, said]},
+    ]}
+    conv = _conv(body)
+    assert [m["role"] for m in conv.items] == ["user", "assistant", "tool", "user"]
+    assert build_query(conv.items) == "Also, what breed is my dog Pixel?"
+    texts = [text for _, _, text in indexable(conv.items)]
+    assert "Also, what breed is my dog Pixel?" in texts and not any("Sunny" in t for t in texts)
+    assert rebuild(body, conv, conv.messages) == body  # written back as the one message it came in
+    out = rebuild(body, conv, inject(conv.messages, BLOCK, "last_user"))
+    assert out["messages"][:2] == body["messages"][:2] and len(out["messages"]) == 3
+    assert out["messages"][2]["content"] == [result, {"type": "text", "text": BLOCK}, said]
+    lead = planner.split_leading(conv.messages)
+    infos = planner.describe(conv.messages[lead:], [1] * len(conv.items))
+    assert 3 not in planner.cut_points(infos)  # the words never go without their results
 
 
 def test_blocks_that_are_not_text_are_counted_not_dropped() -> None:

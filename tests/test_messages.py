@@ -124,6 +124,35 @@ def test_the_block_follows_tool_results_and_the_clients_cache_breakpoint(
     assert last[2]["type"] == "text" and "peanuts" in last[2]["text"]
 
 
+def test_what_the_user_types_during_a_tool_loop_is_the_query_and_is_remembered(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy()
+    tell(proxy, "noa")
+    history = [
+        {"role": "user", "content": "Check the weather in Paris."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                           "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Sunny, 21 °C"},
+            {"type": "text", "text": QUESTION + " My daughter Priya turns seven on June 3rd."},
+        ]},
+    ]
+    with proxy.anthropic() as client:
+        raw = client.messages.with_raw_response.create(
+            model=MODEL, max_tokens=64, tools=[WEATHER], messages=history,  # type: ignore[arg-type]
+            metadata={"user_id": "noa"},
+        )
+    proxy.drain()
+    assert raw.headers["x-paperclip-memories"] != "0"  # the question typed beside the results found the fact
+    last = forwarded(upstream)["messages"][-1]["content"]
+    assert last[0] == history[2]["content"][0] and "peanuts" in last[1]["text"] and last[2] == history[2]["content"][1]
+    with admin(proxy) as http:
+        turns = [f["text"] for f in http.get("/paperclip/v1/users/noa/fragments").json()["data"]]
+    assert any("Priya turns seven" in t for t in turns)
+    assert not any("Sunny" in t for t in turns)  # the tool's output is not what the user said
+
+
 def test_stream_is_relayed_event_for_event_and_recorded(
     make_proxy: Callable[..., Proxy], upstream: FakeUpstream
 ) -> None:

@@ -9,7 +9,10 @@ pipeline's rules (watermark, recall, injection, recording) apply unchanged:
 - an assistant message's ``tool_use`` blocks are its ``tool_calls``, so the
   planner never cuts between a call and the user message holding its
   ``tool_result``; that user message has the role ``tool`` (its results are
-  not the user's words: never indexed, never the query);
+  not the user's words: never indexed, never the query); text or images the
+  user sent beside the results (typed during a tool loop) are one more
+  message, ``user`` and bound to the results, both written back as the one
+  message they came in;
 - every assistant message is bound to the message before it
   (``BINDS_PREVIOUS``): the API wants the forwarded window to begin with a
   user turn, so a range may end only before a user message that holds no
@@ -52,27 +55,32 @@ def as_messages(body: Mapping[str, Any]) -> ShapedBody | None:
     if system is not None and not _readable_system(system):
         return None
     lead = {"role": "system", "content": system} if system else None
-    return ShapedBody.of(lead, [message_of(m) for m in raw], list(raw))
+    pairs = [(item, m) for m in raw for item in messages_of(m)]
+    return ShapedBody.of(lead, [item for item, _ in pairs], [m for _, m in pairs])
 
 
 def _readable_system(system: Any) -> bool:
     return isinstance(system, str) or (isinstance(system, list) and all(isinstance(b, dict) for b in system))
 
 
-def message_of(message: Mapping[str, Any]) -> dict[str, Any]:
-    """The chat-shaped message standing for one Messages API message."""
+def messages_of(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The chat-shaped messages standing for one Messages API message: one, or two for a user message
+    that returns tool results and says something of its own too (its results, then its words)."""
     role = message.get("role")
     content = message.get("content")
     if not isinstance(content, list):
-        return _bound({"role": role, "content": content})
+        return [_bound({"role": role, "content": content})]
     blocks = [b for b in content if isinstance(b, Mapping)]
     results = [b for b in blocks if b.get("type") == "tool_result"]
     if role == "user" and results:
-        parts = [p for b in blocks for p in (_result_parts(b) if b.get("type") == "tool_result" else [b])]
-        return {"role": "tool", "tool_call_id": results[0].get("tool_use_id"), "content": parts}
+        # What the user typed during a tool loop is theirs (recorded, the query); the results are the tool's.
+        parts = [p for b in results for p in _result_parts(b)]
+        said = [b for b in blocks if b.get("type") != "tool_result"]
+        answered = {"role": "tool", "tool_call_id": results[0].get("tool_use_id"), "content": parts}
+        return [answered, {"role": "user", "content": said, BINDS_PREVIOUS: True}] if said else [answered]
     calls = [_call(b) for b in blocks if b.get("type") == "tool_use"]
     parts = [b for b in blocks if b.get("type") != "tool_use"]
-    return _bound({"role": role, "content": parts, **({"tool_calls": calls} if role == "assistant" and calls else {})})
+    return [_bound({"role": role, "content": parts, **({"tool_calls": calls} if role == "assistant" and calls else {})})]
 
 
 def _bound(message: dict[str, Any]) -> dict[str, Any]:
@@ -110,12 +118,15 @@ def rebuild(body: Mapping[str, Any], conv: ShapedBody, out: Sequence[dict[str, A
         if m is conv.lead:
             continue
         if id(m) in origin:
-            messages.append(origin[id(m)])
+            turn = origin[id(m)]
         elif m.get("role") == "user" and asked is not None:
             block = _added_text(conv.items[asked].get("content"), m.get("content"))
-            messages.append(conv.origins[asked])
+            turn = conv.origins[asked]
         else:
             added.append(_text(m.get("content")))
+            continue
+        if not (messages and messages[-1] is turn):  # a message read as two (results, words) goes once
+            messages.append(turn)
     result = dict(body)
     if block:
         messages = with_block(messages, block)
