@@ -165,3 +165,80 @@ def test_a_turn_restates_a_memory_when_close_in_meaning_and_naming_a_word_of_it(
     turn: str, cosine: float | None, said: bool
 ) -> None:
     assert restates("The user is allergic to shellfish.", turn, cosine) is said
+
+
+# Cosines are the bundled model's for each pair: near in meaning, and still another fact.
+@pytest.mark.parametrize(("memory", "text", "cosine", "said"), [
+    ("The user lives in Lisbon.", "The user's sister lives in Lisbon.", 0.84, False),
+    ("The user lives in Lisbon.", "My sister Anna lives in Lisbon too, she works as a nurse there", 0.66, False),
+    ("The user is allergic to peanuts.", "The user's cat is allergic to peanuts.", 0.85, False),
+    ("The user is allergic to peanuts.", "My cat Zorblax is allergic to peanuts.", 0.65, False),
+    ("The user has a dentist appointment on Monday.", "The user has a doctor appointment on Friday.", 0.75, False),
+    ("The user's order A12345 is delayed.", "The user's order B99881 is delayed.", 0.87, False),
+    ("The user's sister lives in Lisbon.", "I live in Lisbon.", 0.8, False),
+    ("用户住在北京。", "用户的姐姐住在北京。", 0.92, False),
+    ("用户对花生过敏。", "我家猫对花生过敏。", 0.87, False),
+    # the same fact, of the same one
+    ("The user's order A12345 is delayed.", "Order A12345 still hasn't arrived.", 0.8, True),
+    ("The user is allergic to shellfish.", "I'm allergic to shellfish. My sister Anna is too.", 0.7, True),
+    ("The user's cat Zorblax is allergic to peanuts.", "Since Zorblax is allergic to peanuts, buy salmon treats.",
+     0.7, True),
+    ("The user's cat Zorblax is allergic to peanuts.", "My cat can't eat peanuts.", 0.7, True),
+    ("The user's sister lives in Lisbon.", "My sister moved to Lisbon last year.", 0.8, True),
+    ("用户对花生过敏。", "我对花生过敏，千万别放。", 0.82, True),
+])
+def test_a_fact_of_someone_or_something_else_never_restates_a_memory(
+    memory: str, text: str, cosine: float, said: bool
+) -> None:
+    assert restates(memory, text, cosine) is said
+
+
+def test_a_deleted_memory_takes_a_later_reply_that_said_it_again(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(embedding={"model": "bundled"})
+    chat(proxy, "ivo")
+    later: list[dict[str, Any]] = [
+        {"role": "user", "content": "What should I cook for the party on Saturday?"},
+        {"role": "assistant", "content": "Since you are allergic to shellfish, skip the paella."},
+        {"role": "user", "content": "Good point, thanks."},
+    ]
+    proxy.client(PROXY_KEY).chat.completions.create(
+        model="gpt-4o-mini", messages=later, extra_headers={"X-Paperclip-User": "ivo"},  # type: ignore[arg-type]
+    )
+    proxy.drain()
+    memory = the_memory(proxy, "ivo")
+    with admin(proxy) as http:
+        assert http.delete(f"/paperclip/v1/users/ivo/memories/{memory['id']}").status_code == 200
+    assert WORD not in sent_in_a_fresh_chat(proxy, upstream, "ivo")
+
+
+def test_deleting_a_memory_keeps_the_memories_and_turns_of_other_facts_near_it(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """Forget one: the user's home goes, purged; their sister's home, near in meaning, stays, turn and all."""
+    proxy = make_proxy(embedding={"model": "bundled"})
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "I live in Lisbon, in an old flat near the river."},
+        {"role": "assistant", "content": "Lovely city."},
+        {"role": "user", "content": "My sister Anna lives in Lisbon too, she works as a nurse there."},
+        {"role": "assistant", "content": "How nice to have family close."},
+    ]
+    proxy.client(PROXY_KEY).chat.completions.create(
+        model="gpt-4o-mini", messages=history, extra_headers={"X-Paperclip-User": "ines"},  # type: ignore[arg-type]
+    )
+    proxy.drain()
+    with admin(proxy) as http:
+        mine = http.post("/paperclip/v1/users/ines/memories", json={"content": "The user lives in Lisbon."}).json()
+        hers = http.post("/paperclip/v1/users/ines/memories",
+                         json={"content": "The user's sister lives in Lisbon.", "about": "sister"}).json()
+        assert mine["action"] == hers["action"] == "added", (mine, hers)
+        mine, hers = mine["item"], hers["item"]
+        r = http.delete(f"/paperclip/v1/users/ines/memories/{mine['id']}", params={"purge": "true"})
+        assert r.status_code == 200, r.text
+        assert hers["id"] not in r.json()["memories"]
+        left = [m["id"] for m in http.get("/paperclip/v1/users/ines/memories").json()["data"]]
+        turns = [f["text"] for f in http.get("/paperclip/v1/users/ines/fragments").json()["data"]]
+    assert hers["id"] in left and mine["id"] not in left
+    assert any("nurse" in t for t in turns)  # the sister's turn is hers: kept
+    assert not any("near the river" in t for t in turns)  # the user's own: purged

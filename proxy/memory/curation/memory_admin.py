@@ -10,6 +10,7 @@ in-memory indexes see it at their next search (the scope's generation).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -19,7 +20,10 @@ import numpy as np
 from ...errors import BadRequest
 from ...store import Store
 from ...store.records import Forgot, ItemRow
+from ..extraction.chinese_statements import SOMEONE_ELSE as SOMEONE_ELSE_ZH
+from ..extraction.meaning import someone_else
 from ..extraction.remember import remember, said_in
+from ..extraction.rule_patterns import CARE, ZH_CARE
 from ..lifecycle import expiry_epoch, expiry_moment
 from ..memory_schema import (
     CATEGORIES,
@@ -54,19 +58,72 @@ NEW_MEMORY_FIELDS = frozenset({"content", "type", "category", "standing", "about
 EDIT_FIELDS = frozenset({"content", "type", "category", "standing", "importance", "expires_at"})
 
 
-# A user's turn restates a memory when it is this close to it in the bundled model's space (the memory's
-# own turns are 0.65-0.8 from it, a turn naming the same thing in passing 0.45; someone else's fact of the
-# same words 0.56) and shares one of its search terms; at most this many of the turns found are looked at.
-# Set in that model's space only: with another embedding model a deletion takes what it names, no more.
+# A turn restates a memory when it is this close to it in the bundled model's space (the memory's own
+# turns are 0.65-0.8 from it, a turn naming the same thing in passing 0.45) and shares one of its search
+# terms; at most this many of the turns found are looked at. Set in that model's space only: with another
+# embedding model a deletion takes what it names, no more.
 RESTATES_COSINE = 0.6
 RESTATEMENTS = 50
 
+_SENTENCE = re.compile(r"[^.!?。！？;；\n]+")
+_WORD = re.compile(r"[^\W_][\w'’-]*")
+# The user speaking of themself: "I", "me", "my", "we"... (我, 咱).
+_FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|I’m|I’ve|I’d|I’ll|me|my|mine|myself|we|we're|our|us)\b|我|咱", re.I)
+_IN_CARE = re.compile(rf"(?:{CARE})$", re.I)
+_OTHERS_ZH = re.compile(rf"{SOMEONE_ELSE_ZH}|{ZH_CARE}")
 
-def restates(memory: str, turn: str, cosine: float | None) -> bool:
-    """Whether ``turn`` says the fact ``memory`` says: close in meaning (``RESTATES_COSINE``) and naming a
-    word of it ("Shellfish gives me hives" restates "The user is allergic to shellfish"; "We had shellfish
-    pasta in Rome" and "I'm allergic to cats" do not)."""
-    return cosine is not None and cosine >= RESTATES_COSINE and not set(tokenize(memory)).isdisjoint(tokenize(turn))
+
+def restates(memory: str, text: str, cosine: float | None) -> bool:
+    """Whether ``text`` (a turn, another memory) says the fact ``memory`` says.
+
+    Close in meaning (``RESTATES_COSINE``), and a sentence of it names a word of the memory and is about
+    whom and what the memory is about (``subjects``): it names no one and nothing the memory does not
+    (a sister, a cat, Anna, Friday, order B99881), and of a memory about someone else (a person, one in the
+    user's care) it names one of them or does not speak of the user. "Shellfish gives me hives" restates
+    "The user is allergic to shellfish"; "We had shellfish pasta in Rome", "I'm allergic to cats" and "My
+    sister is allergic to shellfish" do not. Near in meaning is not the same fact: in that model's space
+    "The user's sister lives in Lisbon" is 0.84 from "The user lives in Lisbon", the user's dentist on
+    Monday 0.75 from a doctor on Friday.
+    """
+    if cosine is None or cosine < RESTATES_COSINE:
+        return False
+    terms = set(tokenize(memory))
+    low = memory.lower()
+    others, _ = subjects(memory)
+    for sentence in _SENTENCE.findall(text):
+        if terms.isdisjoint(tokenize(sentence)):
+            continue
+        people, names = subjects(sentence)
+        if not all(_mentions(low, s) for s in people | names):
+            continue
+        if not others or people & others or not _FIRST_PERSON.search(sentence):
+            return True
+    return False
+
+
+def subjects(sentence: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Whom and what ``sentence`` names beside the user, lowercased: (people — ``someone_else``: "sister",
+    "office" — and those in their care, "cat"; in Chinese 姐姐, 猫), (names — a capital letter past the
+    sentence's first word —, identifiers and numbers: "Anna", "B99881", "4pm")."""
+    people: set[str] = set()
+    names: set[str] = set()
+    for i, m in enumerate(_WORD.finditer(sentence)):
+        word = m.group()
+        low = word.lower().removesuffix("'s").removesuffix("’s")
+        if someone_else(low) or _IN_CARE.match(low):
+            people.add(low)
+        elif any(c.isdigit() for c in word) or (i > 0 and word[0].isupper() and word.isascii()
+                                                 and not _FIRST_PERSON.fullmatch(word)):
+            names.add(low)
+    people.update(m.group() for m in _OTHERS_ZH.finditer(sentence))
+    return frozenset(people), frozenset(names)
+
+
+def _mentions(text: str, subject: str) -> bool:
+    """Whether lowercased ``text`` names ``subject``: as a word (or its plural), or, in Chinese, anywhere."""
+    if not subject.isascii():
+        return subject in text
+    return re.search(rf"\b{re.escape(subject)}(?:s|es)?\b", text) is not None
 
 
 def finds_restatements(embedder_name: str) -> bool:
@@ -225,11 +282,12 @@ class MemoryAdmin:
         )
 
     async def _restated(self, tenant: str, user: str, content: str) -> list[str]:
-        """The user's turns that say the memory of ``content`` again (``restates``), where turns can be searched."""
+        """The turns that say the memory of ``content`` again (``restates``), where turns can be searched: the
+        user's, and the assistant's ("Since Zorblax is allergic to peanuts, ..." in a later chat)."""
         if self.turns is None:
             return []
         found = await self.turns(tenant, user, content, None, (0.6, 0.4), RESTATEMENTS)
-        return [t.fragment.hash for t in found if t.fragment.role == "user" and restates(content, t.fragment.text, t.vector)]
+        return [t.fragment.hash for t in found if restates(content, t.fragment.text, t.vector)]
 
     async def forget_turn(self, tenant: str, user: str, fragment_id: int) -> Forgot | None:
         """Delete one raw turn, and the memories drawn only from it; None: no such turn."""

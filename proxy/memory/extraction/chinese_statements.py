@@ -64,12 +64,13 @@ MAX_HAN = 40
 _SPEAKER = re.compile(r"我|咱|^家里")
 # Someone else a first person only owns: kin, partners, friends, the people of one's work or home, and
 # bodies of people (a workplace, a school, a team).
-_SOMEONE_ELSE = re.compile(
-    r"(?:我们|我|咱们|咱)(?:的)?(?:家)?(?:儿子|女儿|孩子|小孩|宝宝|老公|老婆|丈夫|妻子|爱人|对象|男朋友|女朋友|男友|女友"
+SOMEONE_ELSE = (
+    r"儿子|女儿|孩子|小孩|宝宝|老公|老婆|丈夫|妻子|爱人|对象|男朋友|女朋友|男友|女友"
     r"|妈妈|妈|爸爸|爸|父亲|母亲|父母|爹|娘|哥哥|哥|姐姐|姐|弟弟|弟|妹妹|妹|爷爷|奶奶|外公|外婆|姥姥|姥爷|公公|婆婆"
     r"|岳父|岳母|亲戚|朋友|闺蜜|同事|同学|室友|邻居|老板|领导|上司|经理|老师|医生|客户"
-    r"|公司|单位|办公室|团队|部门|学校|班|楼)"
+    r"|公司|单位|办公室|团队|部门|学校|班|楼"
 )
+_SOMEONE_ELSE = re.compile(rf"(?:我们|我|咱们|咱)(?:的)?(?:家)?(?:{SOMEONE_ELSE})")
 _TO_THE_ASSISTANT = re.compile(r"你|您|请|帮我|给我|推荐|告诉我|提醒|麻烦|谢谢|多谢|感谢")
 _NO_STATEMENT = re.compile(r"我(?:觉得|认为|感觉|明白|知道了|懂了|同意|看看|试试|问一下|问问|记得你)")
 _WISHED = re.compile(r"(?<!不)(?:想|希望|打算|准备|计划|要去)")

@@ -159,13 +159,13 @@ def statement(sentence: str, *, owner: bool = True) -> bool:
 
 def speaks_of_self(text: str) -> bool:
     """Whether the user is who ``text`` is about: a first person is its subject or object, or owns something
-    in it that is not someone else (``_SOMEONE_ELSE``)."""
+    in it that is not someone else (``someone_else``)."""
     if _SPEAKER.search(text):
         return True
-    return any(not any(_someone_else(w) for w in m.group(1).split()) for m in _OWNER.finditer(text))
+    return any(not any(someone_else(w) for w in m.group(1).split()) for m in _OWNER.finditer(text))
 
 
-def _someone_else(word: str) -> bool:
+def someone_else(word: str) -> bool:
     """Whether ``word`` names someone else, whole or by a part of it ("mother-in-law", "ex-wife")."""
     return any(_SOMEONE_ELSE.match(part) for part in (word, *word.split("-")))
 
