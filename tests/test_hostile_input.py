@@ -99,11 +99,20 @@ def test_nesting_within_the_limit_is_forwarded(proxy: Proxy, upstream: FakeUpstr
         ("GET", "/paperclip/v1/users/a%0Ab/export", 404),
         ("PROPFIND", "/v1/models", 405),
         ("PROPFIND", "/healthz", 405),
+        ("PUT", "/healthz", 405),
+        ("GET", "/messages", 405),
+        ("GET", "/chat/completions", 405),
+        ("PATCH", "/mcp", 405),
+        ("GET", "/no/such/path", 404),
     ],
 )
 def test_every_error_the_router_makes_is_in_the_envelope(proxy: Proxy, method: str, path: str, status: int) -> None:
     with proxy.http() as http:
-        assert_envelope(status, http.request(method, path))
+        response = http.request(method, path)
+    assert_envelope(status, response)
+    if status == 405 and method in ("PUT", "GET", "PATCH"):  # a method of ours the path does not take
+        assert "POST" in response.headers["allow"] or "GET" in response.headers["allow"]
+        assert method not in response.headers["allow"].split(", ")
 
 
 # ---------------------------------------------------------------- an upstream dying inside an event

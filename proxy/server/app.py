@@ -13,11 +13,11 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
 
 from ..background import Background
 from ..config import Settings
-from ..errors import NotFound, Unauthorized
+from ..errors import MethodNotAllowed, NotFound, Unauthorized
 from ..memory.search.embedder import Embedder
 from ..metrics import Metrics
 from ..pipeline.pipeline_protocol import Pipeline
@@ -148,10 +148,16 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
         return Response(rt.metrics.render(), media_type=rt.metrics.content_type)
 
     async def not_found(request: Request) -> Response:
+        """404 for a path no route serves; 405, naming the methods, for a known path with another method."""
+        allowed = sorted({m for route in known if route.matches(request.scope)[0] == Match.PARTIAL
+                          for m in route.methods or ()})
+        if allowed:
+            refused = MethodNotAllowed(f"{request.method} is not allowed here; use {', '.join(allowed)}.")
+            return JSONResponse(refused.envelope(), status_code=405, headers={"allow": ", ".join(allowed)})
         exc = NotFound(f"Unknown path {request.url.path}")
         return JSONResponse(exc.envelope(), status_code=404)
 
-    return [
+    known: list[Route] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/health", healthz, methods=["GET"]),  # the name LiteLLM and most proxies answer on
         Route("/readyz", readyz, methods=["GET"]),
@@ -166,7 +172,5 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
         Route("/openai/deployments/{deployment}/chat/completions", chat, methods=["POST"]),  # Azure OpenAI
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
         Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths
-        *admin_routes(rt),
-        *inspector_site(rt),
-        Route("/{path:path}", not_found, methods=ALL_METHODS),
     ]
+    return [*known, *admin_routes(rt), *inspector_site(rt), Route("/{path:path}", not_found, methods=ALL_METHODS)]
