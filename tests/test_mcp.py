@@ -75,10 +75,12 @@ def test_a_memory_added_over_mcp_is_recalled_in_chat_and_forgotten_over_mcp(
         )
         assert int(raw.headers["x-paperclip-memories"]) >= 1
         assert "peanuts" in str(upstream.chat_requests()[-1].json()["messages"][-1]["content"])
-        _, forgotten, gone = mcp(proxy, ("forget_memory", {"id": item}), ("forget_memory", {"id": item}))
+        _, forgotten, gone, *beyond = mcp(proxy, ("forget_memory", {"id": item}), ("forget_memory", {"id": item}),
+                                          ("forget_memory", {"id": 2**70}), ("forget_memory", {"id": -1}))
         assert payload(forgotten) == {"id": item, "object": "paperclip.memory", "deleted": True,
                                       "memories": [item], "turns": 0, "purged": False}
-        assert gone.is_error and "No memory" in gone.content[0].text  # type: ignore[union-attr]
+        for missing in (gone, *beyond):  # the admin API's answer, also for ids no store holds
+            assert missing.is_error and "No memory" in missing.content[0].text  # type: ignore[union-attr]
         client.chat.completions.create(
             model="gpt-4o-mini", messages=[{"role": "user", "content": "What is Biscuit allergic to?"}], user="mia"
         )

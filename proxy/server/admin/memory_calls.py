@@ -104,7 +104,7 @@ async def deleted_memory(
 
     What ``DELETE .../memories/{id}`` answers, and the MCP tool ``forget_memory``.
     """
-    forgot = await admin.forget_memory(tenant.id, user, item, purge=purge)
+    forgot = await admin.forget_memory(tenant.id, user, item, purge=purge) if 0 < item <= MAX_ROW_ID else None
     if forgot is None:
         raise NotFound(f"No memory {str(item)!r} for user {user!r}.")
     return {"id": item, "object": "paperclip.memory", "deleted": True, "memories": list(forgot.items),
