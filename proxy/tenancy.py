@@ -96,7 +96,7 @@ class KeyRing:
         raise Unauthorized(
             "Incorrect API key provided to the Paperclip proxy."
             if key
-            else "Missing API key: send it as 'Authorization: Bearer <key>'."
+            else "Missing API key: send it as 'Authorization: Bearer <key>' (or in 'x-api-key' or 'api-key')."
         )
 
     def is_operator(self, key: str) -> bool:
