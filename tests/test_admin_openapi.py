@@ -11,6 +11,8 @@ import httpx
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
+from proxy.server.admin.openapi import document
+from proxy.server.admin.routes import TABLE
 from tests.admin_helpers import admin, ask, teach
 from tests.conftest import Proxy
 from tests.test_admin_api import OPERATOR, operated
@@ -36,6 +38,13 @@ def test_document_is_valid_openapi_31(proxy: Proxy) -> None:
         doc = http.get("/paperclip/v1/openapi.json").json()
     assert doc["openapi"] == "3.1.0"
     validate(doc)
+
+
+def test_the_document_describes_every_path_and_method_the_admin_api_serves() -> None:
+    paths = document()["paths"]
+    assert set(paths) == set(TABLE)
+    for path, (handlers, _) in TABLE.items():
+        assert set(paths[path]) == {m.lower() for m in handlers}, path
 
 
 def test_every_response_matches_the_document(

@@ -158,6 +158,13 @@ def _op(summary: str, schema: str, params: Sequence[Schema] = (), body: str | No
 
 
 PATHS: dict[str, Schema] = {
+    "/openapi.json": {"get": {
+        "summary": "This document (no key needed)",
+        "security": [],
+        "parameters": [],
+        "responses": {"200": {"description": "The admin API's OpenAPI 3.1 document",
+                              "content": {"application/json": {"schema": {"type": "object"}}}}},
+    }},
     "/tenants": {"get": _op("Tenants the key may see", "TenantList", _PAGE)},
     "/usage": {"get": _op("Tokens per tenant, model and day: client, forwarded, billed", "UsageList",
                           [*_PAGE, _param("since"), _param("until")])},
