@@ -63,3 +63,40 @@ async def test_expire_deletes_exactly_the_items_past_their_expiry(tmp_path: Path
         assert vectors == 2
     finally:
         store.close()
+
+
+def test_ids_never_reused_keeps_every_row_index_and_trigger_and_counts_past_every_id_named(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
+    before = [name for name, _ in migrations.MIGRATIONS].index("015_ids_never_reused")
+    for name, fn in migrations.MIGRATIONS[:before]:
+        fn(conn)
+        conn.execute("INSERT INTO _migrations VALUES (?, 0)", (name,))
+    columns = "tenant, user, type, key, content, terms, importance, confidence, source, created, updated"
+    for content in ("tea", "jazz", "cats"):
+        conn.execute(f"INSERT INTO items ({columns}) VALUES ('t', 'u', 'fact', 'k', ?, ?, 0.5, 1, 'user', 0, 0)",
+                     (content, content))
+    conn.execute("UPDATE items SET superseded_by = 7, status = 'superseded' WHERE content = 'tea'")
+    conn.execute("DELETE FROM items WHERE content = 'cats'")
+    conn.execute("INSERT INTO fragments (tenant, user, session, hash, role, text, terms, position, tokens, created)"
+                 " VALUES ('t', 'u', 's', 'h1', 'user', 'hi', 'hi', 0, 1, 0)")
+    shape = {t: conn.execute(f"PRAGMA table_info({t})").fetchall() for t in ("items", "fragments")}
+    kept = conn.execute("SELECT * FROM items ORDER BY id").fetchall()
+    named = sorted(r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE tbl_name IN ('items', 'fragments') AND sql IS NOT NULL"))
+
+    assert migrations.apply(conn) == ["015_ids_never_reused"]
+    assert {t: conn.execute(f"PRAGMA table_info({t})").fetchall() for t in ("items", "fragments")} == shape
+    assert conn.execute("SELECT * FROM items ORDER BY id").fetchall() == kept
+    assert sorted(r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE tbl_name IN ('items', 'fragments') AND sql IS NOT NULL")) == named
+    conn.execute(f"INSERT INTO items ({columns}) VALUES ('t', 'u', 'fact', 'k', 'new', 'new', 0.5, 1, 'user', 0, 0)")
+    (new,) = conn.execute("SELECT id FROM items WHERE content = 'new'").fetchone()
+    assert new == 8  # past 7, the id a superseded item still names
+    assert conn.execute("SELECT event FROM item_events WHERE item = ?", (new,)).fetchall() == [("created",)]
+    conn.execute("DELETE FROM fragments")
+    conn.execute("INSERT INTO fragments (tenant, user, session, hash, role, text, terms, position, tokens, created)"
+                 " VALUES ('t', 'u', 's', 'h2', 'user', 'hi', 'hi', 0, 1, 0)")
+    assert conn.execute("SELECT id FROM fragments").fetchone() == (2,)
+    conn.close()

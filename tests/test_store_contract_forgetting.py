@@ -251,3 +251,15 @@ def test_a_memory_goes_only_when_nothing_it_came_from_is_left(
 def test_trace_needles_are_the_start_of_a_texts_first_line_as_json_spells_it() -> None:
     assert trace_needles(['She said "hi" — then left.\nmore', "ok", "ok"]) == ['She said \\"hi\\" — then left.']
     assert trace_needles(["x" * 200]) == ["x" * 60]
+
+
+async def test_an_id_deleted_is_never_given_again(stores: Stores) -> None:
+    """A retried DELETE must not find someone else's memory or turn: the newest deleted, its id stays unused."""
+    first = await add_item(stores.items, "acme", "ana", "s1", _item("user.a", "Likes tea", ()), _vec(1))
+    assert await stores.forgetting.memory("acme", "ana", first) is not None
+    second = await add_item(stores.items, "acme", "ana", "s1", _item("user.b", "Likes jazz", ()), _vec(2))
+    assert second > first
+    last = max(await _chat(stores, "ana", "s1"))
+    assert await stores.forgetting.fragment("acme", "ana", last) is not None
+    later = await _chat(stores, "ana", "s2", prefix="n")
+    assert min(later) > last

@@ -12,6 +12,7 @@ user's search never scans another's vectors; each partition grows by chunks of
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Callable
 
@@ -289,6 +290,41 @@ def m014_forgotten_turns(conn: Connection) -> None:
     )
 
 
+def m015_ids_never_reused(conn: Connection) -> None:
+    """A memory's or a turn's id is never given to another (``AUTOINCREMENT``).
+
+    An ``INTEGER PRIMARY KEY`` takes the largest id plus one, so the newest
+    memory deleted gave its id to the next one: a client retrying its
+    ``DELETE .../memories/{id}`` deleted an unrelated memory, a superseded
+    item pointed at it, a page cursor skipped it. SQLite cannot add
+    ``AUTOINCREMENT`` to a table, so each is rebuilt with the same columns,
+    rows, ids, indexes and triggers; the counter starts past every id still
+    named (``superseded_by`` may name a deleted one). PostgreSQL's ids come
+    from sequences, which never go back.
+    """
+    for table, named in (("items", ("id", "superseded_by")), ("fragments", ("id",))):
+        _rebuilt_with_autoincrement(conn, table, named)
+
+
+def _rebuilt_with_autoincrement(conn: Connection, table: str, named: tuple[str, ...]) -> None:
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone()
+    create = re.sub(r"\bid INTEGER PRIMARY KEY\b", "id INTEGER PRIMARY KEY AUTOINCREMENT", sql, count=1)
+    if create == sql:
+        raise RuntimeError(f"{table}: its id column is not the INTEGER PRIMARY KEY this migration rebuilds")
+    extras = [row[0] for row in conn.execute(
+        "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND type IN ('index', 'trigger') AND sql IS NOT NULL",
+        (table,))]
+    conn.execute(create.replace(f"CREATE TABLE {table}", f"CREATE TABLE {table}_rebuilt", 1))
+    conn.execute(f"INSERT INTO {table}_rebuilt SELECT * FROM {table}")
+    conn.execute(f"DROP TABLE {table}")
+    conn.execute(f"ALTER TABLE {table}_rebuilt RENAME TO {table}")
+    for statement in extras:
+        conn.execute(statement)
+    high = max(conn.execute(f"SELECT coalesce(max({c}), 0) FROM {table}").fetchone()[0] for c in named)
+    conn.execute("DELETE FROM sqlite_sequence WHERE name = ?", (table,))
+    conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table, high))
+
+
 def _script(conn: Connection, sql: str) -> None:
     # Not executescript(): it would COMMIT the surrounding transaction first.
     for statement in sql.split(";"):
@@ -311,6 +347,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("012_item_schema", m012_item_schema),
     ("013_utf8_session_names", m013_utf8_session_names),
     ("014_forgotten_turns", m014_forgotten_turns),
+    ("015_ids_never_reused", m015_ids_never_reused),
 ]
 
 
