@@ -263,3 +263,21 @@ async def test_an_id_deleted_is_never_given_again(stores: Stores) -> None:
     assert await stores.forgetting.fragment("acme", "ana", last) is not None
     later = await _chat(stores, "ana", "s2", prefix="n")
     assert min(later) > last
+
+
+async def test_a_purge_takes_the_summary_chains_of_the_sessions_its_turns_were_in(stores: Stores) -> None:
+    await _chat(stores, "ana", "s1")
+    await _chat(stores, "ana", "s2", prefix="b")
+    for session in ("s1", "s2"):
+        summary = SummaryRow(f"sum-{session}", 0, "they talked of shellfish", 3, 0, 2)
+        await stores.sessions.save_prefix("acme", "ana", session, f"c-{session}", 2, [summary], [summary])
+    kept = await add_item(stores.items, "acme", "ana", "s1", _item("user.allergy", "Shellfish", ("h0",)), _vec(1))
+    assert await stores.forgetting.memory("acme", "ana", kept) is not None  # hidden, not purged: chains stay
+    assert await stores.sessions.describe("acme", "s1") is not None
+    item = await add_item(stores.items, "acme", "ana", "s1", _item("user.allergy", "Shellfish", ("h0",)), _vec(1))
+    assert await stores.forgetting.memory("acme", "ana", item, purge=True) is not None
+    assert await stores.sessions.describe("acme", "s1") is None
+    assert await stores.sessions.describe("acme", "s2") is not None  # the turns were not said there
+    (turn, *_) = await _chat(stores, "ana", "s2", prefix="b")
+    assert await stores.forgetting.fragment("acme", "ana", turn) is not None
+    assert await stores.sessions.describe("acme", "s2") is None

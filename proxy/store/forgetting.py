@@ -11,7 +11,10 @@
   session and the hash, no text), so an app that resends the conversation,
   as every chat app does, does not make Paperclip store those turns again.
 - The request traces that hold a purged text (the memory block that showed
-  it, the query that said it) are deleted with it.
+  it, the query that said it) are deleted with it, and so are the summary
+  chains of the sessions it was said in (``CHAIN_TABLES``: a summary may
+  retell it); such a session's next request compresses again from what the
+  client sends.
 
 Pure: the stores read the rows, ask here, and write the answer in one
 transaction.
@@ -25,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 FORGOTTEN = "forgotten"
 # Tables a forgotten session's rows are deleted from, beside its fragments and items.
 SESSION_TABLES = ("summaries", "prefixes", "traces", "response_sessions")
+# A session's summary chain: what a purge of one of its turns deletes whole.
+CHAIN_TABLES = ("summaries", "prefixes")
 # A trace is matched on the start of a purged text's first line: cards and candidates show
 # texts cut short, never shorter than this. Shorter texts ("Thanks!") hold nothing to find.
 TRACE_NEEDLE_CHARS = 60

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..forgetting import FORGOTTEN, SESSION_TABLES, drawn_only_from, trace_needles
+from ..forgetting import CHAIN_TABLES, FORGOTTEN, SESSION_TABLES, drawn_only_from, trace_needles
 from ..records import Forgot
 from .pg_coordination import bump_generation
 from .pg_database import PgConnection, PgDatabase
@@ -44,6 +44,7 @@ class PgForgetStore:
             traces = 0
             if purge:
                 traces = await _purge(conn, tenant, user, said, also=[r["content"] for r in rows])
+                await _drop_chains(conn, tenant, said)
                 await _items_after(conn, tenant, user, {t["hash"] for t in said}, delete_drawn=False)
             else:
                 await conn.execute(
@@ -61,6 +62,7 @@ class PgForgetStore:
             if not found:
                 return None
             traces = await _purge(conn, tenant, user, found)
+            await _drop_chains(conn, tenant, found)
             deleted = await _items_after(conn, tenant, user, {found[0]["hash"]}, delete_drawn=True)
             await bump_generation(conn, tenant, user)
         return Forgot(tuple(deleted), 1, True, traces)
@@ -110,6 +112,13 @@ async def _purge(
         (tenant, user, needles),
     )
     return max(int(cur.rowcount), 0)
+
+
+async def _drop_chains(conn: PgConnection, tenant: str, turns: Sequence[dict[str, Any]]) -> None:
+    """``sqlite_forgetting._drop_chains``: the summary chains of the sessions ``turns`` were said in."""
+    for session in sorted({t["session"] for t in turns}):
+        for table in CHAIN_TABLES:
+            await conn.execute(f"DELETE FROM {table} WHERE tenant = %s AND session = %s", (tenant, session))
 
 
 async def _items_after(

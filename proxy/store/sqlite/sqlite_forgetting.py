@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..forgetting import FORGOTTEN, SESSION_TABLES, drawn_only_from, trace_needles
+from ..forgetting import CHAIN_TABLES, FORGOTTEN, SESSION_TABLES, drawn_only_from, trace_needles
 from ..records import Forgot
 from .sqlite_database import Connection, Database
 from .sqlite_fragments import TURN, bump_generation, ids_of, rows_in, source_turns
@@ -59,6 +59,7 @@ def _memory(
     traces = 0
     if purge:
         traces = _purge(c, tenant, user, turns, also=[row["content"], *(r["content"] for r in others)])
+        _drop_chains(c, tenant, turns)
         _items_after(c, tenant, user, {t["hash"] for t in turns}, delete_drawn=False)
     else:
         rows_in(c, f"UPDATE fragments SET status = '{FORGOTTEN}' WHERE status = 'active' AND id IN", ids_of(turns))
@@ -73,6 +74,7 @@ def _fragment(c: Connection, tenant: str, user: str, fragment_id: int) -> Forgot
     if row is None:
         return None
     traces = _purge(c, tenant, user, [row])
+    _drop_chains(c, tenant, [row])
     deleted = _items_after(c, tenant, user, {row["hash"]}, delete_drawn=True)
     bump_generation(c, tenant, user)
     return Forgot(tuple(deleted), 1, True, traces)
@@ -118,6 +120,13 @@ def _purge(c: Connection, tenant: str, user: str, turns: Sequence[Any], also: It
             f"DELETE FROM traces WHERE tenant = ? AND user = ? AND ({holds})", (tenant, user, *part)
         ).rowcount
     return gone
+
+
+def _drop_chains(c: Connection, tenant: str, turns: Sequence[Any]) -> None:
+    """Delete the summary chains of the sessions ``turns`` were said in: a summary may retell them."""
+    for session in sorted({t["session"] for t in turns}):
+        for table in CHAIN_TABLES:
+            c.execute(f"DELETE FROM {table} WHERE tenant = ? AND session = ?", (tenant, session))
 
 
 def _items_after(
