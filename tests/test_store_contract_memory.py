@@ -121,6 +121,7 @@ async def test_export_forget_and_restore_round_trip(stores: Stores) -> None:
     assert exported["sessions"][0]["extraction_cursor"] == 2
     assert exported["sessions"][0]["prefixes"][0]["summary_ids"] == ["sum-1"]
     assert exported["traces"][0]["data"] == {"why": "x"}
+    assert [e["event"] for e in exported["items"][0]["history"]] == ["created", "superseded"]
     assert (await stores.users.session_activity("acme", "s1"))["users"] == ["u1"]
 
     generation = (await stores.fragments.load_since("acme", "u1", 0, 10))[0]
@@ -150,6 +151,7 @@ async def test_export_forget_and_restore_round_trip(stores: Stores) -> None:
     assert [(i["content"], i["status"]) for i in back["items"]] == [
         ("Vegetarian", "superseded"), ("Vegan", "active")]
     assert back["items"][0]["superseded_by"] == back["items"][1]["id"]
+    assert [i["history"] for i in back["items"]] == [i["history"] for i in exported["items"]]  # as it was
 
 
 def _without_ids(rows: Any) -> Any:

@@ -24,6 +24,7 @@ FRAGMENT_COLUMNS = "id, session, hash, role, text, position, tokens, created, st
 SUMMARY_COLUMNS = 'id, session, level, text, tokens, start, "end", created'
 PREFIX_COLUMNS = "session, chain_hash, upto, summary_ids, created"
 TRACE_COLUMNS = "id, session, created, data"
+EVENT_COLUMNS = 'item, event, at, "by", detail'  # an item's history (``item_events``), exported with the item
 # Tables whose rows carry (tenant, user): a user's data, and where their sessions are named.
 OWNED = ("fragments", "items", "summaries", "prefixes", "traces", "response_sessions")
 
@@ -46,12 +47,20 @@ def document(
     fragments: list[dict[str, Any]],
     sessions: list[dict[str, Any]],
     traces: list[dict[str, Any]],
+    events: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The export of (tenant, user) from its rows (``session_part`` gives each session's)."""
+    """The export of (tenant, user) from its rows (``session_part`` gives each session's); ``events``
+    (``EVENT_COLUMNS``, in order) become each item's ``history``: what it said before an edit, when
+    it was merged, superseded or archived."""
+    history: dict[int, list[dict[str, Any]]] = {}
+    for e in events:
+        history.setdefault(int(e["item"]), []).append(
+            {"event": e["event"], "at": e["at"], "by": e["by"], "detail": json.loads(e["detail"])})
     for item in items:
         item["standing"] = bool(item["standing"])
         item["turns"] = json.loads(item["turns"])
         item["fragment_hashes"] = json.loads(item["fragment_hashes"])
+        item["history"] = history.get(int(item["id"]), [])
     return {
         "version": EXPORT_VERSION,
         "tenant": tenant,
@@ -104,6 +113,11 @@ def item_values(user: str, item: Mapping[str, Any]) -> tuple[Any, ...]:
             item["importance"], item["confidence"], item["source"], item["expires_at"], item["expires"],
             item["status"], json.dumps(item["turns"]), json.dumps(item["fragment_hashes"]),
             item["seen_count"], item["access_count"], item["last_access"], item["created"], item["updated"])
+
+
+def event_values(item_id: int, user: str, e: Mapping[str, Any]) -> tuple[Any, ...]:
+    """An ``item_events`` row: item, user, event, at, by, detail."""
+    return (item_id, user, e["event"], e["at"], e["by"], json.dumps(e["detail"], ensure_ascii=False))
 
 
 def summary_values(user: str, session: str, s: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -62,7 +62,16 @@ class Cursor:
     upto: int
 
 
-Step = LockScope | Insert | FindItem | Supersede | Cursor
+@dataclass(frozen=True)
+class History:
+    """The restored item ``item_id``'s history is the export's ``events`` (``user_export.event_values``
+    rows), in place of the one its insert began."""
+
+    item_id: int
+    events: tuple[tuple[Any, ...], ...]
+
+
+Step = LockScope | Insert | FindItem | Supersede | Cursor | History
 Steps = Generator[Step, Any, dict[str, int]]
 """A restore: yields the steps, is sent each one's result, returns the counts."""
 
@@ -105,7 +114,10 @@ def _items(user: str, items: Sequence[Mapping[str, Any]], vectors: np.ndarray) -
         if found is not None:
             new_ids[item["id"]] = int(found)
             continue
-        new_ids[item["id"]] = yield Insert("items", fmt.RESTORED_ITEM, fmt.item_values(user, item), vec, new_id=True)
+        new_id = yield Insert("items", fmt.RESTORED_ITEM, fmt.item_values(user, item), vec, new_id=True)
+        new_ids[item["id"]] = new_id
+        if item.get("history"):
+            yield History(new_id, tuple(fmt.event_values(new_id, user, e) for e in item["history"]))
         added += 1
     for successor, item_id in fmt.successors(items, new_ids):
         yield Supersede(successor, item_id)

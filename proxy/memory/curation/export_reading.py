@@ -35,6 +35,10 @@ ITEM: Spec = {
     "status": ((str,), "active"), "superseded_by": (_OPT_INT, None), "turns": ((list,), []),
     "fragment_hashes": ((list,), []), "seen_count": ((int,), 1), "access_count": ((int,), 0),
     "last_access": (_OPT_NUM, None), "created": (_NUM, _NOW), "updated": (_NUM, None),
+    "history": ((list,), []),
+}
+EVENT: Spec = {
+    "event": ((str,), _REQUIRED), "at": (_NUM, _REQUIRED), "by": (_OPT_STR, None), "detail": ((dict,), {}),
 }
 FRAGMENT: Spec = {
     "session": ((str,), _REQUIRED), "hash": ((str,), ""), "role": ((str,), _REQUIRED),
@@ -81,6 +85,7 @@ def read_export(raw: Any) -> dict[str, Any]:
 
 def _item(raw: Any, where: str, index: int, now: float) -> dict[str, Any]:
     item = _row(raw, ITEM, where, now)
+    item["history"] = _rows(item["history"], EVENT, f"{where}.history", now)
     if item["type"] not in TYPES:
         raise InvalidExport(f"{where}.type: must be one of {', '.join(sorted(TYPES))}")
     item["category"] = item["category"] or CATEGORY_OF_TYPE[item["type"]]
@@ -148,7 +153,7 @@ def _field(
 def _fresh(default: Any, now: float) -> Any:
     if default is _NOW:
         return now
-    return list(default) if isinstance(default, list) else default
+    return list(default) if isinstance(default, list) else dict(default) if isinstance(default, dict) else default
 
 
 def _names(kinds: tuple[type, ...]) -> str:

@@ -170,7 +170,8 @@ PATHS: dict[str, Schema] = {
                           [*_PAGE, _param("since"), _param("until")])},
     "/users": {"get": _op("Users of the tenant, with counts and last seen", "UserList", _PAGE)},
     "/users/{user}": {"delete": _op("Forget the user completely", "Forgotten", [_USER])},
-    "/users/{user}/export": {"get": _op("Everything stored about the user", "Export", [_USER])},
+    "/users/{user}/export": {"get": _op("Everything stored about the user (each memory with its `history`)",
+                                         "Export", [_USER])},
     "/users/{user}/profile": {"get": _op("The standing facts that lead every memory block (`within_budget`: "
                                          "false for those past `profile_budget_tokens`, which follow the profile "
                                          "where the question's matches leave room)", "Profile", [_USER])},

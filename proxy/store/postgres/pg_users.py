@@ -97,6 +97,7 @@ async def _export(conn: PgConnection, tenant: str, user: str) -> dict[str, Any]:
         fragments=await rows(fmt.FRAGMENT_COLUMNS, "fragments", "id"),
         sessions=[await _session(conn, tenant, user, s) for s in await _sessions(conn, tenant, user)],
         traces=await rows(fmt.TRACE_COLUMNS, "traces", "created"),
+        events=await rows(fmt.EVENT_COLUMNS, "item_events", "id"),
     )
 
 
@@ -171,6 +172,14 @@ async def _restore_step(conn: PgConnection, tenant: str, user: str, step: plan.S
             await conn.execute(
                 "UPDATE items SET superseded_by = %s WHERE id = %s AND superseded_by IS NULL", (successor, item_id)
             )
+        case plan.History(item_id, events):
+            await conn.execute("DELETE FROM item_events WHERE item = %s AND tenant = %s", (item_id, tenant))
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    'INSERT INTO item_events (tenant, item, "user", event, at, "by", detail)'
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    [(tenant, *e) for e in events],
+                )
         case plan.Cursor(session, upto):
             await conn.execute(
                 "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (%s, %s, %s)"

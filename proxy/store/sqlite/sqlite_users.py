@@ -88,6 +88,7 @@ def _export(c: Connection, tenant: str, user: str) -> dict[str, Any]:
         fragments=rows(fmt.FRAGMENT_COLUMNS, "fragments", "id"),
         sessions=[_session(c, tenant, user, s) for s in _sessions(c, tenant, user)],
         traces=rows(fmt.TRACE_COLUMNS, "traces", "created"),
+        events=rows(fmt.EVENT_COLUMNS, "item_events", "id"),
     )
 
 
@@ -176,6 +177,12 @@ def _restore_step(c: Connection, tenant: str, user: str, step: plan.Step) -> Any
         case plan.Supersede(successor, item_id):
             c.execute(
                 "UPDATE items SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL", (successor, item_id)
+            )
+        case plan.History(item_id, events):
+            c.execute("DELETE FROM item_events WHERE item = ? AND tenant = ?", (item_id, tenant))
+            c.executemany(
+                'INSERT INTO item_events (tenant, item, user, event, at, "by", detail) VALUES (?, ?, ?, ?, ?, ?, ?)',
+                [(tenant, *e) for e in events],
             )
         case plan.Cursor(session, upto):
             c.execute(
