@@ -77,6 +77,16 @@ def test_users_sessions_and_traces(proxy: Proxy) -> None:
         assert_envelope(http.get("/paperclip/v1/traces", params={"degraded": "maybe"}), 400)
 
 
+def test_a_search_is_paginated_too(proxy: Proxy) -> None:
+    ids = {add(proxy, "alice", content=f"Alice owns bicycle number {n}, a {colour} one.", key=f"user.bike.{n}")
+           ["item"]["id"] for n, colour in enumerate(["red", "blue", "green", "black", "white"])}
+    found = pages(proxy, MEMORIES.format(user="alice"), q="bicycle")
+    assert sorted(m["id"] for m in found) == sorted(ids)  # every match once, best first, page after page
+    assert [m["score"] for m in found] == sorted((m["score"] for m in found), reverse=True)
+    turns = pages(proxy, "/paperclip/v1/users/alice/fragments", q="bicycle")
+    assert len({t["id"] for t in turns}) == len(turns)
+
+
 # ---------------------------------------------------------------- edit and history
 
 

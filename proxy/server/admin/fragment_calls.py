@@ -7,15 +7,17 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from ...errors import BadRequest, NotFound
+from ...memory.curation.memory_admin import SEARCH_POOL
 from ...memory.curation.turn_search import FoundTurn
 from ...store.records import FRAGMENT_STATUSES, StoredFragment
 from .admin_call import AdminCall
 from .memory_calls import row_id, status_param
-from .pagination import page, page_ask
+from .pagination import after_cursor, page, page_ask
 
 
 async def list_fragments(call: AdminCall) -> Response:
-    """``?q=`` searches the active turns (best first, one page); otherwise a page in id order.
+    """``?q=`` searches the active turns (best first, paged through the best ``SEARCH_POOL``); otherwise a
+    page in id order.
     ``?session=`` keeps one conversation's turns; ``?status=`` filters (default active)."""
     request, user = call.request, call.request.path_params["user"]
     status = status_param(request, FRAGMENT_STATUSES)
@@ -26,10 +28,10 @@ async def list_fragments(call: AdminCall) -> Response:
         mem = call.tenant.settings.memory
         found = await call.admin.search_turns(
             call.tenant.id, user, query, session=session, weights=(mem.vector_weight, mem.bm25_weight),
-            limit=ask.limit,
+            limit=SEARCH_POOL,
         )
         rows = [_found(f) for f in found] if status in ("active", "all") else []
-        return JSONResponse(page(rows, ask, user=user, query=query))
+        return JSONResponse(page(after_cursor(rows, ask), ask, user=user, query=query))
     after = row_id(ask.after) if ask.after else None
     if ask.after and after is None:
         raise BadRequest("'after' must be a fragment id.", param="after")

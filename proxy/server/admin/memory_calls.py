@@ -8,12 +8,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ...errors import BadRequest, NotFound
-from ...memory.curation.memory_admin import Found, MemoryAdmin
+from ...memory.curation.memory_admin import SEARCH_POOL, Found, MemoryAdmin
 from ...memory.memory_schema import TYPES
 from ...tenancy import Tenant
 from ..jsonbody import parse_json
 from .admin_call import AdminCall
-from .pagination import PageAsk, page, page_ask
+from .pagination import PageAsk, after_cursor, page, page_ask
 
 STATUSES = ("active", "superseded", "archived")
 MAX_ROW_ID = 2**63 - 1  # SQLite's largest integer
@@ -40,10 +40,10 @@ async def memory_page(
         mem = tenant.settings.memory
         found = await admin.search(
             tenant.id, user, query, include_inactive=status != "active",
-            weights=(mem.vector_weight, mem.bm25_weight), limit=ask.limit,
+            weights=(mem.vector_weight, mem.bm25_weight), limit=SEARCH_POOL,
         )
         rows = [_found(f) for f in found if _keeps(f.item.status, f.item.type, status, kind)]
-        return page(rows, ask, user=user, query=query)
+        return page(after_cursor(rows, ask), ask, user=user, query=query)
     after = _item_id(ask.after, "after") if ask.after else None
     items = await admin.store.listings.items(
         tenant.id, user, after=after, limit=ask.fetch, status=None if status == "all" else status, kind=kind,
