@@ -131,6 +131,10 @@ def test_wrong_method_on_a_known_path_is_405(proxy: Proxy) -> None:
             assert_envelope(r, 405)
             assert r.headers["allow"]
         assert_envelope(http.get("/paperclip/v1/nothing-here"), 404)
+        head = http.head(MEMORIES.format(user="a"))  # what GET would answer, headers only
+        assert head.status_code == 200 and head.content == b""
+        assert "HEAD" in http.put(MEMORIES.format(user="a")).headers["allow"]
+        assert http.head("/paperclip/v1/users/a").status_code == 405  # DELETE only: nothing to read
 
 
 # ---------------------------------------------------------------- keys

@@ -81,6 +81,8 @@ def _endpoint(
     runtime: Runtime, handlers: dict[str, Handler], access: Access
 ) -> Callable[[Request], Awaitable[Response]]:
     """Authenticate, pick the handler by method (405 otherwise), run it; render any error once."""
+    if "GET" in handlers:  # HEAD reads as GET does, and answers its headers only
+        handlers = {**handlers, "HEAD": handlers["GET"]}
     allow = ", ".join(handlers)
 
     async def endpoint(request: Request) -> Response:
