@@ -46,7 +46,20 @@ def _tool_turn(n: int) -> list[dict[str, Any]]:
     ]
 
 
+def _loop(rounds: int) -> list[dict[str, Any]]:
+    """An agent's rounds: a call and its results, again and again, with no new question."""
+    out: list[dict[str, Any]] = []
+    for n in range(rounds):
+        out += [{"role": "assistant", "content": [THINKING, {"type": "tool_use", "id": f"toolu_l{n}", "name": "lookup",
+                                                             "input": {"q": n}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_l{n}",
+                                              "content": f"result l{n}"}]}]
+    return out
+
+
 TURN = st.one_of(
+    st.tuples(WORDS, st.integers(1, 4)).map(lambda t: [{"role": "user", "content": t[0]}, *_loop(t[1]),
+                                                       {"role": "assistant", "content": "Done."}]),
     st.tuples(USER_CONTENT, WORDS).map(lambda t: [
         {"role": "user", "content": t[0]}, {"role": "assistant", "content": [{"type": "text", "text": t[1]}]},
     ]),
@@ -136,8 +149,9 @@ def test_a_range_never_separates_a_tool_use_from_its_result_nor_leaves_a_window_
     infos = planner.describe(conv.messages[lead:], [1] * (len(conv.messages) - lead))
     for b in planner.cut_points(infos):
         if 0 < b < len(conv.origins):
-            starts = conv.origins[b]  # the client's message the window would begin with
-            assert conv.origins[b - 1] is not starts  # never inside a message read as two
+            assert conv.origins[b - 1] is not conv.origins[b]  # never inside a message read as two
+            anchor = planner.anchor(infos, b)  # a window begun inside a tool loop is led by its question
+            starts = conv.origins[b] if anchor is None else conv.origins[anchor]
             assert starts["role"] == "user"
             content = starts["content"]
             assert not (isinstance(content, list) and any(c.get("type") == "tool_result" for c in content))

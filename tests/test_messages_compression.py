@@ -8,6 +8,7 @@ small, as in test_compression.py, so that many compressions and merges happen.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -108,3 +109,38 @@ def _blocks(message: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 def _results(message: dict[str, Any]) -> list[dict[str, Any]]:
     return _blocks(message, "tool_result")
+
+
+def test_one_task_of_many_tool_calls_stays_bounded_and_is_always_led_by_its_question(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """An agent's single task: one question, then round after round of tool calls and results, with no new
+    user message. The rounds before the latest are compressed; the question leads every window."""
+    proxy = make_proxy(**SETTINGS)
+    question = "Find every booking of the Lisbon group and check each hotel's cancellation terms."
+    with proxy.anthropic() as client:
+        agent = Agent(proxy, client)
+        agent.messages.append({"role": "user", "content": question})
+        for i in range(40):
+            agent.send()
+            agent.messages[-1] = {"role": "assistant", "content": [
+                {"type": "text", "text": f"Checking booking {i}."},
+                {"type": "tool_use", "id": f"toolu_{i}", "name": "lookup", "input": {"city": f"Lisbon {i}"}},
+            ]}
+            agent.messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": sentence(i, 40)},
+            ]})
+    sent = agent.counter.messages(agent.messages)
+    assert sum(sent) > 4 * (WINDOW + CHAIN)  # the task outgrew the budgets many times over
+    round_tokens = max(agent.counter.message(m) for m in agent.messages[1:]) * 2
+    limit = (WINDOW + CHAIN + agent.counter.text(SYSTEM[0]["text"]) + agent.counter.text(question) + round_tokens)
+    assert max(agent.forwarded[-10:]) <= limit * 1.1, (agent.forwarded[-10:], limit)
+    assert upstream.compression_calls >= 3
+    for body in (r.json() for r in upstream.messages_requests()):
+        first = body["messages"][0]
+        assert first["role"] == "user" and question in json.dumps(first["content"])  # the task leads
+        calls = {b["id"] for m in body["messages"] if m["role"] == "assistant" for b in _blocks(m, "tool_use")}
+        answered = {b["tool_use_id"] for m in body["messages"] for b in _results(m)}
+        assert answered <= calls and all(m["role"] != "user" or not _results(m) for m in body["messages"][:1])
+        roles = [m["role"] for m in body["messages"]]
+        assert all(a != b for a, b in itertools.pairwise(roles))  # turns alternate, as the API wants

@@ -16,10 +16,12 @@ from proxy.context.planner import (
     Budgets,
     MsgInfo,
     SummaryRef,
+    anchor,
     cut_points,
     describe,
     fresh_giant,
     is_cut,
+    latest_user,
     next_compression,
     next_merge,
     plan_window,
@@ -136,7 +138,7 @@ def conversations(draw: st.DrawFn) -> tuple[Budgets, list[list[MsgInfo]]]:
     for _ in range(draw(st.integers(1, 45))):
         conv.append(user(size()))
         requests.append(list(conv))
-        for _ in range(draw(st.integers(0, 2))):
+        for _ in range(draw(st.integers(0, 5))):  # an agent's tool loop: round after round, no new question
             conv.append(asst(draw(st.integers(10, 200)), calls=True))
             conv.extend(tool(size()) for _ in range(draw(st.integers(1, 3))))
             requests.append(list(conv))
@@ -154,7 +156,10 @@ def test_forwarded_size_is_bounded_by_the_budgets(
     for conv in requests:
         session.request(conv)
         plan = plan_window(conv, session.prefix_end, session.chain, budgets)
-        tail = sum(m.tokens for m in conv[protected_start(conv) :])
+        tail = sum(m.tokens for m in conv[protected_start(conv) :])  # the latest round, in a tool loop
+        latest = latest_user(conv)
+        if latest < protected_start(conv):  # and the question it serves, which leads the window
+            tail += conv[latest].tokens
         bound = (
             leading
             + budgets.recent_window_tokens
@@ -164,6 +169,8 @@ def test_forwarded_size_is_bounded_by_the_budgets(
         )
         assert plan.forwarded_tokens(leading) <= bound
         assert not plan.over_watermark or next_compression(conv, plan.window_start, budgets) is None
+        # The latest user message is forwarded verbatim: in the window, or leading it inside a tool loop.
+        assert latest >= session.prefix_end or anchor(conv, session.prefix_end) == latest
 
 
 @settings(max_examples=60, deadline=None)
@@ -196,15 +203,18 @@ def test_assemble_keeps_order_and_objects(
     texts = [
         (f"Turns {a}–{b}: …", a, b) for a, b in (turn_range(s.start, s.end) for s in session.chain)
     ]
-    out = assemble(leading, texts, conv[session.prefix_end :])
+    lead = anchor(conv_info, session.prefix_end)
+    verbatim = ([conv[lead]] if lead is not None else []) + conv[session.prefix_end :]
+    out = assemble(leading, texts, verbatim)
     middle = 1 if texts else 0
     assert out[:n_leading] == leading and all(x is y for x, y in zip(out, leading, strict=False))
     window = out[n_leading + middle :]
-    assert all(x is y for x, y in zip(window, conv[session.prefix_end :], strict=True))
-    latest = protected_start(conv_info)
+    assert all(x is y for x, y in zip(window, verbatim, strict=True))
+    latest = latest_user(conv_info)
     if latest < len(conv):
         assert any(m is conv[latest] for m in window)
-    again = assemble(leading, texts, conv[session.prefix_end :])
+    assert not window or window[0]["role"] == "user" or not conv_info[session.prefix_end].has_tool_calls
+    again = assemble(leading, texts, verbatim)
     assert json.dumps(again).encode() == json.dumps(out).encode()
 
 
@@ -236,6 +246,20 @@ def test_protected_start_is_the_latest_user_message() -> None:
     assert protected_start([user(1), asst(1), user(1), asst(1, True), tool(1)]) == 2
     assert protected_start([asst(1), asst(1)]) == 2
     assert protected_start([]) == 0
+
+
+def test_inside_a_tool_loop_only_its_latest_round_is_protected_and_its_question_leads() -> None:
+    loop = [user(1), asst(1), user(5), asst(1, True), tool(9), asst(1, True), tool(9), asst(1, True), tool(9)]
+    assert protected_start(loop) == 7  # the latest round: its call and results
+    assert [b for b in cut_points(loop) if 2 < b < 9] == [3, 5, 7]  # round boundaries are cuts
+    assert anchor(loop, 5) == anchor(loop, 7) == 2  # a window begun mid-loop is led by the question
+    assert anchor(loop, 3) == 2  # begun at the question's first call
+    assert anchor(loop, 2) is None and anchor(loop, 1) is None  # begun at a turn of its own: nothing to lead it
+    bound = MsgInfo(1, "assistant", True, binds_previous=True)  # Anthropic's: bound, yet a round starts
+    assert is_cut([user(1), bound, tool(1), bound, tool(1)], 3)
+    split = [user(1), asst(1, True), tool(1), MsgInfo(1, "user", False, binds_previous=True), asst(1, True), tool(1)]
+    assert not is_cut(split, 3) and anchor(split, 4) == 0  # words beside results never lead nor start a window
+    assert protected_start([*split, asst(1, True), tool(1)]) == 3  # and are never compressed while the latest
 
 
 def test_cut_points_never_split_a_tool_call_group() -> None:

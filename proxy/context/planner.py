@@ -128,12 +128,36 @@ def describe(messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> li
 # --- boundaries ----------------------------------------------------------------
 
 
-def protected_start(conv: Sequence[MsgInfo]) -> int:
-    """Index of the latest user message; it and everything after it are never compressed."""
+def latest_user(conv: Sequence[MsgInfo]) -> int:
+    """Index of the latest user message (``len(conv)`` when there is none)."""
     for i in range(len(conv) - 1, -1, -1):
         if conv[i].role == "user":
             return i
     return len(conv)
+
+
+def protected_start(conv: Sequence[MsgInfo]) -> int:
+    """Where the verbatim tail begins: nothing from here on is compressed.
+
+    The latest user message; or, when an agent's tool loop follows it, the
+    loop's latest round (from its last round boundary, ``is_round``): the
+    rounds before it may be compressed like any turns, and the latest user
+    message, once inside the compressed prefix, is still forwarded verbatim,
+    first in the window (``anchor``). So a task of hundreds of tool calls
+    costs a bounded number of tokens too.
+    """
+    latest = latest_user(conv)
+    if latest < len(conv) and conv[latest].binds_previous:
+        return latest  # words sent beside tool results go out with them, verbatim: they lead no window
+    for b in range(len(conv) - 1, latest + 1, -1):
+        if is_round(conv, b):
+            return b
+    return latest
+
+
+def is_round(conv: Sequence[MsgInfo], b: int) -> bool:
+    """Whether boundary ``b`` starts a new round of a tool loop: a call that follows the last results."""
+    return 0 < b < len(conv) and conv[b - 1].role in RESULT_ROLES and conv[b].has_tool_calls
 
 
 def is_cut(conv: Sequence[MsgInfo], b: int) -> bool:
@@ -143,12 +167,26 @@ def is_cut(conv: Sequence[MsgInfo], b: int) -> bool:
     sit right after an assistant message with tool calls either, even when no
     result follows yet. That keeps a stored cut legal in any branch that
     shares the prefix before it, since results may arrive in a later request.
+    A round boundary (``is_round``) is a cut even before a message bound to the
+    one before it: the window it begins is led by its ``anchor``.
     """
     if b <= 0:
         return b == 0
     if b > len(conv) or conv[b - 1].has_tool_calls:
         return False
-    return b == len(conv) or (conv[b].role not in RESULT_ROLES and not conv[b].binds_previous)
+    return b == len(conv) or is_round(conv, b) or (conv[b].role not in RESULT_ROLES and not conv[b].binds_previous)
+
+
+def anchor(conv: Sequence[MsgInfo], prefix_end: int) -> int | None:
+    """The user message forwarded first in a window that begins with a tool call (inside a tool loop), so
+    the model sees what it was asked and the window begins with a user turn: the last user message before
+    ``prefix_end`` that stands on its own (not bound to results before it). None otherwise."""
+    if not 0 < prefix_end < len(conv) or not conv[prefix_end].has_tool_calls:
+        return None
+    for i in range(prefix_end - 1, -1, -1):
+        if conv[i].role == "user" and not conv[i].binds_previous:
+            return i
+    return None
 
 
 def cut_points(conv: Sequence[MsgInfo]) -> tuple[int, ...]:
@@ -173,8 +211,9 @@ def fresh_giant(conv: Sequence[MsgInfo], budgets: Budgets) -> int | None:
 
 
 def window_load(conv: Sequence[MsgInfo], prefix_end: int, budgets: Budgets) -> int:
-    """Tokens of the window that count against the watermark: all but a fresh giant."""
-    total = sum(m.tokens for m in conv[prefix_end:])
+    """Tokens of the window that count against the watermark: all but a fresh giant, its anchor included."""
+    lead = anchor(conv, prefix_end)
+    total = sum(m.tokens for m in conv[prefix_end:]) + (conv[lead].tokens if lead is not None else 0)
     giant = fresh_giant(conv, budgets)
     if giant is not None and giant >= prefix_end:
         total -= conv[giant].tokens
@@ -184,9 +223,10 @@ def window_load(conv: Sequence[MsgInfo], prefix_end: int, budgets: Budgets) -> i
 def plan_window(
     conv: Sequence[MsgInfo], prefix_end: int, chain: Sequence[SummaryRef], budgets: Budgets
 ) -> WindowPlan:
+    lead = anchor(conv, prefix_end)
     return WindowPlan(
         window_start=prefix_end,
-        window_tokens=sum(m.tokens for m in conv[prefix_end:]),
+        window_tokens=sum(m.tokens for m in conv[prefix_end:]) + (conv[lead].tokens if lead is not None else 0),
         chain_tokens=sum(s.tokens for s in chain),
         over_watermark=window_load(conv, prefix_end, budgets) > budgets.recent_window_tokens,
     )
@@ -216,7 +256,7 @@ def next_compression(
 
 
 def _range_limit(conv: Sequence[MsgInfo], prefix_end: int, budgets: Budgets) -> int:
-    """Ranges end at or before the latest user message and a fresh giant in the window."""
+    """Ranges end at or before the verbatim tail (``protected_start``) and a fresh giant in the window."""
     limit = protected_start(conv)
     giant = fresh_giant(conv, budgets)
     if giant is not None and giant >= prefix_end:

@@ -47,8 +47,21 @@ class View:
     tokens: int  # what the client sent, counted as ``TokenCounter.total`` counts it
 
     @property
+    def anchor(self) -> int | None:
+        """The conversation index of the user message that leads a window begun inside a tool loop."""
+        return planner.anchor(self.infos, self.state.upto)
+
+    @property
     def window(self) -> list[dict[str, Any]]:
-        return self.conv[self.state.upto :]
+        """What is forwarded verbatim: the conversation past the compressed prefix, led by its anchor."""
+        lead = self.anchor
+        rest = self.conv[self.state.upto :]
+        return rest if lead is None else [self.conv[lead], *rest]
+
+    def window_infos(self) -> list[planner.MsgInfo]:
+        lead = self.anchor
+        rest = self.infos[self.state.upto :]
+        return rest if lead is None else [self.infos[lead], *rest]
 
     @property
     def summaries(self) -> list[tuple[str, int, int]]:
@@ -69,7 +82,7 @@ class View:
     async def tokens_of(self, messages: list[dict[str, Any]], counter: TokenCounter) -> int:
         """``counter.total(messages)``; the window's own messages among them (the very objects) are not
         counted again: what was counted of them when the view was described is read back."""
-        known = {id(m): info.tokens for m, info in zip(self.window, self.infos[self.state.upto :], strict=True)}
+        known = {id(m): info.tokens for m, info in zip(self.window, self.window_infos(), strict=True)}
         new = [m for m in messages if id(m) not in known]
         counted = await off_loop(sum(map(text_size, new)), counter.messages, new)
         return sum(known[id(m)] for m in messages if id(m) in known) + sum(counted) + REPLY_PRIMING

@@ -72,11 +72,14 @@ class RecordedTurns:
         return [*seen.turns, *new], fresh
 
     async def window_hashes(self, key: Key, view: View) -> frozenset[str]:
-        """The fragment hashes of the turns in ``view``'s verbatim window."""
+        """The fragment hashes of the turns in ``view``'s verbatim window, its anchor included."""
         start = view.state.upto
         seen = self._continued(key, view)
         known = start if seen is None else max(start, seen.length)
         rest = [fragment_hash(role, text) for _, role, text in await turns_from(view, known)]
+        lead = view.anchor
+        if lead is not None:
+            rest += [fragment_hash(role, text) for _, role, text in indexable(view.conv[lead : lead + 1], lead)]
         if seen is None:
             return frozenset(rest)
         first = bisect.bisect_left(seen.turns, start, key=lambda t: t[0])
