@@ -157,9 +157,10 @@ def test_forwarded_size_is_bounded_by_the_budgets(
         session.request(conv)
         plan = plan_window(conv, session.prefix_end, session.chain, budgets)
         tail = sum(m.tokens for m in conv[protected_start(conv) :])  # the latest round, in a tool loop
-        latest = latest_user(conv)
-        if latest < protected_start(conv):  # and the question it serves, which leads the window
-            tail += conv[latest].tokens
+        latest, lead = latest_user(conv), anchor(conv, session.prefix_end)
+        # and the question a window begun inside a loop serves, which leads it (when a fresh giant
+        # holds compression back, past the window's budget)
+        tail += sum(conv[i].tokens for i in {latest, lead} if i is not None and i < protected_start(conv))
         bound = (
             leading
             + budgets.recent_window_tokens
