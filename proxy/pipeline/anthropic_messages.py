@@ -16,7 +16,8 @@ pipeline's rules (watermark, recall, injection, recording) apply unchanged:
 - every assistant message is bound to the message before it
   (``BINDS_PREVIOUS``): the API wants the forwarded window to begin with a
   user turn, so a range may end only before a user message that holds no
-  results;
+  results, or before the next call of a tool loop, where the window is led
+  by the loop's question (``planner.anchor``);
 - ``thinking`` / ``redacted_thinking``, images and documents stay parts of
   their message: counted (estimated), carried with their turn, never read as
   text.
