@@ -112,8 +112,7 @@ def subjects(sentence: str) -> tuple[frozenset[str], frozenset[str]]:
         low = word.lower().removesuffix("'s").removesuffix("’s")
         if someone_else(low) or _IN_CARE.match(low):
             people.add(low)
-        elif any(c.isdigit() for c in word) or (i > 0 and word[0].isupper() and word.isascii()
-                                                 and not _FIRST_PERSON.fullmatch(word)):
+        elif any(c.isdigit() for c in word) or (i > 0 and word[0].isupper() and not _FIRST_PERSON.fullmatch(word)):
             names.add(low)
     people.update(m.group() for m in _OTHERS_ZH.finditer(sentence))
     return frozenset(people), frozenset(names)
