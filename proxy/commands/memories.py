@@ -238,8 +238,9 @@ ACTIONS: dict[str, Action] = {
     "list": _list, "delete": _delete, "fragments": _fragments, "delete-fragment": _delete_fragment,
     "forget-session": _forget_session, "export": _export, "forget": _forget, "import": _restore,
 }
-# The actions that compute vectors; the others never load the embedding model.
-EMBEDS = frozenset({"import"})
+# The actions that compute vectors, and ``delete``, which searches for what says the memory again as the
+# admin API does (``memory_admin.restates``); the others never load the embedding model.
+EMBEDS = frozenset({"import", "delete"})
 
 
 def _table(rows: Sequence[ItemRow]) -> str:
