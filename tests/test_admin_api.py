@@ -83,8 +83,10 @@ def test_a_search_is_paginated_too(proxy: Proxy) -> None:
     found = pages(proxy, MEMORIES.format(user="alice"), q="bicycle")
     assert sorted(m["id"] for m in found) == sorted(ids)  # every match once, best first, page after page
     assert [m["score"] for m in found] == sorted((m["score"] for m in found), reverse=True)
-    turns = pages(proxy, "/paperclip/v1/users/alice/fragments", q="bicycle")
-    assert len({t["id"] for t in turns}) == len(turns)
+    for said in ("I keep my bicycle in the hall, a green one.", "My other bicycle is a red racing bicycle."):
+        teach(proxy, "alice", said)
+    turns = pages(proxy, "/paperclip/v1/users/alice/fragments", q="bicycle", limit=1)
+    assert len(turns) >= 2 and len({t["id"] for t in turns}) == len(turns)  # one a page, none twice
 
 
 # ---------------------------------------------------------------- edit and history
