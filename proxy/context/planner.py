@@ -210,10 +210,15 @@ def fresh_giant(conv: Sequence[MsgInfo], budgets: Budgets) -> int | None:
     return None
 
 
+def window_tokens(conv: Sequence[MsgInfo], prefix_end: int) -> int:
+    """Tokens of the verbatim window: the conversation past the prefix, and its anchor."""
+    lead = anchor(conv, prefix_end)
+    return sum(m.tokens for m in conv[prefix_end:]) + (conv[lead].tokens if lead is not None else 0)
+
+
 def window_load(conv: Sequence[MsgInfo], prefix_end: int, budgets: Budgets) -> int:
     """Tokens of the window that count against the watermark: all but a fresh giant, its anchor included."""
-    lead = anchor(conv, prefix_end)
-    total = sum(m.tokens for m in conv[prefix_end:]) + (conv[lead].tokens if lead is not None else 0)
+    total = window_tokens(conv, prefix_end)
     giant = fresh_giant(conv, budgets)
     if giant is not None and giant >= prefix_end:
         total -= conv[giant].tokens
@@ -223,10 +228,9 @@ def window_load(conv: Sequence[MsgInfo], prefix_end: int, budgets: Budgets) -> i
 def plan_window(
     conv: Sequence[MsgInfo], prefix_end: int, chain: Sequence[SummaryRef], budgets: Budgets
 ) -> WindowPlan:
-    lead = anchor(conv, prefix_end)
     return WindowPlan(
         window_start=prefix_end,
-        window_tokens=sum(m.tokens for m in conv[prefix_end:]) + (conv[lead].tokens if lead is not None else 0),
+        window_tokens=window_tokens(conv, prefix_end),
         chain_tokens=sum(s.tokens for s in chain),
         over_watermark=window_load(conv, prefix_end, budgets) > budgets.recent_window_tokens,
     )

@@ -8,6 +8,7 @@ concurrent requests of a session never compress the same turns twice.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -46,7 +47,7 @@ class View:
     budgets: planner.Budgets
     tokens: int  # what the client sent, counted as ``TokenCounter.total`` counts it
 
-    @property
+    @functools.cached_property
     def anchor(self) -> int | None:
         """The conversation index of the user message that leads a window begun inside a tool loop."""
         return planner.anchor(self.infos, self.state.upto)
