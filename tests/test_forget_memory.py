@@ -28,6 +28,15 @@ QUESTION = "Which foods am I allergic to? Tell me please."
 WORD = "shellfish"
 
 
+def send(proxy: Proxy, user: str, history: list[dict[str, Any]]) -> str:
+    """``history`` as ``user``'s chat request, its recording let land; returns its session."""
+    raw = proxy.client(PROXY_KEY).chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=history, extra_headers={"X-Paperclip-User": user},  # type: ignore[arg-type]
+    )
+    proxy.drain()
+    return str(raw.headers["x-paperclip-session"])
+
+
 def chat(proxy: Proxy, user: str, extra: list[dict[str, Any]] | None = None) -> str:
     """The conversation stating ``FACT`` (long enough to be mined), plus ``extra``; returns its session."""
     history: list[dict[str, Any]] = [
@@ -38,12 +47,7 @@ def chat(proxy: Proxy, user: str, extra: list[dict[str, Any]] | None = None) -> 
         history.append({"role": "user", "content": f"Tell me something about {topic} in spring."})
         history.append({"role": "assistant", "content": f"Spring {topic} are pleasant enough."})
     history.append({"role": "user", "content": "Thanks, that is all for now."})
-    raw = proxy.client(PROXY_KEY).chat.completions.with_raw_response.create(
-        model="gpt-4o-mini", messages=[*history, *(extra or [])],  # type: ignore[list-item]
-        extra_headers={"X-Paperclip-User": user},
-    )
-    proxy.drain()
-    return str(raw.headers["x-paperclip-session"])
+    return send(proxy, user, [*history, *(extra or [])])
 
 
 def sent_in_a_fresh_chat(proxy: Proxy, upstream: FakeUpstream, user: str) -> str:
@@ -136,10 +140,7 @@ def test_a_deleted_memory_takes_the_turns_that_said_it_again_in_other_words(
             history += [{"role": "user", "content": f"Tell me about {topic}."},
                         {"role": "assistant", "content": f"The {topic} are nice."}]
         history.append({"role": "user", "content": "Bye for now."})
-        proxy.client(PROXY_KEY).chat.completions.create(
-            model="gpt-4o-mini", messages=history, extra_headers={"X-Paperclip-User": "hal"},  # type: ignore[arg-type]
-        )
-        proxy.drain()
+        send(proxy, "hal", history)
     assert WORD in sent_in_a_fresh_chat(proxy, upstream, "hal")
     with admin(proxy) as http:
         said = [m for m in http.get("/paperclip/v1/users/hal/memories").json()["data"] if WORD in m["content"].lower()]
@@ -198,15 +199,11 @@ def test_a_deleted_memory_takes_a_later_reply_that_said_it_again(
 ) -> None:
     proxy = make_proxy(embedding={"model": "bundled"})
     chat(proxy, "ivo")
-    later: list[dict[str, Any]] = [
+    send(proxy, "ivo", [
         {"role": "user", "content": "What should I cook for the party on Saturday?"},
         {"role": "assistant", "content": "Since you are allergic to shellfish, skip the paella."},
         {"role": "user", "content": "Good point, thanks."},
-    ]
-    proxy.client(PROXY_KEY).chat.completions.create(
-        model="gpt-4o-mini", messages=later, extra_headers={"X-Paperclip-User": "ivo"},  # type: ignore[arg-type]
-    )
-    proxy.drain()
+    ])
     memory = the_memory(proxy, "ivo")
     with admin(proxy) as http:
         assert http.delete(f"/paperclip/v1/users/ivo/memories/{memory['id']}").status_code == 200
@@ -218,16 +215,12 @@ def test_deleting_a_memory_keeps_the_memories_and_turns_of_other_facts_near_it(
 ) -> None:
     """Forget one: the user's home goes, purged; their sister's home, near in meaning, stays, turn and all."""
     proxy = make_proxy(embedding={"model": "bundled"})
-    history: list[dict[str, Any]] = [
+    send(proxy, "ines", [
         {"role": "user", "content": "I live in Lisbon, in an old flat near the river."},
         {"role": "assistant", "content": "Lovely city."},
         {"role": "user", "content": "My sister Anna lives in Lisbon too, she works as a nurse there."},
         {"role": "assistant", "content": "How nice to have family close."},
-    ]
-    proxy.client(PROXY_KEY).chat.completions.create(
-        model="gpt-4o-mini", messages=history, extra_headers={"X-Paperclip-User": "ines"},  # type: ignore[arg-type]
-    )
-    proxy.drain()
+    ])
     with admin(proxy) as http:
         mine = http.post("/paperclip/v1/users/ines/memories", json={"content": "The user lives in Lisbon."}).json()
         hers = http.post("/paperclip/v1/users/ines/memories",
