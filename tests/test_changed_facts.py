@@ -7,6 +7,7 @@ read for the old value.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from tests.admin_helpers import admin, ask
 from tests.conftest import PROXY_KEY, Proxy, both_stores
@@ -128,3 +129,23 @@ def test_a_fact_whose_change_no_reader_took_is_marked_in_the_block_and_the_profi
     with admin(proxy) as http:
         cards = [d["card"] for d in http.get("/paperclip/v1/users/hal/profile").json()["data"]]
     assert [c for c in cards if "Biscuit" in c] == [old]  # the profile endpoint marks it as recall does
+
+
+def test_the_turn_a_replaced_reading_came_from_arrives_marked(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    # With no model, the first job is read by meaning (a guess, in the bundled model's space) and the
+    # second replaces it: the reading may be wrong, so its turn stays stored, but never again as current.
+    proxy = make_proxy(embedding={"model": "bundled"})
+    say(proxy, "ivy", "My job is teaching maths to teenagers.", reply="Teaching maths, got it.")
+    say(proxy, "ivy", "I became a software developer this year.")
+    with admin(proxy) as http:
+        status = {m["content"]: m["status"] for m in http.get("/paperclip/v1/users/ivy/memories?status=all").json()[
+            "data"]}
+    assert status["My job is teaching maths to teenagers."] == "superseded"
+    lines = json.loads(forwarded(proxy, upstream, "ivy", "What do you know about my job and my maths teaching?"))[
+        "messages"][-1]["content"].split("\n")
+    old = lines.index("User: My job is teaching maths to teenagers.")
+    assert lines[old - 1].endswith("· may have changed since]")
+    assert lines[old + 1] == "Assistant: Teaching maths, got it."  # the reply to it, on its card
+    assert any("software developer" in line and "changed" not in line for line in lines)

@@ -17,7 +17,8 @@ from proxy.memory.recall.changed_since import (
     says_change,
     turns_changed_later,
 )
-from proxy.store.records import Fragment
+from proxy.memory.search.item_index import replaced_guess_turns
+from proxy.store.records import Fragment, ItemRow
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,23 @@ def test_a_later_turn_that_says_a_change_of_the_same_thing_marks_the_earlier_and
               turn(4, "We moved Theo to Hillcrest Academy after the summer.", position=0, session="s3")]
     assert turns_changed_later(school, place, rare) == {1, 2}  # the thrillers share no topic
     assert turns_changed_later(school[:3], place, rare) == frozenset()  # no change said
+
+
+def test_a_turn_a_replaced_fact_was_read_from_is_marked_with_its_reply_and_nothing_else() -> None:
+    chat = [turn(1, "My job is teaching maths.", position=0), turn(2, "Nice!", "assistant", position=1),
+            turn(3, "I read thrillers.", position=2), turn(4, "Good taste.", "assistant", position=3)]
+    assert turns_changed_later(chat, place, rare, replaced={"h1"}) == {1, 2}
+    assert turns_changed_later(chat, place, rare, replaced={"h2"}) == frozenset()  # a reply is not a statement
+    assert turns_changed_later(chat, place, rare) == frozenset()
+
+
+def test_the_turns_of_replaced_guesses_are_those_no_live_fact_was_read_from_too() -> None:
+    def row(item_id: int, status: str, confidence: float, *hashes: str) -> ItemRow:
+        return ItemRow(item_id, "s1", "entity", "user.said.job", "x", 0.5, confidence, "user-stated", None, status,
+                       None, [], list(hashes), 1, 0, None, 0.0, 0.0)
+    live = [row(3, "active", 0.5, "h2", "h3")]
+    stored = [row(1, "superseded", 0.5, "h1", "h2"), row(2, "superseded", SURE, "h4"), *live]
+    assert replaced_guess_turns(live, stored) == {"h1"}  # a sure fact's turns went with it (the store hid them)
 
 
 def test_a_turn_shares_no_topic_through_a_word_many_turns_say() -> None:

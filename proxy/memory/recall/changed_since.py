@@ -151,25 +151,26 @@ TOPIC_TURNS = 4
 
 def turns_changed_later(
     turns: Iterable[Fragment], place: Callable[[Fragment], int], said_in: Callable[[str], int],
-    changing: Container[int] | None = None,
+    changing: Container[int] | None = None, replaced: Container[str] = frozenset(),
 ) -> frozenset[int]:
     """The ids of the user's turns among ``turns`` that a later one of the user's (by ``place``, its place in
     the history) may have changed: a sentence of it says a change outright (``change_said``) and shares a
     search term with the earlier turn, in any of its -ing / -ed forms, that at most ``TOPIC_TURNS`` of the
-    user's turns say (``said_in``: in how many); and of the replies among ``turns`` that follow such a turn
-    in its session, which answered what it said then. ``changing``: the ids of the turns whose changes
-    count, when not all of them. A turn given twice is one turn."""
+    user's turns say (``said_in``: in how many), or a replaced fact was read from it (``replaced``: those
+    turns' fragment hashes, ``item_index.replaced_guess_turns``); and of the replies among ``turns`` that
+    follow such a turn in its session, which answered what it said then. ``changing``: the ids of the turns
+    whose changes count, when not all of them. A turn given twice is one turn."""
     turns = list({t.id: t for t in turns}.values())
     said = sorted(((place(t), t) for t in turns if t.role == "user"), key=lambda p: p[0])
     changes = [(i, topic) for i, (_, t) in enumerate(said)
                if (changing is None or t.id in changing) and (topic := change_said(t.text))]
-    if not changes:
+    marked: set[int] = {t.id for _, t in said if t.hash in replaced}
+    if not changes and not marked:
         return frozenset()
     by_word: dict[str, list[int]] = defaultdict(list)  # the turns before the last change, by topic word
-    for j, (_, turn) in enumerate(said[: changes[-1][0]]):
+    for j, (_, turn) in enumerate(said[: changes[-1][0]] if changes else ()):
         for word in _turn_topic(turn.text):
             by_word[word].append(j)
-    marked: set[int] = set()
     for i, topic in changes:
         words = inflected([w for w in topic if said_in(w) <= TOPIC_TURNS])
         marked.update(said[j][1].id for w in words for j in by_word.get(w, ()) if j < i)

@@ -199,7 +199,7 @@ async def recall_for(
     # A change said anywhere later marks a candidate turn, not only a change among the candidates.
     changed = turns_changed_later(
         [*(c.fragment for c, _, _ in ranking if c.fragment is not None), *(t for _, t in said)],
-        scope.turn_of, scope.df.__getitem__)
+        scope.turn_of, scope.df.__getitem__, replaced=item_scope.replaced_turns if item_scope else frozenset())
     cards = select(ranked, counter, mem.top_k, room, scope.is_common, scope.turn_of, changed)
     if profile.guessed:  # ``select`` fitted the hits' block, its markers and preamble too, in ``room``
         profile = profile.beside(counter.text(render_block([])) + sum(card_cost(c, counter) for c in cards), room)

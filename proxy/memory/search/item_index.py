@@ -12,6 +12,7 @@ import numpy as np
 from ...store.interface import Items
 from ...store.records import ItemRow
 from ..lifecycle import is_expired
+from ..memory_schema import is_guess
 from ..recall.changed_since import changed_later
 from ..recall.profile import ProfileMemo
 from .bm25 import BM25Index, tokenize
@@ -27,6 +28,9 @@ class ItemScope:
     profile: ProfileMemo = field(default_factory=ProfileMemo)  # the profile of ``rows`` at ``version``
     changed: frozenset[int] = frozenset()  # the ids of ``rows`` a later one may have changed (``changed_since``)
     changed_turns: frozenset[str] = frozenset()  # the fragment hashes of the turns those were read from
+    # The fragment hashes of the turns a replaced guess was read from: a supersede leaves them stored (a reading
+    # of a turn may be wrong), and recall shows them marked as since changed (``turns_changed_later``).
+    replaced_turns: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,8 @@ class ItemIndex:
                 scope.changed = changed_later(scope.rows, lambda row: terms[row.id])
                 scope.changed_turns = frozenset(
                     h for row in scope.rows if row.id in scope.changed for h in row.fragment_hashes)
+                scope.replaced_turns = replaced_guess_turns(
+                    scope.rows, await self.store.all(tenant, user, include_inactive=True))
                 scope.version = version
         return scope
 
@@ -77,6 +83,14 @@ class ItemIndex:
 
     def forget_scope(self, tenant: str, user: str) -> None:
         self._scopes.pop((tenant, user), None)
+
+
+def replaced_guess_turns(active: Sequence[ItemRow], stored: Sequence[ItemRow]) -> frozenset[str]:
+    """The hashes of the turns superseded guesses among ``stored`` were read from, but for those a live fact of
+    ``active`` was read from too (the turn that said the new value)."""
+    live = {h for row in active for h in row.fragment_hashes}
+    return frozenset(h for row in stored if row.status == "superseded" and is_guess(row.confidence)
+                     for h in row.fragment_hashes if h not in live)
 
 
 def item_candidates(
