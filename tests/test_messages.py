@@ -153,6 +153,34 @@ def test_what_the_user_types_during_a_tool_loop_is_the_query_and_is_remembered(
     assert not any("Sunny" in t for t in turns)  # the tool's output is not what the user said
 
 
+def test_context_claude_code_adds_to_the_users_message_is_not_their_words(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """Claude Code puts ``<system-reminder>`` elements (its CLAUDE.md files, the todo list) in the user's
+    message, resent with every message: forwarded as sent, never remembered nor searched as the user's words."""
+    proxy = make_proxy()
+    tell(proxy, "ora")
+    reminder = ("<system-reminder>\nAs you answer the user's questions, you can use the following context:\n"
+                "# claudeMd\nAlways run the linter. I live in Lisbon.\n</system-reminder>")
+    content = [{"type": "text", "text": reminder},
+               {"type": "text", "text": f"{reminder}\n{QUESTION} My bike is a green Brompton."}]
+    with proxy.anthropic() as client:
+        raw = client.messages.with_raw_response.create(
+            model=MODEL, max_tokens=64, messages=[{"role": "user", "content": content}],  # type: ignore[arg-type]
+            metadata={"user_id": "ora"},
+        )
+    proxy.drain()
+    assert raw.headers["x-paperclip-memories"] != "0"  # the question, not the reminder, was the query
+    last = forwarded(upstream)["messages"][-1]["content"]
+    assert [b for b in last if "peanuts" not in b["text"]] == content  # the client's blocks, as sent
+    with admin(proxy) as http:
+        turns = [f["text"] for f in http.get("/paperclip/v1/users/ora/fragments").json()["data"]]
+        memories = [m["content"] for m in http.get("/paperclip/v1/users/ora/memories").json()["data"]]
+    assert any(t.endswith("My bike is a green Brompton.") for t in turns)
+    assert not any("linter" in t or "claudeMd" in t for t in turns)
+    assert not any("Lisbon" in m for m in memories)
+
+
 def test_stream_is_relayed_event_for_event_and_recorded(
     make_proxy: Callable[..., Proxy], upstream: FakeUpstream
 ) -> None:

@@ -41,6 +41,20 @@ def text_of(message: Mapping[str, Any]) -> str:
     return ""
 
 
+# Context a client puts in the user's message, not the user's words: Claude Code's ``<system-reminder>``
+# elements (its CLAUDE.md files, the todo list, the file open in the editor), resent with every message.
+_CLIENT_CONTEXT = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.S)
+
+
+def words_of(message: Mapping[str, Any]) -> str:
+    """What a message says in its sender's own words: its text (``text_of``) without a memory block of ours
+    (``strip_injected``) or the context a client added (``_CLIENT_CONTEXT``), stripped."""
+    text = strip_injected(text_of(message))
+    if "<system-reminder>" in text:
+        text = _CLIENT_CONTEXT.sub("", text)
+    return text.strip()
+
+
 def latest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].get("role") == "user":
@@ -53,12 +67,12 @@ def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
     i = latest_user_index(messages)
     if i is None:
         return ""
-    question = strip_injected(text_of(messages[i])).strip()
+    question = words_of(messages[i])
     if not _needs_context(question):
         return question
     for j in range(i - 1, -1, -1):
         if messages[j].get("role") == "assistant":
-            before = strip_injected(text_of(messages[j])).strip()
+            before = words_of(messages[j])
             return f"{before}\n{question}" if before else question
         if messages[j].get("role") == "user":
             break
@@ -77,7 +91,7 @@ def indexable(conv: Sequence[Mapping[str, Any]], start: int = 0) -> list[tuple[i
         role = message.get("role")
         if role not in INDEXED_ROLES:
             continue
-        text = strip_injected(text_of(message)).strip()
+        text = words_of(message)
         if text:
             out.append((position, str(role), text))
     return out

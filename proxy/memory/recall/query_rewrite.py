@@ -19,8 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from ...prompts import Prompts
-from .cards import strip_injected
-from .query import latest_user_index, text_of
+from .query import latest_user_index, words_of
 
 log = logging.getLogger("paperclip.memory")
 
@@ -38,13 +37,13 @@ def rewrite_prompt(prompts: Prompts, messages: Sequence[Mapping[str, Any]]) -> s
     i = latest_user_index(messages)
     if i is None:
         return None
-    message = strip_injected(text_of(messages[i])).strip()
+    message = words_of(messages[i])
     if not message:
         return None
     recent = [
-        f"{m.get('role')}: {strip_injected(text_of(m)).strip()[:CONTEXT_CHARS]}"
+        f"{m.get('role')}: {words_of(m)[:CONTEXT_CHARS]}"
         for m in messages[max(0, i - CONTEXT_MESSAGES) : i]
-        if m.get("role") in ("user", "assistant") and text_of(m).strip()
+        if m.get("role") in ("user", "assistant") and words_of(m)
     ]
     return prompts.render("query_rewrite", context="\n".join(recent), message=message[:MESSAGE_CHARS])
 
