@@ -180,6 +180,43 @@ def test_sdk_stream_ends_at_done_with_a_held_socket(proxy: Proxy, upstream: Fake
     assert time.monotonic() - started < 1.0
 
 
+def test_a_reply_that_writes_the_done_line_as_text_arrives_whole(proxy: Proxy, upstream: FakeUpstream) -> None:
+    """Only a ``data: [DONE]`` line of its own ends the stream, not those bytes inside an event's data."""
+    said = ["An SSE stream ends with the line data: [DONE] and then", " the client stops reading."]
+    events = [chunk({"role": "assistant", "content": said[0]}), chunk({"content": said[1]}), chunk({}, finish="stop")]
+    answer_with(upstream, sse(events), delay=0.05)  # each event its own write
+    with proxy.client() as client:
+        got = list(client.chat.completions.create(**CHAT))  # type: ignore[call-overload]
+    assert "".join(c.choices[0].delta.content or "" for c in got) == "".join(said)
+    assert got[-1].choices[0].finish_reason == "stop"
+    # A tool call's arguments may hold it too (code that writes an event stream).
+    call = {"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "write", "arguments": json.dumps({"code": "print('data: [DONE]')"})}}
+    answer_with(upstream, sse([chunk({"role": "assistant", "tool_calls": [call]}), chunk({}, finish="tool_calls")]),
+                delay=0.05)
+    with proxy.http() as http:
+        body = http.post("/v1/chat/completions", json=CHAT).content
+    assert body == b"".join(sse([chunk({"role": "assistant", "tool_calls": [call]}), chunk({}, finish="tool_calls")]))
+
+
+def test_a_passed_through_stream_ends_at_its_done_although_upstream_holds_the_socket(
+    proxy: Proxy, upstream: FakeUpstream
+) -> None:
+    """``[DONE]`` ends the response at once on any path, legacy completions' streams too (SPEC §8)."""
+    parts = sse([{"id": "cmpl-1", "object": "text_completion", "choices": [{"index": 0, "text": "Hi"}]}])
+
+    async def completions(request: Request, body: dict[str, Any]) -> Response:
+        return Scripted(upstream, parts, hold_open=10)
+
+    upstream.routes["/v1/completions"] = completions
+    started = time.monotonic()
+    with proxy.http() as http, http.stream("POST", "/v1/completions", json={"model": MODEL, "prompt": "hi",
+                                                                           "stream": True}) as r:
+        body = b"".join(r.iter_raw())
+    assert time.monotonic() - started < 2.0
+    assert body == b"".join(parts)
+
+
 def split_inside_characters(data: bytes, text: str) -> list[bytes]:
     """Cut ``data`` in the middle of the UTF-8 encoding of every non-ASCII character of ``text``."""
     cuts = []

@@ -67,7 +67,7 @@ class PassthroughEndpoint(Endpoint):
         request = httpx.Request(scope["method"], url, headers=out_headers, content=content)
         return Exchange(
             client=self.rt.upstreams.client(up), request=request, body_done=body_done,
-            errors=ANTHROPIC_ERRORS if anthropic else self.errors,
+            errors=ANTHROPIC_ERRORS if anthropic else self.errors, ends_at_done=True,
         )
 
 

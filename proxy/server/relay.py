@@ -8,8 +8,9 @@ watcher cancels the exchange, and the exchange's end cancels the watcher.
 
 Chunks are sent as they arrive (never buffered), as raw bytes: a gzip body
 goes through with its header, a multibyte character split across chunks is
-rejoined by the client. For chat streams, ``data: [DONE]`` ends the response at
-once even if the upstream holds its socket open.
+rejoined by the client. A ``data: [DONE]`` line of its own (not those bytes in
+an event's data) ends a chat stream, and a passed-through one, at once even if
+the upstream holds its socket open.
 
 A reply that breaks is never ended cleanly (SPEC §9), so the client cannot
 take it for a whole one: a stream ends with an error event; a plain body's
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -38,7 +40,13 @@ from .usage_ledger import TAIL_BYTES
 
 log = logging.getLogger("paperclip.relay")
 
-_DONE = b"data: [DONE]"
+_DONE = (b"data: [DONE]", b"data:[DONE]")
+# The line that ends an OpenAI event stream: ``data: [DONE]`` on a line of its own (the space is optional
+# in SSE), never those bytes inside an event's data ("…the line data: [DONE] and then", a tool's code). The
+# bytes before a window of the stream are a line's end at its start (``_STREAM_START``).
+_DONE_LINE = re.compile(rb"[\r\n]data: ?\[DONE\][ \t]*(?:\r\n|[\r\n]|$)")
+_STREAM_START = b"\n"
+_TAIL = len(b"\ndata: [DONE] \r\n")
 _LINGER_S = 0.25
 
 
@@ -67,7 +75,8 @@ class Exchange:
     request: httpx.Request
     extra_headers: list[tuple[bytes, bytes]] = field(default_factory=list)
     capture_limit: int = 0  # bytes of the response body to keep for recording
-    stop_at_done: bool = False
+    stop_at_done: bool = False  # an event stream ends at its [DONE] line, and without it has not ended
+    ends_at_done: bool = False  # an event stream ends at a [DONE] line if it has one (a pass-through path)
     body_done: anyio.Event = field(default_factory=anyio.Event)
     on_headers: Callable[[httpx.Response], None] | None = None
     errors: ErrorShape = OPENAI_ERRORS  # the client's API's shape of Paperclip's own errors
@@ -156,9 +165,9 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
                     chunk, held = chunk + held, b""
                 if not chunk:
                     continue
-            window = tail + chunk
-            tail = window[-len(_DONE) :]
-            if ex.stop_at_done and sse and _DONE in window:
+            window = (tail or _STREAM_START) + chunk
+            tail = window[-_TAIL:]
+            if (ex.stop_at_done or ex.ends_at_done) and sse and _DONE_LINE.search(window):
                 # The response ends here, in the same write as its last bytes.
                 await send({"type": "http.response.body", "body": chunk + held, "more_body": False})
                 outcome.complete = True
