@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -315,6 +316,52 @@ def test_a_body_past_the_memory_bound_is_forwarded_as_it_came_and_not_recorded(
     assert upstream.chat_requests()[-1].body == body
     proxy.drain()
     assert stored(proxy, "u-big") == (0, [])
+
+
+def test_inline_images_past_the_bound_leave_the_chat_to_the_memory_layer(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """The bound is on the text the memory layer reads, not on bytes of inline media: a vision chat
+    with a few screenshots is compressed, recalled and recorded like any other."""
+    from proxy.server.chat import MEMORY_MAX_BODY_BYTES
+
+    proxy = make_proxy(defaults={"context": {"recent_window_tokens": 300, "summary_budget_tokens": 200}})
+    image = "data:image/png;base64," + base64.b64encode(bytes(range(256)) * (MEMORY_MAX_BODY_BYTES // 200)).decode()
+    history: list[dict[str, Any]] = [{"role": "user", "content": [
+        {"type": "text", "text": "Here is my screenshot. My cat Miso is allergic to chicken."},
+        {"type": "image_url", "image_url": {"url": image}}]}]
+    with proxy.http() as http:
+        for turn in range(8):
+            r = http.post("/v1/chat/completions", json={"model": MODEL, "messages": history, "user": "u-pics"})
+            assert r.status_code == 200 and "x-paperclip-degraded" not in r.headers, r.headers
+            proxy.drain()
+            history += [{"role": "assistant", "content": f"Answer {turn}: " + "words " * 40},
+                        {"role": "user", "content": f"Question {turn}: tell me more about topic {turn}."}]
+    assert len(json.dumps(history)) > MEMORY_MAX_BODY_BYTES
+    assert upstream.compression_calls > 0  # the history past the window was compressed
+    sent = upstream.chat_requests()[-1].json()["messages"]
+    assert len(sent) < len(history) and image not in json.dumps(sent[1:])  # the screenshot's turn was summarised
+    with proxy.http() as http:
+        turns = http.get("/paperclip/v1/users/u-pics/fragments",
+                         headers={"authorization": f"Bearer {ADMIN_KEY}"}).json()["data"]
+    assert any("Miso is allergic to chicken" in t["text"] for t in turns)  # recorded, its text only
+    assert not any("base64" in t["text"] for t in turns)
+
+
+def test_inline_media_is_counted_in_every_apis_shape_and_words_never_are() -> None:
+    from proxy.server.chat import inline_media_bytes
+
+    blob = "QUJD" * 1000
+    body = {"messages": [
+        {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": blob}}]},  # Anthropic
+        {"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": blob, "format": "wav"}}]},
+        {"role": "user", "content": [{"type": "file", "file": {"file_data": blob}}]},
+        {"role": "user", "content": [{"type": "input_image", "image_url": f"data:image/png;base64,{blob}"}]},
+        {"role": "user", "content": [{"type": "text", "text": blob}]},  # words, however they look
+        {"role": "user", "content": blob},
+        {"role": "assistant", "content": "ok", "data": "short"},
+    ]}
+    assert inline_media_bytes(body) == 4 * len(blob) + len("data:image/png;base64,")
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -38,11 +38,15 @@ from .startup import hold
 log = logging.getLogger("paperclip.chat")
 T = TypeVar("T")
 
-# Bodies past this size skip the memory layer: forwarded as they came, nothing recorded,
-# tokens estimated. Counting, hashing, masking and embedding megabytes of new text
-# would hold the CPU (and Python's GIL) for seconds while every other client waits.
+# Bodies past this size, inline media aside, skip the memory layer: forwarded as they came,
+# nothing recorded, tokens estimated. Counting, hashing, masking and embedding megabytes of
+# new text would hold the CPU (and Python's GIL) for seconds while every other client waits;
+# an image, an audio clip or a file sent inline is estimated, never read (``inline_media_bytes``).
 MEMORY_MAX_BODY_BYTES = 2 * 1024 * 1024
 BYTES_PER_TOKEN = 4  # a typical English ratio, for the estimate only
+# A string this long under a media key, or a data URL, is inline media (base64), not words.
+_MEDIA_MIN_CHARS = 1024
+_MEDIA_KEYS = frozenset({"data", "file_data", "url", "image_url"})
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ class ChatEndpoint(Endpoint):
             raw = await off_loop(len(raw), decode_request_body, raw, headers.get("content-encoding"), limit)
         body = await parse_body(raw)
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
-        large = len(raw) > MEMORY_MAX_BODY_BYTES
+        large = len(raw) > MEMORY_MAX_BODY_BYTES and len(raw) - inline_media_bytes(body) > MEMORY_MAX_BODY_BYTES
         bypass = memory_off or large or not self._enabled(tenant)
         shaped = await self.shape(scope, headers, tenant, body, size=len(raw), bypass=bypass)
         # An unreadable body is not ours to judge: the upstream validates it and answers.
@@ -262,6 +266,25 @@ def reply_of(outcome: Outcome, max_bytes: int) -> Reply:
         disconnected=outcome.disconnected,
         max_bytes=max_bytes,
     )
+
+
+def inline_media_bytes(value: Any) -> int:
+    """The characters of the inline media in a request body: images, audio and files sent as data URLs or
+    base64 ``data`` (OpenAI's ``image_url``, ``input_audio``, ``file_data``; Anthropic's ``source``)."""
+    total = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if isinstance(item, str):
+                    if len(item) >= _MEDIA_MIN_CHARS and (key in _MEDIA_KEYS or item.startswith("data:")):
+                        total += len(item)
+                elif isinstance(item, (dict, list)):
+                    stack.append(item)
+        elif isinstance(node, list):
+            stack.extend(n for n in node if isinstance(n, (dict, list)))
+    return total
 
 
 def too_large(size: int) -> Prepared:
