@@ -295,7 +295,9 @@ class Memory(Section):
 
     enabled: bool = Field(default=True, description="`false`: nothing is recalled, indexed or extracted.")
     scope: Literal["user", "session"] = Field(
-        default="user", description="Whose memories a request recalls: the user's across sessions, or the session's own."
+        default="user",
+        description="Whose memories a request recalls: the user's across sessions, or (`session`) the session's own: "
+        "its profile, its facts and turns, and conflicts only with what the same session said.",
     )
     top_k: Positive = Field(default=8, description="At most this many cards are injected (8 measured best on LoCoMo).")
     budget_tokens: Positive = Field(default=800, description="The memory block's tokens, the profile included.")

@@ -253,6 +253,7 @@ class MemoryPipeline:
             tenant, user, session, _at(call, found, len(view.conv), answer if held else None),
             length + held, complete,
             every=1 if force or held else mem.extract_every_messages, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
+            per_session=mem.scope == "session",
         )
         if quiet is None:
             return
@@ -260,7 +261,8 @@ class MemoryPipeline:
 
         async def when_quiet() -> None:  # what waits, the answer included: the chat's last message
             await extractor.catch_up(tenant, user, session, last, length + bool(answer), complete,
-                                     every=1, pii=mem.pii, dedup_cosine=mem.dedup_cosine)
+                                     every=1, pii=mem.pii, dedup_cosine=mem.dedup_cosine,
+                                     per_session=mem.scope == "session")
 
         quiet.arm((tenant, user, session), mem.extract_quiet_s, when_quiet)
 

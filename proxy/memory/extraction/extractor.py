@@ -102,6 +102,7 @@ class Extractor:
         every: int,
         pii: str,
         dedup_cosine: float,
+        per_session: bool = False,
     ) -> int:
         """Extract the session's turns not mined yet, once at least ``every`` messages wait.
 
@@ -135,7 +136,7 @@ class Extractor:
                 return 0
             fresh = await self.stored(tenant, user, [t for t in turns if t[0] >= done])
             added = await self.extract(
-                tenant, user, session, fresh, complete, pii=pii, dedup_cosine=dedup_cosine
+                tenant, user, session, fresh, complete, pii=pii, dedup_cosine=dedup_cosine, per_session=per_session
             )
             extracted = True
         return added
@@ -159,8 +160,10 @@ class Extractor:
         pii: str,
         dedup_cosine: float,
         now: dt.datetime | None = None,
+        per_session: bool = False,
     ) -> int:
-        """Extract and store memories from ``turns``; returns how many items were added."""
+        """Extract and store memories from ``turns``; returns how many items were added. ``per_session``
+        (``memory.scope: session``): the new items meet only the session's own, to merge or supersede."""
         now = now or dt.datetime.now(dt.UTC)
         # Nothing unmasked reaches the model or the store; source hashes use the originals.
         # Masking and the rules read every turn: off the event loop when that is a lot of text.
@@ -179,7 +182,8 @@ class Extractor:
         if not found:
             return 0
         batch = fold_batch(found, list(await self.embed([i.content for i in found])), dedup_cosine)
-        existing = await self.items.active_with_vectors(tenant, user)
+        existing = [(r, v) for r, v in await self.items.active_with_vectors(tenant, user)
+                    if not per_session or r.session == session]
         known = [ExistingItem.of(r, v) for r, v in existing]
         pairs = close_pairs(batch, known)
         judged = await self._judge(batch, pairs, complete) if pairs and complete is not None else None
@@ -191,7 +195,7 @@ class Extractor:
             planned = Planned(decision, await self._sources_of(tenant, user, decision, item, rows))
             done = await remember(
                 self.items, self.embed, tenant, user, session, item, dedup_cosine=dedup_cosine,
-                fragment_hashes=_sources(item, turns), vector=vector, planned=planned,
+                fragment_hashes=_sources(item, turns), vector=vector, planned=planned, per_session=per_session,
             )
             added += done.action != "merged"
         # A value the same batch replaced was said in these turns, and repeated in the replies to them

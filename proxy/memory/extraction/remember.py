@@ -49,18 +49,22 @@ async def remember(
     fragment_hashes: Sequence[str] = (),
     vector: np.ndarray | None = None,
     planned: Planned | None = None,
+    per_session: bool = False,
 ) -> Remembered:
     """Store ``item`` for the user by SPEC §5's rules; ``fragment_hashes`` name the turns it came from.
 
     ``planned`` is a decision made before the transaction (reconciled by the
     compression model, ``reconcile``): it is kept when the user's active items
     still allow it — its targets still active, no other item of the key —
-    and ``decide`` runs instead when they changed meanwhile.
+    and ``decide`` runs instead when they changed meanwhile. ``per_session``: ``item`` meets only the
+    items of ``session`` (``memory.scope: session``).
     """
     if vector is None:
         vector = (await embed([item.content]))[0]
 
     def choose(existing: list[tuple[ItemRow, np.ndarray]]) -> ItemWrite:
+        if per_session:  # ``memory.scope: session``: another session's facts are not this one's to change
+            existing = [(r, v) for r, v in existing if r.session == session]
         known = [ExistingItem.of(r, v) for r, v in existing]
         if planned is not None and _still_holds(planned.decision, item, known):
             decision, extra = planned.decision, planned.suppress

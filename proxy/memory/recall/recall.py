@@ -52,7 +52,7 @@ from ..search.scope_index import ScopeIndex
 from .cards import Card, card_cost, render_block
 from .changed_since import facts_changed_by_turns, turns_changed_later
 from .packing import SCAN_LIMIT, select
-from .profile import Profile, beyond, profile_of
+from .profile import Profile, beyond, left_out, profile_of
 from .query import (
     Period,
     build_query,
@@ -154,8 +154,9 @@ async def recall_for(
         )
         bm25_f, dated = keyword_scores(scope, terms, periods)
         said = await scope.said_changes()
+        session = request.session if mem.scope == "session" else None
         # The profile leads the block whatever the question; its facts are never repeated below it.
-        profile = _profile(item_scope, scope, said, mem, counter, _moment(request.now))
+        profile = _profile(item_scope, scope, said, mem, counter, _moment(request.now), session)
         speaker, about_someone = await off_loop(len(query), _who, query, scope)
         exclude = request.window_hashes
         if exclude is None:
@@ -179,7 +180,6 @@ async def recall_for(
     fused = fuse(
         vector, bm25, mem.vector_weight, mem.bm25_weight, vector_norm=VECTOR_NORM, bm25_norm=BM25_NORM, boost=boost
     )
-    session = request.session if mem.scope == "session" else None
     shown_or_changed = profile.item_ids | profile.changed
     cands = [
         c for c in candidates(fused, scope.fragments, item_found.rows, exclude, session)
@@ -188,7 +188,7 @@ async def recall_for(
     now = _moment(request.now)
     if not about_someone and not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
-        shown = [*profile.cards, *_standing_beyond(item_scope, profile, [], cands, now, mem, counter)]
+        shown = [*profile.cards, *_standing_beyond(item_scope, profile, [], cands, now, mem, counter, session)]
         return Recall(query, hits, shown, _block(shown), focused)
     ranking = rank(cands, periods, SCAN_LIMIT, speaker)
     ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
@@ -205,17 +205,22 @@ async def recall_for(
         profile = profile.beside(counter.text(render_block([])) + sum(card_cost(c, counter) for c in cards), room)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
-    shown = [*profile.cards, *_standing_beyond(item_scope, profile, cards, cands, now, mem, counter), *cards]
+    shown = [*profile.cards, *_standing_beyond(item_scope, profile, cards, cands, now, mem, counter, session), *cards]
     return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched)
 
 
 def _standing_beyond(
     scope: ItemScope | None, profile: Profile, cards: Sequence[Card], cands: Sequence[Candidate], now: dt.datetime,
-    mem: Memory, counter: TokenCounter,
+    mem: Memory, counter: TokenCounter, session: str | None = None,
 ) -> list[Card]:
     """The standing facts past the profile's budget that fit what the block has left (``profile.beyond``):
-    shown after the profile's, before the hits."""
-    rest = scope.profile.left_out(scope.rows, now) if scope is not None and mem.profile else []
+    shown after the profile's, before the hits; ``session``: only that session's (``memory.scope: session``)."""
+    if scope is None or not mem.profile:
+        rest = []
+    elif session is None:
+        rest = scope.profile.left_out(scope.rows, now)
+    else:
+        rest = left_out([r for r in scope.rows if r.session == session], profile, now)
     if not rest or len(cards) >= mem.top_k:
         return []
     used = counter.text(render_block([*profile.cards, *cards]))
@@ -247,12 +252,15 @@ def _who(query: str, scope: ScopeIndex) -> tuple[Role | None, bool]:
 
 def _profile(
     scope: ItemScope | None, turns: ScopeIndex, said: Sequence[tuple[str, Fragment]], mem: Memory,
-    counter: TokenCounter, now: dt.datetime,
+    counter: TokenCounter, now: dt.datetime, session: str | None = None,
 ) -> Profile:
-    """The user's profile: facts a later one may have changed marked, and those a later turn may have."""
+    """The user's profile: facts a later one may have changed marked, and those a later turn may have;
+    ``session``: the session's own (``memory.scope: session``), not remembered between requests."""
     if scope is None:
         return profile_of((), mem, counter, now)
     changed = scope.changed | changed_by_turns(turns, said, scope.rows)
+    if session is not None:
+        return profile_of([r for r in scope.rows if r.session == session], mem, counter, now, changed)
     return scope.profile.of(scope.version, scope.rows, mem, counter, now, changed)
 
 

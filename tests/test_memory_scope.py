@@ -1,0 +1,51 @@
+"""``memory.scope: session``: each session remembers for itself (SPEC §4), through real sockets on both stores.
+
+Its facts, its profile and its conflicts are its own: what another session of
+the same user says neither shows in it nor changes what it said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.admin_helpers import admin
+from tests.conftest import PROXY_KEY, Proxy, both_stores
+from tests.fake_upstream import FakeUpstream
+
+backend = both_stores
+
+
+def chat(proxy: Proxy, upstream: FakeUpstream, session: str, history: list[dict[str, Any]]) -> str:
+    """Send ``history`` in ``session`` of user ada; what the upstream received, as text."""
+    proxy.client(PROXY_KEY).chat.completions.create(
+        model="gpt-4o-mini", messages=history,  # type: ignore[arg-type]
+        extra_headers={"X-Paperclip-User": "ada", "X-Paperclip-Session": session},
+    )
+    proxy.drain()
+    return upstream.chat_requests()[-1].body.decode()
+
+
+def said(proxy: Proxy, upstream: FakeUpstream, session: str, statement: str) -> list[dict[str, Any]]:
+    history = [{"role": "user", "content": statement}]
+    for topic in ("naps", "tea", "rain"):
+        history += [{"role": "assistant", "content": "Noted."}, {"role": "user", "content": f"Thoughts on {topic}?"}]
+        chat(proxy, upstream, session, history)
+    return history
+
+
+def test_each_session_keeps_its_own_facts_profile_and_conflicts(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy(defaults={"memory": {"scope": "session"}})
+    paris = said(proxy, upstream, "A", "I live in Paris, and I'm allergic to peanuts.")
+    said(proxy, upstream, "B", "I live in Berlin.")
+    with admin(proxy) as http:
+        mine = {m["content"]: m for m in http.get("/paperclip/v1/users/ada/memories?status=all").json()["data"]}
+    assert mine["The user lives in Paris."]["status"] == "active"  # Berlin, said elsewhere, replaced nothing
+    asked = [*paris, {"role": "assistant", "content": "Sure."},
+             {"role": "user", "content": "Which grocery delivery service works where I live?"}]
+    sent = chat(proxy, upstream, "A", asked)
+    assert "Paris" in sent and "Berlin" not in sent
+    fresh = chat(proxy, upstream, "C", [{"role": "user", "content": "Can you suggest a snack for my trip?"}])
+    assert "peanuts" not in fresh and "Paris" not in fresh  # a new session starts with no profile
