@@ -57,6 +57,22 @@ class PgServer:
 
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.server.pgdata, user=self.server.system_user)
 
+    def freeze(self) -> None:
+        """Stop the server's processes where they are (SIGSTOP): connections stay open, nothing answers."""
+        for process in self._processes():
+            process.suspend()
+
+    def thaw(self) -> None:
+        for process in self._processes():
+            process.resume()
+
+    def _processes(self) -> list[Any]:
+        import psutil  # pgserver's own dependency
+
+        with open(f"{self.server.pgdata}/postmaster.pid") as pid_file:
+            postmaster = psutil.Process(int(pid_file.readline()))
+        return [postmaster, *postmaster.children(recursive=True)]
+
     def resume(self) -> None:
         """Start it again, at the same address."""
         with self.server._lock:

@@ -73,6 +73,26 @@ def test_a_stopped_postgresql_degrades_requests_and_is_used_again_once_it_is_bac
     assert proxy.server.call(proxy.store.fragments.known("acme", "ola", said)) == set(said)
 
 
+def test_a_postgresql_that_stops_answering_is_not_ready_within_five_seconds(
+    make_proxy: Callable[..., Proxy], own_pg: PgServer
+) -> None:
+    """Frozen, not stopped: its sockets stay open and nothing answers (SPEC §9: /readyz false within 5 s).
+    Giving up a query on a frozen server takes the driver up to 10 s; the readiness check does not wait."""
+    proxy = make_proxy(storage={"timeout_s": 1})
+    assert chat(proxy, "I live in Tromsø.").status_code == 200
+    proxy.drain()
+    own_pg.freeze()
+    try:
+        assert until(lambda: not ready(proxy), tries=100)  # 100 × 50 ms
+        during = chat(proxy, "A question while the database is frozen")
+        assert during.status_code == 200 and during.headers.get("x-paperclip-degraded") == "store_unavailable"
+    finally:
+        own_pg.thaw()
+    assert until(lambda: ready(proxy))
+    after = chat(proxy, "I keep two cats.")
+    assert after.status_code == 200 and "x-paperclip-degraded" not in after.headers
+
+
 @pytest.fixture
 async def pg_db(storage_url: str) -> AsyncIterator[PgDatabase]:
     db = await PgDatabase.open(storage_url, 8)

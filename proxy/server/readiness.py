@@ -12,7 +12,11 @@ Either database is pinged every ``WATCH_EVERY_S``: one that does not answer
 (a stopped PostgreSQL) turns the layer ``StoreDown`` — requests go out
 plainly at once (``store_unavailable``) rather than each waiting
 ``storage.timeout_s``, and ``/readyz`` answers 503 — and the first ping it
-answers again puts the layer back, without a restart.
+answers again puts the layer back, without a restart. A ping not answered
+within ``PING_DEADLINE_S`` is a database that does not answer, whatever the
+ping is still doing: giving up a query on a server that stopped where it was
+(its sockets open) takes the PostgreSQL driver up to 10 s more. Such a ping
+is left to end on its own, and no other starts while it runs.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from ..store.interface import DatabaseUnavailable
 from .runtime import Offline, Ready, Runtime, StoreDown
 
 WATCH_EVERY_S = 1.0
+PING_DEADLINE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ async def check_database(runtime: Runtime, path: str, opened: FileIdentity | Non
 
 async def watch_store(runtime: Runtime, every_s: float = WATCH_EVERY_S) -> None:
     """Until the memory layer is off for good: check the SQLite file, ping the database, say what is true."""
+    ping: asyncio.Future[None] | None = None  # a ping not answered yet
     while True:
         state = runtime.memory.state
         layer = runtime.memory.layer
@@ -84,10 +90,18 @@ async def watch_store(runtime: Runtime, every_s: float = WATCH_EVERY_S) -> None:
             path = urls.sqlite_path(runtime.settings.storage.url)
             if not await check_database(runtime, path, opened):
                 return
-        try:
-            await layer.bounded.ping()
-        except DatabaseUnavailable as exc:
-            runtime.memory.store_down(str(exc))
+        if ping is None:
+            ping = asyncio.ensure_future(layer.bounded.ping())
+            ping.add_done_callback(lambda done: done.cancelled() or done.exception())  # read, even if left
+        done, _ = await asyncio.wait({ping}, timeout=PING_DEADLINE_S)
+        if not done:
+            runtime.memory.store_down(f"the database did not answer within {PING_DEADLINE_S:g} s")
         else:
-            runtime.memory.store_back()
+            failed, ping = ping.exception(), None
+            if isinstance(failed, DatabaseUnavailable):
+                runtime.memory.store_down(str(failed))
+            elif failed is not None:
+                raise failed
+            else:
+                runtime.memory.store_back()
         await asyncio.sleep(every_s)
