@@ -120,6 +120,12 @@ def test_sessions_mode_end_to_end(dataset: Path, tmp_path: Path, capsys: pytest.
     assert greyhound["presence"] == 1.0 and greyhound["in_window"] == 0
     assert greyhound["recall"]["5"] == 1.0 and greyhound["tokens_memory"] > 0
     assert answers[("fusion", 2)]["presence"] == 1.0  # the turn's photo caption is part of it
+    # The compression ratio, on stdout and in the file: the replayed requests' tokens, sent and forwarded.
+    sent = sum(c for series in result["stats"]["timeline"].values() for c, _ in series)
+    forwarded = sum(f for series in result["stats"]["timeline"].values() for _, f in series)
+    assert result["compression"] == {"tokens_sent": sent, "tokens_forwarded": forwarded,
+                                     "ratio": round(forwarded / sent, 3)}
+    assert f"compression ratio {forwarded / sent:.3f}" in (tmp_path / "results.md").read_text()
 
 
 def test_one_chat_mode_counts_the_verbatim_window(dataset: Path, tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from jinja2 import Environment
 
 from .locomo import CATEGORIES
 from .replay import Stats
-from .report import COLUMNS, cell, forwarded_against_sent, headline
+from .report import COLUMNS, cell, compression, forwarded_against_sent, headline
 
 # The reports' look, shared by this page and the scenarios' (``scenarios_page``).
 STYLE = """<style>body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:1rem auto;padding:0 1rem}
@@ -59,13 +59,12 @@ def write_report(
     _tokens(stats, out / "tokens.png")
     _presence(summary, out / "presence.png")
     _scores(stats, out / "scores.png")
-    client = sum(c for series in stats.timeline.values() for c, _ in series)
-    forwarded = sum(f for series in stats.timeline.values() for _, f in series)
+    tokens = compression(stats)
     page = _PAGE.render(
         style=STYLE,
         headline=headline(meta, stats), columns=COLUMNS,
         rows=[(name, [cell(c, row.get(c)) for c in COLUMNS]) for name, row in summary.items()],
-        tokens=forwarded_against_sent(client, forwarded),
+        tokens=forwarded_against_sent(tokens["tokens_sent"], tokens["tokens_forwarded"]),
         injected=len(stats.injected_scores), other=len(stats.other_scores),
     )
     path = out / "index.html"

@@ -85,6 +85,14 @@ def headline(meta: Mapping[str, Any], stats: Stats) -> str:
     )
 
 
+def compression(stats: Stats) -> dict[str, Any]:
+    """The replayed requests' tokens, as the client sent them and as Paperclip forwarded them, and the
+    ratio (forwarded / sent: below 1, compression saved more than recall added)."""
+    sent = sum(c for series in stats.timeline.values() for c, _ in series)
+    forwarded = sum(f for series in stats.timeline.values() for _, f in series)
+    return {"tokens_sent": sent, "tokens_forwarded": forwarded, "ratio": round(forwarded / sent, 3) if sent else None}
+
+
 def forwarded_against_sent(client: int, forwarded: int) -> str:
     """The tokens forwarded against those the client sent, worded for fewer and for more."""
     if not client:
@@ -110,7 +118,10 @@ def markdown(meta: Mapping[str, Any], stats: Stats, summary: Mapping[str, Mappin
         "(evidence already in the verbatim window excluded); tokens per question "
         "(all categories)."
     )
-    return f"{headline(meta, stats)}\n\n{table(summary)}\n\n{notes}\n"
+    tokens = compression(stats)
+    ratio = f"compression ratio {tokens['ratio']:.3f}: " if tokens["ratio"] is not None else ""
+    said = f"{ratio}{forwarded_against_sent(tokens['tokens_sent'], tokens['tokens_forwarded'])}"
+    return f"{headline(meta, stats)}\n\n{said} over the replayed requests.\n\n{table(summary)}\n\n{notes}\n"
 
 
 def write_json(
@@ -121,6 +132,7 @@ def write_json(
         "meta": dict(meta),
         "stats": dataclasses.asdict(stats),
         "summary": summary,
+        "compression": compression(stats),
         "answers": [dataclasses.asdict(a) for a in answers],
     }
     Path(path).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
