@@ -248,6 +248,63 @@ def test_env_interpolation(tmp_path: Path) -> None:
     assert unset.tenants[0].api_keys == ()
 
 
+def test_a_value_wholly_one_env_expression_is_read_as_the_yaml_it_spells(tmp_path: Path) -> None:
+    folder = tmp_path / "tenants"
+    folder.mkdir()
+    write(folder / "globex.yaml", "api_keys: [pk-globex]\nmemory:\n  top_k: ${GLOBEX_TOP_K:-5}\n")
+    path = write(
+        tmp_path / "proxy.yaml",
+        """
+server: {port: "${PAPERCLIP_PORT:-8787}", log_content: "${LOG_CONTENT:-false}"}
+passthrough_keys: ${PASSTHROUGH:-false}
+tenants_dir: tenants
+defaults:
+  context: {recent_window_tokens: "${WINDOW:-4000}"}
+  memory: {recency_half_life_days: "${HALF_LIFE:-null}", vector_weight: "${VECTOR_WEIGHT:-0.5}"}
+  upstream: {api_key: "${UP_KEY}", organization: "${ORG}", base_url: "http://up:${UP_PORT:-9}/v1"}
+tenants:
+  acme: {api_keys: ["${ACME_KEY}"]}
+""",
+    )
+    unset = config.load(path, env={})
+    assert (unset.server.port, unset.server.log_content, unset.passthrough_keys) == (8787, False, False)
+    assert unset.defaults.context.recent_window_tokens == 4000
+    assert unset.defaults.memory.recency_half_life_days is None
+    assert unset.defaults.memory.vector_weight == 0.5
+    assert {t.name: t.memory.top_k for t in unset.tenants} == {"acme": 8, "globex": 5}
+
+    env = {
+        "PAPERCLIP_PORT": "9000", "LOG_CONTENT": "true", "PASSTHROUGH": "true", "WINDOW": "6000", "HALF_LIFE": "90",
+        "GLOBEX_TOP_K": "3", "UP_KEY": "123456", "ORG": "4242", "UP_PORT": "8000", "ACME_KEY": "987654321",
+    }
+    given = config.load(path, env=env)
+    assert (given.server.port, given.server.log_content, given.passthrough_keys) == (9000, True, True)
+    assert given.defaults.context.recent_window_tokens == 6000
+    assert given.defaults.memory.recency_half_life_days == 90.0
+    assert {t.name: t.memory.top_k for t in given.tenants} == {"acme": 8, "globex": 3}
+    # Keys and other strings stay the text they were given, digits or not.
+    acme = given.tenants[0]
+    assert (acme.upstream.api_key, acme.upstream.organization, acme.api_keys) == ("123456", "4242", ("987654321",))
+    assert acme.upstream.base_url == "http://up:8000/v1"
+
+
+def test_an_env_expression_with_text_around_it_stays_a_string(tmp_path: Path) -> None:
+    path = write(tmp_path / "proxy.yaml", 'server: {port: "${PORT_HEAD}0"}\n')
+    with pytest.raises(ConfigError) as info:
+        config.load(path, env={"PORT_HEAD": "808"})
+    assert info.value.key == "server.port" and info.value.problem == "must be an integer, not '8080'"
+
+
+def test_an_env_value_that_spells_no_value_of_the_keys_type_names_the_key(tmp_path: Path) -> None:
+    path = write(tmp_path / "proxy.yaml", 'server: {port: "${PAPERCLIP_PORT}"}\npassthrough_keys: ${PASSTHROUGH}\n')
+    with pytest.raises(ConfigError) as info:
+        config.load(path, env={"PAPERCLIP_PORT": "eighty", "PASSTHROUGH": "[1]"})
+    assert [(p.key, p.problem) for p in info.value.problems] == [
+        ("server.port", "must be an integer, not 'eighty'"),
+        ("passthrough_keys", "must be true or false, not '[1]'"),
+    ]
+
+
 def test_only_config_reads_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path / "proxy.yaml", {"defaults": {"upstream": {"api_key": "${PAPERCLIP_TEST_UP}"}}})
     monkeypatch.setenv("PAPERCLIP_TEST_UP", "sk-process-env")

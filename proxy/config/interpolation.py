@@ -3,7 +3,10 @@
 A value that is only ``${VAR}`` with ``VAR`` unset or empty (and no default)
 counts as not set (``None``), so ``api_key: ${OPENAI_API_KEY}`` means "no key"
 rather than an empty one; inside a longer string an unset variable is "".
-Expansion is textual: ``port: ${PORT}`` is the string ``"8080"``.
+A value that is wholly one ``${...}`` becomes :class:`Spelled` text: where
+its key takes a number or true/false the schema reads it as the YAML it
+spells (``port: ${PORT:-8787}`` is the integer 8787); elsewhere, keys
+included, it is the text itself. With text around it, it is always a string.
 """
 
 from __future__ import annotations
@@ -12,13 +15,28 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import yaml
+
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class Spelled(str):
+    """The text a value that was wholly one ``${...}`` expanded to, as the file would have it."""
+
+    def scalar(self) -> Any:
+        """The YAML scalar the text spells (an integer, a number, true/false, null), else the text."""
+        try:
+            value = yaml.safe_load(self)
+        except yaml.YAMLError:
+            return str(self)
+        return value if value is None or isinstance(value, bool | int | float) else str(self)
 
 
 def interpolate(value: Any, env: Mapping[str, str]) -> Any:
     """``value`` (a YAML document or part of one) with every string expanded."""
     if isinstance(value, str):
-        return expand(value, env)
+        found = expand(value, env)
+        return Spelled(found) if found is not None and _VARIABLE.fullmatch(value) else found
     if isinstance(value, Mapping):
         return {k: interpolate(v, env) for k, v in value.items()}
     if isinstance(value, list):

@@ -29,7 +29,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
+from .interpolation import Spelled
 from .outbound import DIRECT, ProxyRules, parse_proxy
 from .tls import TlsSettings
 from .values import (
@@ -42,6 +44,7 @@ from .values import (
     ProxyAddress,
     Secret,
     StorageUrl,
+    allowed,
 )
 
 
@@ -53,15 +56,26 @@ class Section(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _blanks_and_sections(cls, data: Any) -> Any:
-        """``""`` is not set; a section left out is read as empty, so its defaults see the context."""
+        """``""`` is not set; a value that was wholly ``${VAR}`` is read as the number or true/false it
+        spells where the key takes one; a section left out is read as empty, so its defaults see the context."""
         if not isinstance(data, dict):
             return data
-        out = {k: None if v == "" else v for k, v in data.items()}
+        out = {k: None if v == "" else _spelled_for(cls.model_fields.get(k), v) for k, v in data.items()}
         for name, field in cls.model_fields.items():
             kind = field.annotation
             if isinstance(kind, type) and issubclass(kind, Section) and out.get(name) is None:
                 out[name] = {}
         return out
+
+
+def _spelled_for(field: FieldInfo | None, value: Any) -> Any:
+    """``value``, or the YAML scalar it spells if it was wholly ``${VAR}`` and ``field`` takes a number or true/false.
+
+    Strings (keys above all) keep the text: ``api_key: ${KEY}`` is ``"123456"``, never 123456.
+    """
+    if isinstance(value, Spelled) and field is not None and allowed(field).base in (bool, int, float):
+        return value.scalar()
+    return value
 
 
 # --- the top level -------------------------------------------------------------------------------
