@@ -305,6 +305,34 @@ def test_an_env_value_that_spells_no_value_of_the_keys_type_names_the_key(tmp_pa
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "env", "expanded"),
+    [
+        ("${V:-dflt}", {}, "dflt"),
+        ("${V:-dflt}", {"V": ""}, "dflt"),  # set but empty: the default, as in a shell or docker compose
+        ("${V:-dflt}", {"V": "given"}, "given"),
+        ("${V-dflt}", {}, "dflt"),
+        ("${V-dflt}", {"V": ""}, None),  # without the colon only an unset variable takes the default
+        ("${V-dflt}", {"V": "given"}, "given"),
+        ("${V}", {"V": ""}, None),
+        ("a/${V:-dflt}/b", {"V": ""}, "a/dflt/b"),
+        ("a/${V-dflt}/b", {"V": ""}, "a//b"),
+        ("a/${V-dflt}/b", {}, "a/dflt/b"),
+        ("a/${V}/b", {}, "a//b"),
+    ],
+)
+def test_env_default_with_colon_covers_empty_and_without_only_unset(
+    text: str, env: dict[str, str], expanded: str | None
+) -> None:
+    assert config.from_dict({"defaults": {"upstream": {"organization": text}}}, env=env).defaults.upstream.organization == expanded
+
+
+def test_the_embedded_file_takes_its_defaults_for_empty_variables() -> None:
+    settings = config.load(config.EMBEDDED_FILE, env={"PAPERCLIP_LOG_FORMAT": "", "PAPERCLIP_DATA_DIR": ""})
+    assert settings.server.log_format == "text"
+    assert settings.storage.url == "sqlite:///./paperclip.db"
+
+
 def test_only_config_reads_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path / "proxy.yaml", {"defaults": {"upstream": {"api_key": "${PAPERCLIP_TEST_UP}"}}})
     monkeypatch.setenv("PAPERCLIP_TEST_UP", "sk-process-env")

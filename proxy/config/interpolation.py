@@ -1,6 +1,7 @@
-"""``${VAR}`` and ``${VAR:-default}`` in config values, expanded from the environment given.
+"""``${VAR}``, ``${VAR:-default}`` and ``${VAR-default}`` in config values, expanded from the environment given.
 
-A value that is only ``${VAR}`` with ``VAR`` unset or empty (and no default)
+As in a shell or docker compose, ``:-`` takes the default when ``VAR`` is
+unset or empty, ``-`` only when it is unset. A value that is only ``${VAR}`` with ``VAR`` unset or empty (and no default)
 counts as not set (``None``), so ``api_key: ${OPENAI_API_KEY}`` means "no key"
 rather than an empty one; inside a longer string an unset variable is "".
 A value that is wholly one ``${...}`` becomes :class:`Spelled` text: where
@@ -17,7 +18,7 @@ from typing import Any
 
 import yaml
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}")
 
 
 class Spelled(str):
@@ -47,6 +48,13 @@ def interpolate(value: Any, env: Mapping[str, str]) -> Any:
 def expand(text: str, env: Mapping[str, str]) -> str | None:
     whole = _VARIABLE.fullmatch(text)
     if whole:
-        found = env.get(whole.group(1), whole.group(2))
-        return found if found else None
-    return _VARIABLE.sub(lambda m: env.get(m.group(1), m.group(2) or ""), text)
+        return _value(whole, env) or None
+    return _VARIABLE.sub(lambda m: _value(m, env), text)
+
+
+def _value(variable: re.Match[str], env: Mapping[str, str]) -> str:
+    name, operator, default = variable.group(1, 2, 3)
+    found = env.get(name)
+    if found is None or (operator == ":-" and not found):
+        return default or ""
+    return found

@@ -30,15 +30,17 @@ file holds the top-level keys and sections below, `defaults` (what every
 tenant inherits) and `tenants`. Every key is optional; a key left out has
 the default shown here, whichever file is read.
 
-A value may be `${VAR}` or `${VAR:-default}`; a value that is only `${VAR}`,
-with `VAR` unset or empty, is not set (null). Types are strict: `"80"` is
-not a port and `"yes"` is not `true`. A value that is only one `${...}` is
-read, once expanded, as the YAML it spells where its key takes a number or
-`true`/`false` (`port: ${PAPERCLIP_PORT:-8787}`, `passthrough_keys:
-${PASSTHROUGH:-false}`); a key or any other string keeps the text as it is,
-and text around a `${...}` makes the value a string. Every problem of a file
-is reported at once, each with the file, the dotted key and what is wrong,
-and the command exits with status 2 before anything starts.
+A value may be `${VAR}`, `${VAR:-default}` (the default when `VAR` is unset
+or empty) or `${VAR-default}` (only when it is unset), as in a shell or
+docker compose; a value that is only `${VAR}`, with `VAR` unset or empty, is
+not set (null). Types are strict: `"80"` is not a port and `"yes"` is not
+`true`. A value that is only one `${...}` is read, once expanded, as the
+YAML it spells where its key takes a number or `true`/`false` (`port:
+${PAPERCLIP_PORT:-8787}`, `passthrough_keys: ${PASSTHROUGH:-false}`); a key
+or any other string keeps the text as it is, and text around a `${...}`
+makes the value a string. Every problem of a file is reported at once, each
+with the file, the dotted key and what is wrong, and the command exits with
+status 2 before anything starts.
 """
 
 TENANTS = """\
