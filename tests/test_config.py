@@ -366,6 +366,39 @@ def test_tenants_dir_files_are_tenants(
         assert http.get("/v1/models").status_code == 401
 
 
+def test_a_tenant_both_in_tenants_and_in_tenants_dir_is_an_error_naming_both_places(tmp_path: Path) -> None:
+    folder = tmp_path / "tenants"
+    folder.mkdir()
+    in_dir = write(folder / "delta.yaml", {"api_keys": ["pk-delta-file"]})
+    path = write(
+        tmp_path / "proxy.yaml",
+        {
+            "passthrough_keys": True,
+            "tenants_dir": "tenants",
+            "tenants": {"delta": {"api_keys": ["pk-delta-inline"], "admin_keys": ["ak-delta-inline"]}},
+        },
+    )
+    with pytest.raises(ConfigError) as info:
+        config.load(path, env={})
+    assert (info.value.source, info.value.key) == (str(in_dir), "tenants.delta")
+    assert str(path) in info.value.problem and "tenants" in info.value.problem
+    for command in (["config", "check"], ["serve", "--port", str(free_port())]):
+        done = run_cli(*command, "--config", str(path))
+        assert done.returncode == 2, done.stderr
+        assert str(in_dir) in done.stderr and str(path) in done.stderr and "tenants.delta" in done.stderr
+
+
+def test_a_tenant_in_two_files_of_tenants_dir_is_an_error_naming_both(tmp_path: Path) -> None:
+    folder = tmp_path / "tenants"
+    folder.mkdir()
+    first = write(folder / "delta.yaml", {"api_keys": ["pk-delta-1"]})
+    second = write(folder / "delta.yml", {"api_keys": ["pk-delta-2"]})
+    with pytest.raises(ConfigError) as info:
+        config.load(write(tmp_path / "proxy.yaml", {"tenants_dir": "tenants"}), env={})
+    assert (info.value.source, info.value.key) == (str(second), "tenants.delta")
+    assert str(first) in info.value.problem
+
+
 def test_tenant_overrides_any_default(tmp_path: Path) -> None:
     settings = config.from_dict(
         {

@@ -98,7 +98,7 @@ class _Build:
         defaults = self.tenant("defaults", Defaults, given, source)
         inherited = {p.key.removeprefix("defaults.") for p in self.found[before:]}
         tenants = [
-            t for name, (body, origin) in self.tenant_bodies(raw, source, base_dir).items()
+            t for name, body, origin in self.tenant_bodies(raw, source, base_dir)
             if (t := self.tenant(name, Tenant, _merge(given, body), origin, inherited)) is not None
         ]
         self.unique_keys(tenants, source)
@@ -137,33 +137,41 @@ class _Build:
         except ValidationError:
             return None
 
-    def tenant_bodies(self, raw: Mapping[str, Any], source: str, base_dir: Path | None) -> dict[str, tuple[Any, str]]:
-        """Each tenant's own body and the file it is in: ``tenants``, then the ``tenants_dir`` files."""
+    def tenant_bodies(self, raw: Mapping[str, Any], source: str, base_dir: Path | None) -> list[tuple[str, Any, str]]:
+        """Each tenant's name, own body and the file it is in: ``tenants``, then the ``tenants_dir`` files.
+
+        A tenant is defined in one place: a name met again (in ``tenants`` and a
+        file, or in two files) is a problem of the later one, naming the first.
+        """
         listed = raw.get("tenants") or {}
         if not isinstance(listed, Mapping):
             self.add(source, "tenants", "must be a mapping of tenant name to settings")
             listed = {}
-        bodies = {str(name): (anchor_files(body or {}, base_dir), source) for name, body in listed.items()}
+        bodies = [(str(name), anchor_files(body or {}, base_dir), source) for name, body in listed.items()]
+        places = {name: f"under tenants in {source}" for name, _, _ in bodies}
         folder = raw.get("tenants_dir")
-        if isinstance(folder, str) and folder:
-            bodies.update(self.tenants_dir(folder, source, base_dir))
+        for name, body, origin in self.tenants_dir(folder, source, base_dir) if isinstance(folder, str) and folder else ():
+            if name in places:
+                self.add(origin, f"tenants.{name}", f"is also defined {places[name]} (a tenant is defined in one place)")
+            places.setdefault(name, f"in {origin}")
+            bodies.append((name, body, origin))
         return bodies
 
-    def tenants_dir(self, folder: str, source: str, base_dir: Path | None) -> dict[str, tuple[Any, str]]:
+    def tenants_dir(self, folder: str, source: str, base_dir: Path | None) -> list[tuple[str, Any, str]]:
         path = Path(folder)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         if not path.is_dir():
             self.add(source, "tenants_dir", f"{path} is not a folder")
-            return {}
-        out: dict[str, tuple[Any, str]] = {}
+            return []
+        out: list[tuple[str, Any, str]] = []
         for file in sorted([*path.glob("*.yaml"), *path.glob("*.yml")]):
             try:
                 body = interpolate(_parse_yaml(file.read_text(), str(file)), self.context["env"])
             except ConfigError as exc:
                 self.found += exc.problems
                 continue
-            out[file.stem] = (anchor_files(body, file.parent), str(file))
+            out.append((file.stem, anchor_files(body, file.parent), str(file)))
         return out
 
     def unique_keys(self, tenants: list[TenantSettings], source: str) -> None:

@@ -399,7 +399,9 @@ class TopLevel(Section):
     embedding: Embedding = Embedding()
     traces: Traces = Traces()
     tenants_dir: str | None = Field(
-        default=None, description="A folder of `<tenant>.yaml` files (relative to this file), merged with `tenants`."
+        default=None,
+        description="A folder of `<tenant>.yaml` files (relative to this file), tenants beside those of `tenants`; "
+        "a tenant defined in both, or in two files, is an error.",
     )
     passthrough_keys: bool = Field(
         default=False,
