@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -15,11 +16,12 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from starlette.responses import JSONResponse
 
 from proxy.server.requestlog import JsonFormatter, TextFormatter, hashed_user
 from tests.conftest import PROXY_KEY, Proxy, base_config
 from tests.fake_upstream import FakeUpstream
-from tests.servers import free_port
+from tests.servers import ServeProcess, free_port
 
 SECRET = "my passport number is 99-ZX-4412"
 
@@ -114,3 +116,53 @@ def test_serve_writes_the_configured_format(tmp_path: Path, upstream_url: str, f
         assert json.loads(request_lines[0])["route"] == "passthrough"
     else:
         assert "route=passthrough" in request_lines[0] and "status=200" in request_lines[0]
+
+
+def test_every_logger_of_proxy_is_under_paperclip() -> None:
+    """A module's logger is ``paperclip.<concept>``: its lines are leveled and formatted with the rest."""
+    root = Path(__file__).resolve().parent.parent / "proxy"
+    named = re.compile(r"logging\.getLogger\(([^)]*)\)")
+    strays = [
+        f"{path.relative_to(root.parent)}: getLogger({name})"
+        for path in sorted(root.rglob("*.py"))
+        for name in named.findall(path.read_text())
+        if name and not re.fullmatch(r"""["']paperclip(\.[\w.]+)?["']""", name)
+    ]
+    assert strays == []
+
+
+def test_json_log_format_writes_every_line_of_the_process_as_json(tmp_path: Path, upstream_url: str, upstream: FakeUpstream) -> None:
+    async def wordy(request: Any, body: Any) -> JSONResponse:  # a summary longer than its source is rejected, with a warning
+        return JSONResponse({"choices": [{"message": {"content": "wordy " * 400}}]})
+
+    upstream.compression = wordy
+    raw = base_config(upstream_url, tmp_path / "serve.db", server={"log_format": "json"}, defaults={
+        "memory": {"enabled": False}, "context": {"recent_window_tokens": 100, "compression_mode": "inline"},
+    })
+    path = tmp_path / "proxy.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    log = tmp_path / "serve.log"
+    served = ServeProcess(path, log, "--log-level", "debug").start()
+    try:
+        served.wait_ready()
+        messages: list[dict[str, str]] = []
+        for turn in range(4):
+            messages += [{"role": "user", "content": f"turn {turn} " + "lorem ipsum " * 30}]
+            r = httpx.post(served.url + "/v1/chat/completions", json={"model": "m", "messages": messages},
+                           headers={"authorization": f"Bearer {PROXY_KEY}"}, timeout=30)
+            assert r.status_code == 200
+            messages += [{"role": "assistant", "content": "ok"}]
+    finally:
+        served.stop()
+    text = log.read_text()
+    records = []
+    for line in text.splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            pytest.fail(f"not one JSON object: {line!r}")
+    loggers = {r["logger"] for r in records}
+    assert {"paperclip.request", "uvicorn.error", "paperclip.context"} <= loggers, loggers
+    assert any("Uvicorn running" in r["message"] for r in records)
+    assert any("Finished server process" in r["message"] for r in records)
+    assert any("rejected" in r["message"] for r in records if r["logger"] == "paperclip.context")

@@ -67,7 +67,6 @@ def serve_command(args: argparse.Namespace) -> int:
     from ..server.header_timeout import header_timeout_protocol
 
     settings = load_settings(args.config)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     requestlog.configure(settings.server, args.log_level)
     log = logging.getLogger("paperclip")
     for level, line in banner.lines(settings):
@@ -79,6 +78,7 @@ def serve_command(args: argparse.Namespace) -> int:
         host=args.host or settings.server.host,
         port=args.port or settings.server.port,
         log_level=args.log_level,
+        log_config=None,  # uvicorn's loggers go through requestlog's handler, in server.log_format
         access_log=False,
         timeout_graceful_shutdown=30,
         http=header_timeout_protocol(settings.server.header_timeout_s),

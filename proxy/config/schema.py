@@ -100,7 +100,9 @@ class Server(Section):
         "(`?tenant=` names one). Plain or `sha256:<hex>`. Never forwarded upstream.",
     )
     log_format: Literal["text", "json"] = Field(
-        default="text", description="The request log line: `text` for a terminal, `json` one object a line."
+        default="text",
+        description="Every log line of the process (the request lines, uvicorn's, the libraries'): `text` for "
+        "a terminal, `json` one object a line.",
     )
     log_content: bool = Field(default=False, description="`true`: the latest user message may appear in the request log line.")
     header_timeout_s: float = Field(

@@ -26,7 +26,7 @@ Complete = Callable[[list[dict[str, Any]]], Awaitable[str]]
 
 ATTEMPTS = 2  # the first try and one retry (SPEC §3)
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("paperclip.context")
 
 _RANGE_PREFIX = re.compile(
     r"^\**\s*turns?\s+(\d+)\s*(?:–|—|-|to)\s*(\d+)\s*\**\s*:?\s*\**\s*", re.I

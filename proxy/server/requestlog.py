@@ -5,7 +5,9 @@ status) and what Paperclip did to it (tokens in and forwarded, memories,
 added and upstream milliseconds, degraded reason). Message text appears only
 with ``server.log_content: true``. ``server.log_format`` picks ``json`` (one
 object a line, for a collector) or ``text`` (``key=value``, for a terminal);
-every logger under ``paperclip.*`` is written the same way.
+every line of the process is written the same way: ``paperclip.*``,
+uvicorn's loggers (``serve`` passes uvicorn no logging config of its own),
+the libraries', Python's warnings and uncaught exceptions.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import sys
+import threading
+from types import TracebackType
 from typing import Any
 
 from ..config import Server
@@ -58,16 +63,33 @@ class TextFormatter(logging.Formatter):
 
 
 def configure(server: Server, level: str = "info") -> logging.Handler:
-    """Send every ``paperclip.*`` logger to stderr in ``server.log_format``; returns the handler."""
+    """Send every logger of the process to stderr in ``server.log_format``; returns the handler.
+
+    The handler is the root logger's, at ``level``: ``paperclip.*``, uvicorn's
+    and every library's records reach it, and so do warnings and uncaught
+    exceptions, so that in ``json`` every line is one object.
+    """
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if server.log_format == "json" else TextFormatter())
-    root = logging.getLogger("paperclip")
+    root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    root.propagate = False
+    ours = logging.getLogger("paperclip")
+    for old in list(ours.handlers):
+        ours.removeHandler(old)
+    ours.setLevel(level.upper())
+    ours.propagate = True
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+    threading.excepthook = lambda hook: _log_uncaught(hook.exc_type, hook.exc_value, hook.exc_traceback)
     return handler
+
+
+def _log_uncaught(kind: type[BaseException], error: BaseException | None, trace: TracebackType | None) -> None:
+    """Python's hooks for an exception nothing caught (in the main thread, in another): one critical line."""
+    logging.getLogger("paperclip").critical("uncaught %s", kind.__name__, exc_info=error)
 
 
 def _time(record: logging.LogRecord) -> str:
