@@ -113,13 +113,18 @@ class KeyRing:
         return any([hmac.compare_digest(presented, want) for want in self._metrics]) or self.is_operator(key)
 
     def _known_to_us(self, key: str) -> bool:
-        """A key of this proxy (operator, admin, metrics), or nearly one (a typo): never forwarded upstream."""
-        return (self.is_operator(key) or self._find(key, admin=True) is not None
-                or any([hmac.compare_digest(_digest(key), want) for want in self._metrics]) or self._near(key))
+        """A key of this proxy (operator, admin, metrics), or nearly one (a typo): never forwarded upstream.
+
+        ``sha256:`` keys are recognised exactly, as sent or bare (``bare_key``); plain keys by ``NearMisses``.
+        """
+        return any(self.is_operator(form) or self._find(form, admin=True) is not None
+                   or any([hmac.compare_digest(_digest(form), want) for want in self._metrics])
+                   for form in _forms(key)) or self._near(key)
 
     def is_ours(self, value: str) -> bool:
         """Any key of this proxy (a client key too), or nearly one: never sent upstream in any header."""
-        return bool(value) and (self._find(value, admin=False) is not None or self._known_to_us(value))
+        return bool(value) and (any(self._find(form, admin=False) is not None for form in _forms(value))
+                                or self._known_to_us(value))
 
     def admin_grant(self, key: str | None, named: str | None, method: str) -> Grant:
         """Who may call the admin API, on which tenant's data (SPEC §6).
@@ -179,23 +184,54 @@ def passthrough_scope(key: str) -> str:
 
 # ---------------------------------------------------------------- keys nearly known
 
-# Which unknown keys are never forwarded upstream in passthrough mode.
+# Which values are never forwarded upstream: Paperclip's keys and their near misses.
 #
 # With ``passthrough_keys: true`` a key that matches no tenant is taken for the
 # client's own provider key and sent upstream. Keys Paperclip knows, or nearly
 # knows, are refused (401) instead, because sending them would leak a secret of
-# this proxy to the provider:
+# this proxy to the provider; the same rule drops a cookie holding one
+# (``KeyRing.is_ours``, ``upstream.headers.forwarded_cookies``):
 #
 # - an operator key or any tenant's admin key (never a client key either);
-# - a near miss of a configured plain key (client or admin): an edit distance
-#   of at most ``NEAR_EDITS``, or the same length give or take ``NEAR_EDITS``
-#   and the same first ``max(8, len // 2)`` characters — a typo, a truncated
-#   copy, a key with a character too many.
+# - a near miss of a configured plain key (client, admin, operator, metrics).
+#   Both sides are compared in ``near_form``: without surrounding whitespace
+#   and any number of ``Bearer `` prefixes, in lower case. Near is: equal; one
+#   containing the other, the shorter at least ``NEAR_CONTAINED`` characters
+#   long (a key with a suffix, a truncated copy, a key inside a longer token);
+#   an edit distance of at most ``NEAR_EDITS``; or the same length give or take
+#   ``NEAR_EDITS`` and the same first ``max(8, len // 2)`` characters.
 #
-# Keys configured as ``sha256:<hex>`` can only be recognised exactly: store
-# plain keys (from ``${ENV}``) to have their near misses refused too.
+# Keys configured as ``sha256:<hex>`` can only be recognised exactly (as sent,
+# or without ``Bearer `` prefixes and whitespace): store plain keys (from
+# ``${ENV}``) to have their near misses refused too.
+#
+# Cost: a handful of configured keys against one presented value; ``in`` and
+# ``lower`` are linear, the edit distance runs only on values within
+# ``NEAR_EDITS`` of a key's length; verdicts are remembered.
 NEAR_EDITS = 3
+NEAR_CONTAINED = 16
 _VERDICTS = 4096
+# Values longer than this are judged afresh each time, not remembered (a cookie may be kilobytes).
+_REMEMBERED_LEN = 512
+
+
+def bare_key(value: str) -> str:
+    """A presented key without surrounding whitespace and without any number of ``Bearer `` prefixes (any case)."""
+    value = value.strip()
+    while value[:6].lower() == "bearer" and (len(value) == 6 or value[6].isspace()):
+        value = value[6:].lstrip()
+    return value
+
+
+def near_form(value: str) -> str:
+    """The form keys are compared in for near misses: ``bare_key``, lower-cased."""
+    return bare_key(value).lower()
+
+
+def _forms(key: str) -> tuple[str, ...]:
+    """A presented key as sent and, when they differ, bare: both are compared exactly (``sha256:`` keys too)."""
+    bare = bare_key(key)
+    return (key,) if bare == key or not bare else (key, bare)
 
 
 def edit_distance(a: str, b: str, bound: int) -> int:
@@ -213,7 +249,15 @@ def edit_distance(a: str, b: str, bound: int) -> int:
     return min(previous[-1], bound + 1)
 
 
-def is_near(presented: str, known: str) -> bool:
+def _near(presented: str, known: str) -> bool:
+    """Whether two values already in ``near_form`` are a key and a near miss of it."""
+    if not presented or not known:
+        return False
+    if presented == known:
+        return True
+    shorter, longer = sorted((presented, known), key=len)
+    if len(shorter) >= NEAR_CONTAINED and shorter in longer:
+        return True
     if abs(len(presented) - len(known)) > NEAR_EDITS:
         return False
     head = max(8, len(known) // 2)
@@ -222,20 +266,27 @@ def is_near(presented: str, known: str) -> bool:
     return edit_distance(presented, known, NEAR_EDITS) <= NEAR_EDITS
 
 
+def is_near(presented: str, known: str) -> bool:
+    """Whether ``presented`` is ``known`` (a plain key) or a near miss of it."""
+    return _near(near_form(presented), near_form(known))
+
+
 class NearMisses:
     """Remembers its verdicts: passthrough clients send the same key on every request."""
 
     def __init__(self, plain_keys: Iterable[str]) -> None:
-        self._known = [k for k in plain_keys if not k.startswith("sha256:")]
+        self._known = [near_form(k) for k in plain_keys if not k.startswith("sha256:")]
         self._verdicts: OrderedDict[str, bool] = OrderedDict()
 
     def __call__(self, presented: str) -> bool:
         verdict = self._verdicts.get(presented)
         if verdict is None:
-            verdict = any(is_near(presented, k) for k in self._known)
-            self._verdicts[presented] = verdict
-            if len(self._verdicts) > _VERDICTS:
-                self._verdicts.popitem(last=False)
+            form = near_form(presented)
+            verdict = any(_near(form, k) for k in self._known)
+            if len(presented) <= _REMEMBERED_LEN:
+                self._verdicts[presented] = verdict
+                if len(self._verdicts) > _VERDICTS:
+                    self._verdicts.popitem(last=False)
         return verdict
 
 

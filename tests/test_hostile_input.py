@@ -247,6 +247,11 @@ def test_near_miss_rule() -> None:
     assert is_near("pk-live-acme-1234567890", "pk-live-acme-1234567899")
     assert not is_near(OWN_KEY, PROXY_KEY)
     assert not is_near("sk-proj-" + "a" * 40, "sk-proj-" + "b" * 40)
+    key = "pk-live-acme-7f3a9c2e4b1d8f6a0c5e"
+    assert is_near(f" Bearer bearer\t{key.upper()} ", key)  # Bearer prefixes, whitespace and case aside
+    assert is_near(key[:16], key) and is_near(f"{key}-rotated-2025", key)  # containment, from 16 characters
+    assert not is_near(key[:15], key) and not is_near("acme", key)  # shorter: would match too much
+    assert not is_near(f"sk-{'x' * 40}-pk-test-acme", "pk-test-acme")  # a 12-character key is not looked for inside
 
 
 # ---------------------------------------------------------------- admin ids: encoded, spaced, huge

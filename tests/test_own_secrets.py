@@ -75,6 +75,59 @@ def test_a_metrics_key_is_refused_not_forwarded_in_passthrough_mode(
     assert upstream.requests == []
 
 
+# Keys as long as real ones: a near miss by containment needs 16 characters (proxy.tenancy.NEAR_CONTAINED).
+LONG_CLIENT_KEY = "pk-live-acme-7f3a9c2e4b1d8f6a0c5e"
+LONG_ADMIN_KEY = "ak-live-acme-1b2c3d4e5f6a7b8c9d0e"
+ASK = {"model": "claude-x", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        ("/v1/chat/completions", {"api-key": f"Bearer {LONG_CLIENT_KEY}"}),
+        ("/v1/chat/completions", {"api-key": f"bearer  BEARER\t{LONG_CLIENT_KEY}"}),
+        ("/v1/messages", {"x-api-key": f"Bearer {LONG_CLIENT_KEY}"}),
+        ("/v1/chat/completions", {"authorization": f"Bearer {LONG_CLIENT_KEY.upper()}"}),
+        ("/v1/chat/completions", {"authorization": f"Bearer {LONG_ADMIN_KEY.upper()}"}),
+        ("/v1/chat/completions", {"authorization": f"Bearer {LONG_CLIENT_KEY}-old"}),
+        ("/v1/chat/completions", {"authorization": f"Bearer {LONG_CLIENT_KEY[:-4]}"}),
+        ("/v1/chat/completions", {"authorization": f"Bearer tok.{LONG_ADMIN_KEY}.v2-rotated"}),
+        ("/v1/models", {"authorization": f"Bearer {OPERATOR_KEY.upper()}"}),
+    ],
+    ids=["api-key-bearer", "api-key-bearer-twice", "x-api-key-bearer", "upper", "admin-upper", "four-more",
+         "four-fewer", "admin-inside", "operator-upper"],
+)
+def test_near_misses_of_paperclips_keys_are_refused_not_forwarded_in_passthrough_mode(
+    keyed: Callable[..., Proxy], upstream: FakeUpstream, path: str, headers: dict[str, str]
+) -> None:
+    proxy = keyed(passthrough_keys=True,
+                  tenants={"acme": {"api_keys": [LONG_CLIENT_KEY], "admin_keys": [LONG_ADMIN_KEY]}})
+    with proxy.http(key=None) as http:
+        r = http.request("GET" if path == "/v1/models" else "POST", path, headers=headers,
+                         json=None if path == "/v1/models" else ASK)
+    assert r.status_code == 401, r.text
+    assert upstream.requests == []
+
+
+def test_a_clients_own_key_that_merely_shares_a_prefix_is_forwarded(
+    keyed: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = keyed(passthrough_keys=True, tenants={"acme": {"api_keys": [LONG_CLIENT_KEY]}})
+    own = "pk-live-" + "0123456789abcdefghijklmnopqrstuv"
+    with proxy.http(own) as http:
+        assert http.post("/v1/chat/completions", json=CHAT).status_code == 200
+    assert sent(upstream, "authorization") == [f"Bearer {own}"]
+
+
+def test_a_cookie_holding_a_key_url_encoded_is_not_forwarded(keyed: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    proxy = keyed()
+    cookies = (f"t=Bearer%20{PROXY_KEY}; a=%22{ADMIN_KEY}%22; o={OPERATOR_KEY.replace('-', '%2D')}; "
+               f"m=Bearer+{METRICS_KEY}; twice=Bearer%2520{PROXY_KEY}; keep=a%20b")
+    with proxy.http() as http:
+        assert http.post("/v1/chat/completions", json=CHAT, headers={"cookie": cookies}).status_code == 200
+    assert sent(upstream, "cookie") == ["keep=a%20b"]
+
+
 def test_the_inspector_session_cookie_is_not_forwarded(keyed: Callable[..., Proxy], upstream: FakeUpstream) -> None:
     proxy = keyed()
     with proxy.http(key=None) as browser:

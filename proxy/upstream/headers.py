@@ -11,6 +11,7 @@ Paperclip's name space never reach the client.
 from __future__ import annotations
 
 import functools
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 
 import httpx
@@ -113,14 +114,34 @@ def anthropic_credential(incoming: Iterable[tuple[str, str]], tenant: Tenant, ke
 
 
 def forwarded_cookies(header: str, ours: Callable[[str], bool]) -> str:
-    """A ``Cookie`` header without Paperclip's cookies and without any cookie whose value is its key."""
+    """A ``Cookie`` header without Paperclip's cookies and without any cookie whose value is its key.
+
+    A value is judged as sent and URL-decoded (``Bearer%20<key>`` is the key:
+    servers and browsers' scripts percent-encode cookie values).
+    """
     kept = []
     for pair in header.split(";"):
         name, _, value = pair.strip().partition("=")
-        if not pair.strip() or is_paperclip_cookie(name) or ours(value.strip().strip('"')):
+        if not pair.strip() or is_paperclip_cookie(name) or any(ours(v) for v in cookie_values(value)):
             continue
         kept.append(pair.strip())
     return "; ".join(kept)
+
+
+# Percent-encoding undone at most this many times (``%2520`` is ``%20`` encoded again).
+_DECODINGS = 3
+
+
+def cookie_values(value: str) -> list[str]:
+    """A cookie's value as sent (without quotes), then URL-decoded (``%xx``, again while that changes it),
+    and each of these with ``+`` read as a space."""
+    forms = [value.strip().strip('"')]
+    for _ in range(_DECODINGS):
+        decoded = urllib.parse.unquote(forms[-1])
+        if decoded == forms[-1]:
+            break
+        forms.append(decoded)
+    return forms + [f.replace("+", " ") for f in forms if "+" in f]
 
 
 def is_paperclip_cookie(name: str) -> bool:
