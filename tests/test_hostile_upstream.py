@@ -21,7 +21,7 @@ import pytest
 from proxy.config import Upstream
 from proxy.upstream.clients import Upstreams
 from proxy.upstream.wire.http11 import MAX_HEAD_BYTES, MAX_HEADER_FIELDS
-from tests.conftest import Proxy, base_config
+from tests.conftest import PROXY_KEY, Proxy, base_config
 from tests.fake_upstream import chunk, completion
 from tests.hostile_upstream import HostileUpstream, RawRequest, Step, chunked, head
 
@@ -228,6 +228,41 @@ def test_one_field_past_the_bound_is_a_502(hostile: Callable[..., tuple[Proxy, H
     proxy, _ = hostile(lambda r: [head(b"200 OK", JSON, *fields, b"content-length: 2"), b"{}"])
     with proxy.http() as http:
         assert http.post("/v1/chat/completions", json=ask("u-101")).status_code == 502
+
+
+def interim_heads(kind: str) -> Callable[[RawRequest], Iterator[Step]]:
+    """1xx heads before the real one: the bounds hold across all the heads of one response together."""
+    def script(request: RawRequest) -> Iterator[Step]:
+        hints = [b"link: </asset-%d.js>; rel=preload; as=script" % i for i in range(60)]
+        if kind == "endless":  # each head is within the bounds; an endless run of them is not
+            while True:
+                yield head(b"103 Early Hints", *hints)
+                yield 0.002
+        elif kind == "two-of-60-fields":
+            yield head(b"103 Early Hints", *hints) * 2
+        else:  # two heads of 40 KB
+            yield head(b"103 Early Hints", b"x-big: " + b"a" * 40_000) * 2
+        yield head(b"200 OK", JSON, b"content-length: 2") + b"{}"
+
+    return script
+
+
+@pytest.mark.parametrize("kind", ["endless", "two-of-60-fields", "two-of-40-kb"])
+def test_interim_heads_count_together_against_the_bounds(
+    hostile: Callable[..., tuple[Proxy, HostileUpstream]], kind: str
+) -> None:
+    proxy, _ = hostile(interim_heads(kind))
+    with httpx.Client(base_url=proxy.url, headers={"authorization": f"Bearer {PROXY_KEY}"}, timeout=10) as http:
+        r = http.post("/v1/chat/completions", json=ask("u-interim"))
+        assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unreachable"
+        assert http.get("/v1/models").status_code == 502
+
+
+def test_a_few_interim_heads_within_the_bounds_pass(hostile: Callable[..., tuple[Proxy, HostileUpstream]]) -> None:
+    hints = head(b"100 Continue") + head(b"103 Early Hints", *[b"link: </a-%d.js>" % i for i in range(40)])
+    proxy, _ = hostile(lambda r: [hints, head(b"200 OK", JSON, b"content-length: 2"), b"{}"])
+    with proxy.http() as http:
+        assert http.get("/v1/models").content == b"{}"
 
 
 # ---------------------------------------------------------------- 6. broken chunked framing

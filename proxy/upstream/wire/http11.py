@@ -11,8 +11,9 @@ httpx stream over those chunks, with the read timeout *between* chunks.
 The upstream is not trusted more than the client: a response head past
 ``MAX_HEAD_BYTES`` or ``MAX_HEADER_FIELDS`` (a flood of headers, one huge
 header, a head that never ends) fails the exchange as soon as it is seen —
-the caller answers 502 — and the socket is closed. Framing that breaks (a
-chunk size that is not one) fails the body the same way.
+the caller answers 502 — and the socket is closed. The bounds are for all
+the heads of one response together: interim (1xx) heads count towards them.
+Framing that breaks (a chunk size that is not one) fails the body the same way.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Connection(asyncio.Protocol):
         self._drain: asyncio.Future[None] | None = None
         self._until_eof = False
         self._keep_alive = False
-        self._head_bytes = 0  # bytes received while the head was unfinished
+        self._head_bytes = 0  # bytes received while the head was unfinished (interim heads included)
         self._head_fields = 0
         self._field_bytes = 0
         self._refused: str | None = None  # why the head was refused, once it was
@@ -114,8 +115,9 @@ class Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
         if 100 <= status < 200:  # an interim response (103 Early Hints): wait for the real one
+            # Its fields are dropped but still counted: the bounds hold for all the heads of one
+            # response together, or an endless run of interim heads would never be refused.
             self._headers = []
-            self._head_bytes = self._head_fields = self._field_bytes = 0
             return
         names = {n.lower() for n, _ in self._headers}
         self._until_eof = b"content-length" not in names and b"transfer-encoding" not in names
