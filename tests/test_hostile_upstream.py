@@ -207,6 +207,29 @@ def test_an_upstream_header_flood_is_a_502(hostile: Callable[..., tuple[Proxy, H
         r = http.post("/v1/chat/completions", json=ask("u-flood"))
         assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unreachable"
         assert http.get("/v1/models").status_code == 502  # the pass-through path is guarded the same way
+        assert http.head("/v1/models").status_code == 502  # and HEAD, which has no body to wait for
+
+
+@pytest.mark.parametrize("past", ["fields", "bytes"])
+def test_a_head_request_meets_the_same_bounds(hostile: Callable[..., tuple[Proxy, HostileUpstream]], past: str) -> None:
+    if past == "fields":
+        fields = [b"x-f%d: v" % i for i in range(MAX_HEADER_FIELDS + 50)]
+    else:  # 80 fields of 900 bytes: within the count, past the bytes
+        fields = [b"x-b%d: " % i + b"a" * 900 for i in range(80)]
+    planted = [b"X-Paperclip-Memories: 99", b"content-length: 2"]
+    proxy, _ = hostile(lambda r: [head(b"200 OK", JSON, *fields, *planted)])
+    with proxy.http() as http:
+        r = http.head("/v1/models")
+        assert r.status_code == 502 and "x-paperclip-memories" not in r.headers
+        assert http.get("/v1/models").status_code == 502
+
+
+def test_a_head_request_within_the_bounds_is_relayed(hostile: Callable[..., tuple[Proxy, HostileUpstream]]) -> None:
+    fields = [b"x-f%d: v" % i for i in range(MAX_HEADER_FIELDS - 3)]
+    proxy, _ = hostile(lambda r: [head(b"200 OK", JSON, *fields, b"content-length: 1234")])
+    with proxy.http() as http:
+        r = http.head("/v1/models")
+    assert (r.status_code, r.content, r.headers["content-length"], r.headers["x-f0"]) == (200, b"", "1234", "v")
 
 
 def test_headers_up_to_the_bounds_pass(hostile: Callable[..., tuple[Proxy, HostileUpstream]]) -> None:

@@ -192,6 +192,34 @@ async def test_interim_responses_are_skipped(raw_server: Any) -> None:
     assert (r.status_code, r.content) == (200, b"final")
 
 
+@pytest.mark.parametrize("framing", [b"content-length: 100\r\n", b"transfer-encoding: chunked\r\n", b""],
+                         ids=["sized", "chunked", "unframed"])
+async def test_a_response_to_head_ends_with_its_head(raw_server: Any, framing: bytes) -> None:
+    # Whatever its framing says, a response to HEAD has no body: it ends at once, on this
+    # transport like any other (not a second one without its bounds), and the connection that
+    # carried it is not reused (an upstream that sends a body anyway cannot poison the next answer).
+    def answer(n: int) -> tuple[bytes, bool]:
+        if n == 1:
+            return b"HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\nHTTP/1.1 200 OK\r\n%bx-h: 1\r\n\r\n" % framing, False
+        return ok(b"answer %d" % n), False
+
+    server = raw_server(answer)
+    async with httpx.AsyncClient(transport=LeanTransport(FAST)) as client:
+        head = await asyncio.wait_for(client.head(server.url()), 2)
+        after = await client.get(server.url())
+    assert (head.status_code, head.content, head.headers["x-h"]) == (200, b"", "1")
+    assert after.content == b"answer 2"
+    assert server.connections == 2
+
+
+async def test_a_protocol_upgrade_is_refused(raw_server: Any) -> None:
+    server = raw_server(lambda n: (ok(), False))
+    async with httpx.AsyncClient(transport=LeanTransport(FAST)) as client:
+        with pytest.raises(httpx.UnsupportedProtocol):
+            await client.get(server.url(), headers={"upgrade": "websocket", "connection": "upgrade"})
+    assert server.requests == []
+
+
 async def test_connect_refused_and_pool_limit(raw_server: Any) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -14,6 +14,12 @@ header, a head that never ends) fails the exchange as soon as it is seen —
 the caller answers 502 — and the socket is closed. The bounds are for all
 the heads of one response together: interim (1xx) heads count towards them.
 Framing that breaks (a chunk size that is not one) fails the body the same way.
+
+A response to ``HEAD`` has no body whatever its ``content-length`` says: the
+parser cannot be told so (httptools never lets ``on_headers_complete`` skip a
+response's body), so its exchange ends at the end of the head, the parser is
+stopped there, and the connection is not reused (bytes an upstream sends after
+the head would be read as the next response).
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ class Connection(asyncio.Protocol):
         self._head_fields = 0
         self._field_bytes = 0
         self._refused: str | None = None  # why the head was refused, once it was
+        self._head_only = False  # the exchange is a HEAD: it ends with the head
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -69,12 +76,16 @@ class Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
+        if self._head_only and self._complete:
+            return  # after the head of a response to HEAD: never read (the connection is not reused)
         reading_head = self._head is not None and not self._head.done()
         if reading_head:
             self._head_bytes += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
+            if self._head_only and self._complete:
+                return  # stopped at the end of the head of a response to HEAD (``on_headers_complete``)
             self._fail(httpx.RemoteProtocolError(self._refused or f"invalid upstream response: {exc}"))
             self.close()
             return
@@ -120,9 +131,15 @@ class Connection(asyncio.Protocol):
             self._headers = []
             return
         names = {n.lower() for n, _ in self._headers}
-        self._until_eof = b"content-length" not in names and b"transfer-encoding" not in names
+        self._until_eof = not self._head_only and b"content-length" not in names and b"transfer-encoding" not in names
         if self._head is not None and not self._head.done():
             self._head.set_result((status, self._headers))
+        if self._head_only:  # no body follows, whatever the head says: the exchange ends here
+            self._complete = True
+            self._keep_alive = False
+            self._chunks.append(b"")
+            self._wake()
+            raise _BodyLess  # stops the parser before it reads a body that is not there
 
     def on_body(self, body: bytes) -> None:
         if not body:
@@ -144,8 +161,12 @@ class Connection(asyncio.Protocol):
 
     # -- the exchange ------------------------------------------------------------------------
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]]:
+    def start(
+        self, loop: asyncio.AbstractEventLoop, *, head_only: bool = False
+    ) -> asyncio.Future[tuple[int, list[tuple[bytes, bytes]]]]:
+        """A new exchange; ``head_only``: the request is a ``HEAD``, its response has no body."""
         self._head = loop.create_future()
+        self._head_only = head_only
         self._headers = []
         self._chunks.clear()
         self._buffered = 0
@@ -222,6 +243,10 @@ class Connection(asyncio.Protocol):
 
 class _HeadRefused(Exception):
     """Raised inside the parser's callback to stop it at a head past the bounds."""
+
+
+class _BodyLess(Exception):
+    """Raised inside the parser's callback to stop it at the end of the head of a response to HEAD."""
 
 
 _SKIP = frozenset({b"expect"})  # no 1xx interim responses on this hop

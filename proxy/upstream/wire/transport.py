@@ -22,9 +22,11 @@ POST). The pool checks a connection before reuse instead (``pool``).
 
 Connections open directly or through an outbound HTTP proxy (``dial``), with
 the upstream's TLS settings (``tls``); where no proxy applies nothing on the
-request path changes. What it leaves to httpx's own transport (given the same
-proxy and TLS): ``HEAD`` (the parser cannot know such a response has no body)
-and protocol upgrades. What it does not speak: HTTP/2 (see docs/decisions/0005-upstream-transport.md).
+request path changes. Every request goes this way, ``HEAD`` too (its response
+ends with its head, ``http11``), so every response head meets the same bounds.
+What it does not do: protocol upgrades (``Upgrade`` is hop-by-hop, never sent
+upstream by the proxy; a request with one is refused) and HTTP/2 (see
+docs/decisions/0005-upstream-transport.md).
 """
 
 from __future__ import annotations
@@ -80,14 +82,12 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self._tls = tls
         self._routes = routes
         self._via: dict[Origin, OutboundProxy | None] = {}
-        self._fallback: dict[OutboundProxy | None, httpx.AsyncHTTPTransport] = {}
-        self._keepalive_expiry = keepalive_expiry
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         origin = (url.raw_scheme, url.raw_host, url.port or (443 if url.raw_scheme == b"https" else 80))
-        if request.method == "HEAD" or "upgrade" in request.headers:
-            return await self._fallback_transport(origin).handle_async_request(request)
+        if "upgrade" in request.headers:
+            raise httpx.UnsupportedProtocol("protocol upgrades are not relayed to the upstream", request=request)
         body = request.content if isinstance(request.stream, httpx.ByteStream) else None
         timeouts = Timeouts.of(request, self._timeouts)
         conn = await self._acquire(origin, request, timeouts)
@@ -116,19 +116,6 @@ class LeanTransport(httpx.AsyncBaseTransport):
             self._via[origin] = self._routes.for_origin(scheme.decode(), host.decode("ascii"), port)
         return self._via[origin]
 
-    def _fallback_transport(self, origin: Origin) -> httpx.AsyncHTTPTransport:
-        via = self._route(origin)
-        if via not in self._fallback:
-            limits = httpx.Limits(max_connections=64, keepalive_expiry=self._keepalive_expiry)
-            proxy = None
-            if via is not None:
-                auth = {"proxy-authorization": via.authorization} if via.authorization else None
-                proxy = httpx.Proxy(via.url, headers=auth)
-            self._fallback[via] = httpx.AsyncHTTPTransport(
-                verify=ssl_context(self._tls), limits=limits, retries=0, proxy=proxy
-            )
-        return self._fallback[via]
-
     async def _connect(self, origin: Origin, request: httpx.Request, t: Timeouts) -> Connection:
         tls = ssl_context(self._tls) if origin[0] == b"https" else None
         conn = Connection(origin)
@@ -154,7 +141,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
     async def _exchange(
         self, conn: Connection, request: httpx.Request, body: bytes | None, t: Timeouts
     ) -> httpx.Response:
-        head_future = conn.start(asyncio.get_running_loop())
+        head_future = conn.start(asyncio.get_running_loop(), head_only=request.method == "HEAD")
         try:
             try:
                 await send_request(conn, request, body, t.write)
@@ -190,8 +177,6 @@ class LeanTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         self._pool.close()
-        for fallback in self._fallback.values():
-            await fallback.aclose()
         await asyncio.sleep(0)  # the sockets close in the loop's next turn: let it come before shutdown
 
 
