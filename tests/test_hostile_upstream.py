@@ -332,7 +332,11 @@ def test_upstream_paperclip_headers_and_inspector_cookies_never_reach_the_client
     body = json.dumps(completion("hi")).encode()
     planted = [b"X-Paperclip-Memories: 999", b"x-paperclip-degraded: planted", b"X-PAPERCLIP-Session: other",
                b"Set-Cookie: paperclip_ui=stolen; Path=/", b"set-cookie: __Host-paperclip_ui=x; Path=/; Secure",
-               b"Set-Cookie: PAPERCLIP_UI=y", b"Set-Cookie: __cf_bm=kept; Path=/", b"x-request-id: req-1"]
+               b"Set-Cookie: PAPERCLIP_UI=y", b"Set-Cookie: __cf_bm=kept; Path=/", b"x-request-id: req-1",
+               # Nameless: a browser stores each and sends it back as its value, 'paperclip_ui=fixated'.
+               b"Set-Cookie: =paperclip_ui=fixated; Path=/paperclip/ui", b"Set-Cookie:  = PaperClip_UI=z",
+               b"Set-Cookie: ==__Host-paperclip_ui=w; Secure", b"Set-Cookie: paperclip_ui; Path=/",
+               b"Set-Cookie: =theme=dark"]
     proxy, _ = hostile(lambda r: [head(b"200 OK", JSON, *planted, b"content-length: %d" % len(body)), body])
     for path in ("/v1/chat/completions", "/v1/embeddings"):
         with proxy.http() as http:
@@ -344,7 +348,7 @@ def test_upstream_paperclip_headers_and_inspector_cookies_never_reach_the_client
             assert names.count(b"x-paperclip-session") == 1
         assert b"x-paperclip-degraded" not in names
         assert not any(b"x-paperclip" in n for n in names) or path == "/v1/chat/completions"
-        assert r.headers.get_list("set-cookie") == ["__cf_bm=kept; Path=/"]
+        assert r.headers.get_list("set-cookie") == ["__cf_bm=kept; Path=/", "=theme=dark"]
         assert r.headers["x-request-id"] == "req-1"
 
 

@@ -33,7 +33,7 @@ def test_keys_in_other_headers_and_paperclip_cookies_are_not_forwarded(
 ) -> None:
     proxy = keyed()
     cookies = (f"paperclip_ui=sid123; session=abc; token={ADMIN_KEY}; Paperclip_UI_x=1; near={PROXY_KEY[:-1]}; "
-               f"__Host-paperclip_ui=z; m={METRICS_KEY}; op=\"{OPERATOR_KEY}\"")
+               f"__Host-paperclip_ui=z; m={METRICS_KEY}; op=\"{OPERATOR_KEY}\"; =paperclip_ui=sid123")
     headers = {"x-api-key": ADMIN_KEY, "api-key": OPERATOR_KEY, "cookie": cookies}
     with proxy.http() as http:
         assert http.post(path, json=CHAT, headers=headers).status_code == 200

@@ -121,8 +121,8 @@ def forwarded_cookies(header: str, ours: Callable[[str], bool]) -> str:
     """
     kept = []
     for pair in header.split(";"):
-        name, _, value = pair.strip().partition("=")
-        if not pair.strip() or is_paperclip_cookie(name) or any(ours(v) for v in cookie_values(value)):
+        value = pair.strip().partition("=")[2]
+        if not pair.strip() or is_paperclip_cookie(cookie_name(pair)) or any(ours(v) for v in cookie_values(value)):
             continue
         kept.append(pair.strip())
     return "; ".join(kept)
@@ -142,6 +142,18 @@ def cookie_values(value: str) -> list[str]:
             break
         forms.append(decoded)
     return forms + [f.replace("+", " ") for f in forms if "+" in f]
+
+
+def cookie_name(pair: str) -> str:
+    """The name a browser gives a cookie's ``name=value`` (of ``Cookie``, or ``Set-Cookie`` before its ``;``).
+
+    A nameless cookie (``=paperclip_ui=x``; RFC 6265bis §5.6: an empty name,
+    the rest its value) is stored by browsers and sent back as its bare value,
+    ``paperclip_ui=x``, which a server reads as a cookie named ``paperclip_ui``:
+    its name is the part of its value before the ``=``. A pair without ``=``
+    is sent back as it is: all of it is the name.
+    """
+    return pair.partition(";")[0].lstrip(" \t=").partition("=")[0].strip()
 
 
 def is_paperclip_cookie(name: str) -> bool:
@@ -167,7 +179,7 @@ def response_headers(headers: httpx.Headers, *, keep_length: bool) -> list[tuple
             continue
         if low in HOP_BY_HOP or low in listed or low.startswith(CONTROL_PREFIX):
             continue
-        if low == "set-cookie" and is_paperclip_cookie(value.decode("latin-1").partition("=")[0]):
+        if low == "set-cookie" and is_paperclip_cookie(cookie_name(value.decode("latin-1"))):
             continue
         out.append((low.encode("latin-1"), value))
     return out
