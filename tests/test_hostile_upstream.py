@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -230,6 +231,17 @@ def test_a_head_request_within_the_bounds_is_relayed(hostile: Callable[..., tupl
     with proxy.http() as http:
         r = http.head("/v1/models")
     assert (r.status_code, r.content, r.headers["content-length"], r.headers["x-f0"]) == (200, b"", "1234", "v")
+
+
+def test_an_upstream_that_switches_protocols_is_a_502_and_no_crash(
+    hostile: Callable[..., tuple[Proxy, HostileUpstream]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Paperclip never asks for an upgrade: a ``101 Switching Protocols`` answer is a broken upstream."""
+    proxy, _ = hostile(lambda r: [head(b"101 Switching Protocols", b"connection: upgrade", b"upgrade: websocket")])
+    with caplog.at_level(logging.ERROR), proxy.http() as http:
+        r = http.post("/v1/chat/completions", json=ask("u-upgrade"))
+    assert r.status_code == 502 and r.json()["error"]["type"]
+    assert not [rec for rec in caplog.records if "Fatal error" in rec.getMessage()]
 
 
 def test_headers_up_to_the_bounds_pass(hostile: Callable[..., tuple[Proxy, HostileUpstream]]) -> None:

@@ -89,6 +89,10 @@ class Connection(asyncio.Protocol):
             self._fail(httpx.RemoteProtocolError(self._refused or f"invalid upstream response: {exc}"))
             self.close()
             return
+        except httptools.HttpParserUpgrade:  # Paperclip never asks for one: a broken upstream
+            self._fail(httpx.RemoteProtocolError("the upstream switched protocols, which was not asked for"))
+            self.close()
+            return
         if reading_head and self._head is not None and not self._head.done() and self._head_bytes > MAX_HEAD_BYTES:
             self._fail(httpx.RemoteProtocolError(f"the upstream's response head exceeds {MAX_HEAD_BYTES} bytes"))
             self.close()
