@@ -39,7 +39,7 @@ def test_each_session_keeps_its_own_facts_profile_and_conflicts(
 ) -> None:
     proxy = make_proxy(defaults={"memory": {"scope": "session"}})
     paris = said(proxy, upstream, "A", "I live in Paris, and I'm allergic to peanuts.")
-    said(proxy, upstream, "B", "I live in Berlin.")
+    said(proxy, upstream, "B", "We moved last month: I live in Berlin now.")
     with admin(proxy) as http:
         mine = {m["content"]: m for m in http.get("/paperclip/v1/users/ada/memories?status=all").json()["data"]}
     assert mine["The user lives in Paris."]["status"] == "active"  # Berlin, said elsewhere, replaced nothing
@@ -47,5 +47,19 @@ def test_each_session_keeps_its_own_facts_profile_and_conflicts(
              {"role": "user", "content": "Which grocery delivery service works where I live?"}]
     sent = chat(proxy, upstream, "A", asked)
     assert "Paris" in sent and "Berlin" not in sent
+    assert "may have changed since" not in sent  # another session's change marks nothing here
     fresh = chat(proxy, upstream, "C", [{"role": "user", "content": "Can you suggest a snack for my trip?"}])
     assert "peanuts" not in fresh and "Paris" not in fresh  # a new session starts with no profile
+
+
+def test_a_change_said_in_another_session_marks_nothing_in_this_one(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    # With no model both are read loosely (one key for all Chinese statements): in one scope the later
+    # marks the earlier "may have changed since" (tests/test_changed_facts.py); here they are two scopes.
+    proxy = make_proxy(defaults={"memory": {"scope": "session"}})
+    drive = said(proxy, upstream, "A", "我每天开车上班。")
+    said(proxy, upstream, "B", "车上个月卖了，我现在骑自行车上班。")
+    sent = chat(proxy, upstream, "A", [*drive, {"role": "assistant", "content": "好的。"},
+                                       {"role": "user", "content": "下雨天上班路上有什么建议？"}])
+    assert "开车" in sent and "自行车" not in sent and "may have changed since" not in sent

@@ -47,12 +47,12 @@ from ...tokens import TokenCounter
 from ..search.bm25 import tokenize
 from ..search.fragment_index import CANDIDATES, FragmentIndex, keyword_scores, vector_scores
 from ..search.fusion import Floor, Normalisation, fuse
-from ..search.item_index import ItemCandidates, ItemIndex, ItemScope, item_candidates
+from ..search.item_index import ItemCandidates, ItemIndex, ItemScope, item_candidates, session_view
 from ..search.scope_index import ScopeIndex
 from .cards import Card, card_cost, render_block
 from .changed_since import facts_changed_by_turns, turns_changed_later
 from .packing import SCAN_LIMIT, select
-from .profile import Profile, beyond, left_out, profile_of
+from .profile import Profile, beyond, profile_of
 from .query import (
     Period,
     build_query,
@@ -155,8 +155,11 @@ async def recall_for(
         bm25_f, dated = keyword_scores(scope, terms, periods)
         said = await scope.said_changes()
         session = request.session if mem.scope == "session" else None
+        if session is not None:  # ``memory.scope: session``: what other sessions said neither shows nor marks
+            item_scope = session_view(item_scope, session) if item_scope is not None else None
+            said = [(h, t) for h, t in said if t.session == session]
         # The profile leads the block whatever the question; its facts are never repeated below it.
-        profile = _profile(item_scope, scope, said, mem, counter, _moment(request.now), session)
+        profile = _profile(item_scope, scope, said, mem, counter, _moment(request.now))
         speaker, about_someone = await off_loop(len(query), _who, query, scope)
         exclude = request.window_hashes
         if exclude is None:
@@ -188,7 +191,7 @@ async def recall_for(
     now = _moment(request.now)
     if not about_someone and not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
-        shown = [*profile.cards, *_standing_beyond(item_scope, profile, [], cands, now, mem, counter, session)]
+        shown = [*profile.cards, *_standing_beyond(item_scope, profile, [], cands, now, mem, counter)]
         return Recall(query, hits, shown, _block(shown), focused)
     ranking = rank(cands, periods, SCAN_LIMIT, speaker)
     ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
@@ -205,22 +208,17 @@ async def recall_for(
         profile = profile.beside(counter.text(render_block([])) + sum(card_cost(c, counter) for c in cards), room)
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
-    shown = [*profile.cards, *_standing_beyond(item_scope, profile, cards, cands, now, mem, counter, session), *cards]
+    shown = [*profile.cards, *_standing_beyond(item_scope, profile, cards, cands, now, mem, counter), *cards]
     return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched)
 
 
 def _standing_beyond(
     scope: ItemScope | None, profile: Profile, cards: Sequence[Card], cands: Sequence[Candidate], now: dt.datetime,
-    mem: Memory, counter: TokenCounter, session: str | None = None,
+    mem: Memory, counter: TokenCounter,
 ) -> list[Card]:
     """The standing facts past the profile's budget that fit what the block has left (``profile.beyond``):
-    shown after the profile's, before the hits; ``session``: only that session's (``memory.scope: session``)."""
-    if scope is None or not mem.profile:
-        rest = []
-    elif session is None:
-        rest = scope.profile.left_out(scope.rows, now)
-    else:
-        rest = left_out([r for r in scope.rows if r.session == session], profile, now)
+    shown after the profile's, before the hits."""
+    rest = scope.profile.left_out(scope.rows, now) if scope is not None and mem.profile else []
     if not rest or len(cards) >= mem.top_k:
         return []
     used = counter.text(render_block([*profile.cards, *cards]))
@@ -252,15 +250,12 @@ def _who(query: str, scope: ScopeIndex) -> tuple[Role | None, bool]:
 
 def _profile(
     scope: ItemScope | None, turns: ScopeIndex, said: Sequence[tuple[str, Fragment]], mem: Memory,
-    counter: TokenCounter, now: dt.datetime, session: str | None = None,
+    counter: TokenCounter, now: dt.datetime,
 ) -> Profile:
-    """The user's profile: facts a later one may have changed marked, and those a later turn may have;
-    ``session``: the session's own (``memory.scope: session``), not remembered between requests."""
+    """The user's profile: facts a later one may have changed marked, and those a later turn may have."""
     if scope is None:
         return profile_of((), mem, counter, now)
     changed = scope.changed | changed_by_turns(turns, said, scope.rows)
-    if session is not None:
-        return profile_of([r for r in scope.rows if r.session == session], mem, counter, now, changed)
     return scope.profile.of(scope.version, scope.rows, mem, counter, now, changed)
 
 

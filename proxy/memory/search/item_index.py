@@ -85,6 +85,22 @@ class ItemIndex:
         self._scopes.pop((tenant, user), None)
 
 
+def session_view(scope: ItemScope, session: str) -> ItemScope:
+    """The items ``session`` said, as a scope of their own (``memory.scope: session``): its profile, its hits
+    and its marks (``changed_since``) read none of the user's other sessions. Built for each request: a
+    session holds few items."""
+    keep = [i for i, row in enumerate(scope.rows) if row.session == session]
+    view = ItemScope(version=scope.version, rows=[scope.rows[i] for i in keep], replaced_turns=scope.replaced_turns)
+    if keep:
+        view.matrix = scope.matrix[keep]
+    terms = {row.id: tokenize(row.content) for row in view.rows}
+    for row in view.rows:
+        view.bm25.add(row.id, terms[row.id])
+    view.changed = changed_later(view.rows, lambda row: terms[row.id])
+    view.changed_turns = frozenset(h for row in view.rows if row.id in view.changed for h in row.fragment_hashes)
+    return view
+
+
 def replaced_guess_turns(active: Sequence[ItemRow], stored: Sequence[ItemRow]) -> frozenset[str]:
     """The hashes of the turns superseded guesses among ``stored`` were read from, but for those a live fact of
     ``active`` was read from too (the turn that said the new value)."""
