@@ -34,6 +34,12 @@ def said(proxy: Proxy, upstream: FakeUpstream, session: str, statement: str) -> 
     return history
 
 
+def asked(proxy: Proxy, upstream: FakeUpstream, session: str, history: list[dict[str, Any]], question: str) -> str:
+    """``question`` at the end of ``history`` in ``session``: what the upstream received."""
+    turn = [{"role": "assistant", "content": "Sure."}, {"role": "user", "content": question}]
+    return chat(proxy, upstream, session, [*history, *turn])
+
+
 def test_each_session_keeps_its_own_facts_profile_and_conflicts(
     make_proxy: Callable[..., Proxy], upstream: FakeUpstream
 ) -> None:
@@ -43,9 +49,7 @@ def test_each_session_keeps_its_own_facts_profile_and_conflicts(
     with admin(proxy) as http:
         mine = {m["content"]: m for m in http.get("/paperclip/v1/users/ada/memories?status=all").json()["data"]}
     assert mine["The user lives in Paris."]["status"] == "active"  # Berlin, said elsewhere, replaced nothing
-    asked = [*paris, {"role": "assistant", "content": "Sure."},
-             {"role": "user", "content": "Which grocery delivery service works where I live?"}]
-    sent = chat(proxy, upstream, "A", asked)
+    sent = asked(proxy, upstream, "A", paris, "Which grocery delivery service works where I live?")
     assert "Paris" in sent and "Berlin" not in sent
     assert "may have changed since" not in sent  # another session's change marks nothing here
     fresh = chat(proxy, upstream, "C", [{"role": "user", "content": "Can you suggest a snack for my trip?"}])
@@ -60,6 +64,5 @@ def test_a_change_said_in_another_session_marks_nothing_in_this_one(
     proxy = make_proxy(defaults={"memory": {"scope": "session"}})
     drive = said(proxy, upstream, "A", "我每天开车上班。")
     said(proxy, upstream, "B", "车上个月卖了，我现在骑自行车上班。")
-    sent = chat(proxy, upstream, "A", [*drive, {"role": "assistant", "content": "好的。"},
-                                       {"role": "user", "content": "下雨天上班路上有什么建议？"}])
+    sent = asked(proxy, upstream, "A", drive, "下雨天上班路上有什么建议？")
     assert "开车" in sent and "自行车" not in sent and "may have changed since" not in sent
