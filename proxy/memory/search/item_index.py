@@ -32,6 +32,15 @@ class ItemScope:
     # of a turn may be wrong), and recall shows them marked as since changed (``turns_changed_later``).
     replaced_turns: frozenset[str] = frozenset()
 
+    def hold(self, rows: list[ItemRow], matrix: np.ndarray) -> None:
+        """Hold ``rows`` (with their vectors, ``matrix``): their BM25 index and their marks, read once."""
+        self.rows, self.matrix, self.bm25 = rows, matrix, BM25Index()
+        terms = {row.id: tokenize(row.content) for row in rows}
+        for row in rows:
+            self.bm25.add(row.id, terms[row.id])
+        self.changed = changed_later(rows, lambda row: terms[row.id])
+        self.changed_turns = frozenset(h for row in rows if row.id in self.changed for h in row.fragment_hashes)
+
 
 @dataclass(frozen=True)
 class ItemCandidates:
@@ -62,17 +71,8 @@ class ItemIndex:
             version = await self.store.version(tenant, user)
             if version != scope.version:
                 pairs = await self.store.active_with_vectors(tenant, user)
-                scope.rows = [r for r, _ in pairs]
-                scope.matrix = (
-                    np.vstack([v for _, v in pairs]) if pairs else np.zeros((0, 0), dtype=np.float32)
-                )
-                scope.bm25 = BM25Index()
-                terms = {row.id: tokenize(row.content) for row in scope.rows}
-                for row in scope.rows:
-                    scope.bm25.add(row.id, terms[row.id])
-                scope.changed = changed_later(scope.rows, lambda row: terms[row.id])
-                scope.changed_turns = frozenset(
-                    h for row in scope.rows if row.id in scope.changed for h in row.fragment_hashes)
+                scope.hold([r for r, _ in pairs],
+                           np.vstack([v for _, v in pairs]) if pairs else np.zeros((0, 0), dtype=np.float32))
                 scope.replaced_turns = replaced_guess_turns(
                     scope.rows, await self.store.all(tenant, user, include_inactive=True))
                 scope.version = version
@@ -90,14 +90,8 @@ def session_view(scope: ItemScope, session: str) -> ItemScope:
     and its marks (``changed_since``) read none of the user's other sessions. Built for each request: a
     session holds few items."""
     keep = [i for i, row in enumerate(scope.rows) if row.session == session]
-    view = ItemScope(version=scope.version, rows=[scope.rows[i] for i in keep], replaced_turns=scope.replaced_turns)
-    if keep:
-        view.matrix = scope.matrix[keep]
-    terms = {row.id: tokenize(row.content) for row in view.rows}
-    for row in view.rows:
-        view.bm25.add(row.id, terms[row.id])
-    view.changed = changed_later(view.rows, lambda row: terms[row.id])
-    view.changed_turns = frozenset(h for row in view.rows if row.id in view.changed for h in row.fragment_hashes)
+    view = ItemScope(version=scope.version, replaced_turns=scope.replaced_turns)
+    view.hold([scope.rows[i] for i in keep], scope.matrix[keep] if keep else view.matrix)
     return view
 
 
