@@ -62,6 +62,7 @@ DATA = Path(__file__).with_name("scenarios.json")
 SECOND_FROZEN = Path(__file__).with_name("scenarios_frozen_2.json")
 THIRD_FROZEN = Path(__file__).with_name("scenarios_frozen_3.json")
 FOURTH_FROZEN = Path(__file__).with_name("scenarios_frozen_4.json")
+FIFTH_FROZEN = Path(__file__).with_name("scenarios_frozen_5.json")
 COMPRESSOR = "fake-compressor"
 MODEL = "gpt-4o-mini"
 REPLY = "Sure, happy to help with that."
