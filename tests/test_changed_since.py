@@ -221,6 +221,9 @@ def test_a_turn_that_asks_adds_or_tells_a_change_as_a_time_changes_nothing(later
     ("My sister lives in Rome.", "My sister moved to Milan in the spring."),
     ("Dad teaches maths at my old school.", "He retired from teaching last June."),
     ("我是一名中学语文老师，教书二十年了。", "我去年退休了，不教书了。"),
+    ("I ride my motorbike to the office.", "Sold the motorbike in May, lovely to walk in."),  # no subject said
+    ("I ride my motorbike to the office.", "Big news — sold the motorbike!"),
+    ("I keep my savings with Halifax.", "My savings are with Nationwide now — better rates."),  # "now" ends a clause
 ])
 def test_a_turn_that_ends_a_state_or_starts_one_from_a_day_marks_the_earlier(earlier: str, later: str) -> None:
     assert turns_changed_later(said(earlier, later), place, rare) == {1}

@@ -126,16 +126,18 @@ def changed_later(
     return frozenset(marked)
 
 
-# A change a turn says outright: the user (or "we", or one of hers: "my sister", "she") did what changes or
-# ends a lasting fact, it holds no longer, one thing is done instead of another or is so these days, from a
-# day named on, or a clause ends on "now" ("she's Pepper now"); not "since", "started" or "now" inside a
-# clause, which a long chat says of everything.
+# A change a turn says outright: the user (or "we", or one of hers: "my sister", "she"; or no one named, at a
+# sentence's start) did what changes or ends a lasting fact, it holds no longer, one thing is done instead of
+# another or is so these days, from a day named on, or a clause ends on "now" ("she's Pepper now"); not
+# "since", "started" or "now" inside a clause, which a long chat says of everything.
+_CHANGED = (r"(?:moved|relocated|switched|changed|quit|left|stopped|gave up|given up|sold|retired|swapped|traded"
+            r"|ditched|dropped|renamed|transferred|cancell?ed|replaced|gave away|given away|got rid of|broke up"
+            r"|split up|divorced|cut out|outgrew)\b")
 _TURN_CHANGE = re.compile(
-    r"\b(?:I|we|he|she|(?:my|our) (?!\w+ly\b)\w+)(?:'ve| have| has| had|'d|'s)?\s+(?:\w+ly\s+)?"
-    r"(?:moved|relocated|switched|changed|quit|left|stopped|gave up|given up|sold|retired|swapped|traded"
-    r"|ditched|dropped|renamed|transferred|cancell?ed|replaced|gave away|given away|got rid of|broke up"
-    r"|split up|divorced|cut out|outgrew)\b"
-    r"|\b(?:no longer|any ?more|instead|these days|nowadays|from now on)\b|\bnow\s*(?:[.!,;:]|$)"
+    r"\b(?:I|we|he|she|(?:my|our) (?!\w+ly\b)\w+)(?:'ve| have| has| had|'d|'s)?\s+(?:\w+ly\s+)?" + _CHANGED +
+    # Or with the subject left out, as a chat does at the start of a sentence or after a dash: "Sold the car".
+    r"|(?:^|\s[-–—]\s)\s*(?:\w+ly\s+)?" + _CHANGED +
+    r"|\b(?:no longer|any ?more|instead|these days|nowadays|from now on)\b|\bnow\s*(?:[.!,;:—–]|\s-\s|$)"
     r"|\b(?:as of|starting|from) (?:today|tomorrow|this (?:week|month|year)|next (?:week|month|year))\b"
     r"|现在|如今|不再|再也不|从此|搬到|搬去|辞职|离职|退休|调到|换成|改成|戒掉|戒\w{0,2}了|卖掉|卖了|分手|离婚"
     r"|从(?:今天|明天|这周|这个月|今年|下周|下个月|明年)(?:起|开始)", re.I)
