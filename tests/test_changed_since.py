@@ -206,6 +206,7 @@ def test_a_turn_shares_no_topic_through_a_word_many_turns_say() -> None:
     "I've loved the lake since I moved here.",  # a change told as the time of something else
     "Now I also paint the lake at night.",  # an addition
     "I paint now and then, mostly the lake.",  # "now" inside a clause
+    "I'm painting now.", "We're heading out now, the lake is calling.",  # what is under way
 ])
 def test_a_turn_that_asks_adds_or_tells_a_change_as_a_time_changes_nothing(later: str) -> None:
     assert turns_changed_later(said("I painted the lake at dawn.", later), place, rare) == frozenset()

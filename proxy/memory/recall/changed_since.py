@@ -144,6 +144,10 @@ _TURN_CHANGE = re.compile(
 # A change told as the time of something else ("since I moved here", "when I quit my job") is a story's
 # background, not news: the cue's clause opens with one of these before it.
 _AS_A_TIME = re.compile(r"\b(?:since|when|after|before|until|till|once|as soon as|ever since|while)\b", re.I)
+# "now" right after what the speaker is doing ("I'm heading out now", "we're eating now") tells what is under
+# way, not a change.
+_UNDER_WAY = re.compile(r"\b(?:I'm|I am|we're|we are)\s+(?:\w+\s+)?\w+ing(?:\s+(?:out|off|in|up|down|home|back"
+                        r"|over|away|to bed))?\s+$", re.I)
 _SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*")
 _CLAUSE_MARK = re.compile(r"[,;:，；：]")
 # A turn's topic word ties it to a later change only when few of the user's turns say it (``TOPIC_TURNS``,
@@ -230,7 +234,8 @@ def change_said(text: str) -> frozenset[str]:
             continue
         for cue in _TURN_CHANGE.finditer(sentence):
             clause = _CLAUSE_MARK.split(sentence[: cue.start()])[-1]
-            if not _AS_A_TIME.search(clause):
+            under_way = cue.group().lower().startswith("now") and _UNDER_WAY.search(clause)
+            if not _AS_A_TIME.search(clause) and not under_way:
                 words |= _turn_topic(sentence)
                 break
     return frozenset(words)
