@@ -219,8 +219,10 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
                 + NAME_EN.replace("A-Za-z", "A-Z")), _named),
     # "My daughter Mia is 6", "our dog Rex loves walks", "my cat Luna sleeps on my keyboard": a name in
     # apposition, then one of the verbs said of a person or a pet (a closed class: "My dog Sunday walks are
-    # the best" names no dog), not "my wife I think".
-    (re.compile(rf"\b(?i:my|our) (?P<who>{_KIN}) (?P<v>(?!I\b)[A-Z][a-z][\w'-]*)(?=,? (?:is|was|has|loves|likes"
+    # the best" names no dog), or "'s" or an age in brackets ("my daughter Maya's turning 4", "my son Leo
+    # (9)"), not "my wife I think".
+    (re.compile(rf"\b(?i:my|our) (?P<who>{_KIN}) (?P<v>(?!I\b)[A-Z][a-z][\w'-]*?)"
+                r"(?='s\b| \(|,? (?:is|was|has|loves|likes"
                 r"|turned|turns|can't|cannot|just|and|who|will|gets|needs|sleeps|lives|goes|plays|works|eats|hates"
                 r"|adores|enjoys|started|studies|attends|barks|follows|refuses|keeps|still|always|never)\b)"),
      _named),
