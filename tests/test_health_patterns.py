@@ -142,6 +142,13 @@ def test_a_diet_ended_takes_the_diet_slot() -> None:
         ("I have arthritis in my hands.", "user.health.arthritis", "The user has arthritis."),
         ("I have Crohn's disease.", "user.health.crohn_s_disease", "The user has Crohn's disease."),
         ("I suffer from migraines.", "user.health.migraine", "The user has migraines."),
+        ("Being epileptic, I never drive.", "user.health.epileptic", "The user is epileptic."),
+        ("Bread is off the table, as a coeliac I stick to rice.", "user.health.coeliac", "The user is coeliac."),
+        ("The office cake is wasted on me, being diabetic.", "user.health.diabetic", "The user is diabetic."),
+        ("I'm type 2 diabetic.", "user.health.type_2_diabetic", "The user is type 2 diabetic."),
+        ("The ramp was too steep for my wheelchair.", "user.health.mobility", "The user uses a wheelchair."),
+        ("Our household keeps halal.", "user.diet", "The user eats only halal food."),
+        ("We're pescatarian, so fish is fine.", "user.diet", "The user is pescatarian."),
     ],
 )
 def test_a_medicine_an_aid_a_sense_or_a_condition_told_by_how_it_is_said(said: str, key: str, content: str) -> None:
@@ -161,6 +168,10 @@ def test_a_medicine_an_aid_a_sense_or_a_condition_told_by_how_it_is_said(said: s
         "I can't walk far today, my ankle hurts.", "My husband uses a wheelchair.", "I speak up when something is wrong.",
         "I don't eat much when I'm stressed.", "我今天走不了远路。", "I take Uber every day.",
         "I take Pilates every morning.", "I suffer from my neighbours' noise.", "医生给我开了病假条。",
+        "Being asthmatic is no fun, I imagine.", "As a diabetic, he has to plan every meal, I know.",
+        "My son being coeliac, I bake gluten-free.", "I ordered from the diabetic-friendly menu, as a treat.",
+        "My wheelchair-bound uncle loves the seaside.", "I pushed my dad's wheelchair up the hill.",
+        "We're a vegan cafe on the high street.", "We went vegan for a week in January.",
     ],
 )
 def test_what_is_not_a_lasting_health_fact_of_the_user_is_not_read_as_one(said: str) -> None:

@@ -53,6 +53,7 @@ _FOOD_END = re.compile(r"\s+(?:for|while|during|at|on|with|until|after|before|an
 _CONDITIONS = (r"(?:type [12] )?diabetes|c(?:o)?eliac disease|asthma|epilepsy|high blood pressure|hypertension"
                r"|a heart condition|IBS|gout|lactose intolerance|kidney disease")
 _STATES = r"lactose intolerant|gluten intolerant|diabetic|c(?:o)?eliac|asthmatic|epileptic"
+_STATE = rf"(?:type [12] )?(?:{_STATES})"
 _ZH_CONDITIONS = "糖尿病|高血压|哮喘|癫痫|心脏病|乳糖不耐受|痛风"
 _HEALTH_IMPORTANCE = 0.9
 # The aids a user moves with: the category's own vocabulary, not a brand.
@@ -142,17 +143,17 @@ def _pregnancy(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
 
 
 def _condition(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
-    what = m.group("what")
+    what = first_group(m, "what", "what2")
     if chinese(what):
         return [RuleHit("entity", "health", f"user.health.{slug(what)}", f"用户有{what}。", _HEALTH_IMPORTANCE)]
-    verb = "is" if re.fullmatch(_STATES, what, re.I) else "has"
+    verb = "is" if re.fullmatch(_STATE, what, re.I) else "has"
     return [RuleHit("entity", "health", f"user.health.{slug(what)}", f"The user {verb} {what}.", _HEALTH_IMPORTANCE)]
 
 
 @lasting
 def _mobility(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"I use a wheelchair", "I get around with a walker", "我坐轮椅": the aid the user moves with."""
-    aid = " ".join(m.group("aid").lower().split())
+    aid = " ".join(first_group(m, "aid", "aid2").lower().split())
     if chinese(aid):
         return [RuleHit("entity", "health", "user.health.mobility", f"用户使用{aid}。", _HEALTH_IMPORTANCE)]
     article = "" if aid == "crutches" else "an " if aid[0] in "aeiou" else "a "
@@ -216,6 +217,12 @@ HEALTH_RULES: list[tuple[re.Pattern[str], Rule]] = [
                 r"|\bI(?:'ve| have)? (?:started|begun) eating meat again|\bI eat meat again", re.I), _diet_ended),
     (re.compile(r"我(?:已经|现在)?(?:不再吃素|不吃素了|开始吃肉了)"), _diet_ended),
     (re.compile(rf"\bI(?:{_DIET_VERBS})\s+" + _ADVERBS + f"(?P<diet>{_DIETS})\\b", re.I), _diet),
+    # A household's diet is the user's too ("We keep kosher", "Our family is vegetarian"), said of the diet
+    # itself, not of something "we" run or sell ("We're a vegan bakery").
+    (re.compile(r"\b(?:[Ww]e|[Oo]ur (?:family|household|home))"
+                rf"(?:{_DIET_VERBS}|'re| are| keeps| eats| follows| is| has been)\s+" + _ADVERBS
+                + f"(?P<diet>{_DIETS})" + r"(?=$|[.,;:!?)—–]| (?:and|so|but|since|now|too|at home)\b)", re.I),
+     _diet),
     (re.compile(r"我(?:已经|一直|现在)?(?:吃素|吃全素|只吃素|是(?:严格的|纯)?素食(?:者|主义者)?)"), _diet),
     (re.compile(r"\bI(?:'m| am)\s+(?:\w+\s+){0,2}pregnant\b"
                 r"|\bI(?:'m| am) expecting (?:a baby|a child|twins|a boy|a girl|(?:my|our) (?:first|second|third)"
@@ -235,10 +242,19 @@ HEALTH_RULES: list[tuple[re.Pattern[str], Rule]] = [
                 r"(?P<what>[\w ]{2,30}?) allerg(?:y|ies)\b", re.I), allergy),
     (re.compile(r"\bI (?:have|'ve got|was diagnosed with|suffer from|live with) "
                 f"(?P<what>{_CONDITIONS})\\b", re.I), _condition),
-    (re.compile(r"\bI(?:'m| am)\s+(?:(?:severely|very|quite)\s+)?" f"(?P<what>{_STATES})\\b", re.I), _condition),
+    (re.compile(r"\bI(?:'m| am)\s+(?:(?:severely|very|quite)\s+)?" f"(?P<what>{_STATE})\\b", re.I), _condition),
+    # "Being coeliac, I…", "As a diabetic I…", "…useless for me being coeliac": the state the sentence's "I" (or
+    # the "me" it follows) is in; not a gerund the sentence talks about ("Being coeliac is hard"), nor with
+    # someone else in the sentence ("As a diabetic, he…").
+    (re.compile(r"(?:^|[,;:(—–]\s*)(?i:being|as an?) " f"(?P<what>{_STATE})"
+                r"(?![\w-])(?!\s+(?:is|was|isn't|can be|must be)\b)(?=[^.!?]*\bI\b)"
+                r"(?![^.!?]*\b(?i:he|she|they|his|her|him|their)\b)"
+                r"|\b(?i:me),? (?i:being) " f"(?P<what2>{_STATE})" r"(?![\w-])"), _condition),
     (re.compile(f"我(?:有|患有|得了|是)?(?P<what>{_ZH_CONDITIONS})"), _condition),
     (re.compile(r"\bI (?:use|am in|'m in|need|rely on|get around (?:in|on|with)|walk with|depend on)"
-                rf" (?:an? )?(?:(?:folding|new|old) )?(?P<aid>{_AIDS})\b", re.I), _mobility),
+                rf" (?:an? )?(?:(?:folding|new|old) )?(?P<aid>{_AIDS})\b"
+                # "…get my wheelchair over the lip": the aid the user owns is the one they move with.
+                rf"|\bmy (?:(?:own|folding|new|old) )?(?P<aid2>{_AIDS})(?![\w'-])", re.I), _mobility),
     (re.compile(f"我(?:一直|现在|出门|平时)?(?:要|得|需要)?(?:坐|用|拄|靠|使用)(?:着)?(?P<aid>{_ZH_AIDS})"), _mobility),
     (re.compile(r"\bI (?:can't|cannot|can not|am unable to|'m unable to) (?:manage|climb|do|use|take|handle|walk up)"
                 r" (?:the )?(?:stairs|steps|staircases)\b"
