@@ -9,7 +9,7 @@ import sys
 import pytest
 from rank_bm25 import BM25Okapi
 
-from proxy.memory.search.bm25 import BM25Index, tokenize, warm_up
+from proxy.memory.search.bm25 import BM25Index, dictionary_words, tokenize, warm_up
 
 
 def test_english_lowercased_without_stop_words() -> None:
@@ -48,6 +48,13 @@ def test_chinese_is_segmented_and_stop_words_dropped() -> None:
 def test_chinese_compounds_also_yield_their_parts() -> None:
     # cut_for_search: a query for 过敏 finds a text that says 过敏症.
     assert "过敏" in tokenize("我有花生过敏症")
+
+
+def test_dictionary_words_cut_chinese_by_the_dictionary_alone() -> None:
+    assert "烟戒" in tokenize("我三个月前把烟戒了。")  # an unknown run guessed as one word
+    assert {"烟", "戒"} <= set(dictionary_words("我三个月前把烟戒了。"))
+    assert "我" not in dictionary_words("我三个月前把烟戒了。")  # a stop word
+    assert dictionary_words("I quit smoking 3 months ago.") == []
 
 
 def test_mixed_chinese_english_and_digits() -> None:

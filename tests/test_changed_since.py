@@ -225,6 +225,7 @@ def test_a_turn_that_asks_adds_or_tells_a_change_as_a_time_changes_nothing(later
     ("I ride my motorbike to the office.", "Sold the motorbike in May, lovely to walk in."),  # no subject said
     ("I ride my motorbike to the office.", "Big news — sold the motorbike!"),
     ("I keep my savings with Halifax.", "My savings are with Nationwide now — better rates."),  # "now" ends a clause
+    ("我每天抽一包烟。", "我三个月前把烟戒了。"),  # 烟 by the dictionary; the search terms glue 烟戒
 ])
 def test_a_turn_that_ends_a_state_or_starts_one_from_a_day_marks_the_earlier(earlier: str, later: str) -> None:
     assert turns_changed_later(said(earlier, later), place, rare) == {1}

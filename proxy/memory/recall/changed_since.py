@@ -63,7 +63,7 @@ from typing import Protocol
 from ...store.records import Fragment
 from ..lifecycle import CHANGE_SAID, ENDED, is_slot, slot_of
 from ..memory_schema import is_guess
-from ..search.bm25 import tokenize
+from ..search.bm25 import dictionary_words, tokenize
 from .cards import ItemFacts
 from .query import inflected
 
@@ -243,7 +243,7 @@ def change_said(text: str) -> frozenset[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _turn_topic(text: str) -> frozenset[str]:
-    return _topic_words(tokenize(text))
+    return _topic_words([*tokenize(text), *dictionary_words(text)])
 
 
 def says_change(text: str) -> bool:

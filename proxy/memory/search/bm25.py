@@ -62,6 +62,7 @@ _TOKEN_RE = re.compile(
 )
 # "1,234,567" is one amount, not three numbers.
 _CJK_RE = re.compile(f"[{_CJK}]")
+_CJK_RUN = re.compile(f"[{_CJK}]+")
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _PLURAL_EXCEPTIONS = ("ss", "us", "is", "ous")
 
@@ -89,6 +90,14 @@ def tokenize(text: str) -> list[str]:
             if term:
                 tokens.append(term)
     return tokens
+
+
+def dictionary_words(text: str) -> list[str]:
+    """The Chinese words of ``text`` as jieba's dictionary alone cuts them, stop words left out: no guessing of
+    unknown words, which glues a short run together (把烟戒了 → 烟, 戒; ``tokenize`` finds 烟戒). Two
+    statements of one topic share these more surely than their search terms."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return [w for m in _CJK_RUN.finditer(text) for w in jieba.lcut(m.group(), HMM=False) if w not in CHINESE_STOP_WORDS]
 
 
 def mostly_cjk(text: str) -> bool:
