@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from proxy.errors import BadRequest
 from proxy.server.jsonbody import MAX_DEPTH, check, too_deep
-from proxy.server.relay import event_break, whole_lines
+from proxy.server.relay import event_break, whole_events, whole_lines
 from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, error_json, sse
 
@@ -124,6 +124,17 @@ def test_whole_lines_holds_only_an_unfinished_line() -> None:
     assert whole_lines(b"data: {", b'"a": 1}\n\n') == (b'data: {"a": 1}\n\n', b"")
     assert whole_lines(b"", b"partial") == (b"", b"partial")
     assert whole_lines(b"", b"a\r\n") == (b"a\r\n", b"")
+
+
+def test_whole_events_holds_an_unfinished_event_and_lets_comments_through() -> None:
+    assert whole_events(b"", b"data: 1\n\ndata: {") == (b"data: 1\n\n", b"data: {")
+    assert whole_events(b"", b"event: a\n") == (b"", b"event: a\n")
+    assert whole_events(b"event: a\n", b"data: 2\n\n") == (b"event: a\ndata: 2\n\n", b"")
+    assert whole_events(b"", b"event: a\r\ndata: 2\r\n") == (b"", b"event: a\r\ndata: 2\r\n")  # no blank line
+    assert whole_events(b"", b"data: 1\r\n\r\nevent: b\r\n") == (b"data: 1\r\n\r\n", b"event: b\r\n")
+    assert whole_events(b"", b"data: 1\r\rdata: 2\r") == (b"data: 1\r\r", b"data: 2\r")
+    assert whole_events(b"", b"data: 1\n\n: keep-alive\n") == (b"data: 1\n\n: keep-alive\n", b"")
+    assert whole_events(b"", b": ping\ndata: 2\n") == (b"", b": ping\ndata: 2\n")
 
 
 def test_event_break_starts_a_fresh_event() -> None:

@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import openai
+import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -14,7 +16,8 @@ from proxy.pipeline.pipeline_protocol import Prepared
 from proxy.pipeline.plain import CountingPipeline
 from tests.admin_helpers import admin
 from tests.conftest import Proxy
-from tests.fake_upstream import FakeUpstream, error_json
+from tests.fake_responses import sse_events
+from tests.fake_upstream import FakeUpstream, Scripted, error_json
 from tests.test_errors_auth import RecordingPipeline
 
 FACT = "My cat Biscuit is allergic to peanuts, remember that."
@@ -87,6 +90,36 @@ def test_the_stream_is_relayed_event_for_event(plain_proxy: Proxy, direct: Any, 
         raw = http.post("/responses", json={"model": "gpt-4o-mini", "input": "hi", "stream": True})
     assert raw.headers["cache-control"] == "no-cache" and raw.headers["x-paperclip-session"]
     assert upstream.responses_requests()[-1].path == "/v1/responses"  # the bare path too
+
+
+@pytest.mark.parametrize("sent", ["its event line", "its event and data lines"])
+def test_a_stream_cut_inside_an_event_ends_with_the_error_event_alone(
+    proxy: Proxy, upstream: FakeUpstream, sent: str
+) -> None:
+    """An upstream dying between an event's first line and the blank line that ends it: the half event
+    never reaches the client, so the error event that follows is read alone. Glued to the half event's
+    ``event:`` line by the error's own blank line, it made the SDK parse an empty event and raise a bare
+    ``JSONDecodeError`` instead of its ``APIError``."""
+    body = {"model": "gpt-4o-mini", "input": "hi", "stream": True}
+    events = sse_events(body)
+    whole, cut = events[:3], events[3]
+    lines = cut.split(b"\n")
+    half = lines[0] + b"\n" if sent == "its event line" else lines[0] + b"\n" + lines[1] + b"\n"
+
+    async def dying(request: Request, parsed: dict[str, Any]) -> Response:
+        return Scripted(upstream, [*whole, half, b"never sent"], abort_after=len(whole) + 1)
+
+    upstream.routes["/v1/responses"] = dying
+    with proxy.client() as client, pytest.raises(openai.APIError) as caught:
+        for _ in client.responses.create(model="gpt-4o-mini", input="hi", stream=True):
+            pass
+    assert "upstream" in caught.value.message.lower()
+    with proxy.http() as http:
+        raw = http.post("/v1/responses", json=body)
+    assert raw.status_code == 200 and raw.content.startswith(b"".join(whole))
+    tail = raw.content[len(b"".join(whole)) :]
+    assert tail.startswith(b"data: ") and tail.endswith(b"\n\n")  # the error event, nothing of the half one
+    assert set(json.loads(tail.removeprefix(b"data: "))["error"]) == {"message", "type", "param", "code"}
 
 
 def test_nothing_added_sends_the_original_bytes(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:

@@ -8,9 +8,11 @@ watcher cancels the exchange, and the exchange's end cancels the watcher.
 
 Chunks are sent as they arrive (never buffered), as raw bytes: a gzip body
 goes through with its header, a multibyte character split across chunks is
-rejoined by the client. A ``data: [DONE]`` line of its own (not those bytes in
-an event's data) ends a chat stream, and a passed-through one, at once even if
-the upstream holds its socket open.
+rejoined by the client; an event stream's chunks go out cut at their last
+whole event, the rest following with the chunk that ends it. A
+``data: [DONE]`` line of its own (not those bytes in an event's data) ends a
+chat stream, and a passed-through one, at once even if the upstream holds its
+socket open.
 
 A reply that breaks is never ended cleanly (SPEC §9), so the client cannot
 take it for a whole one: a stream ends with an error event; a plain body's
@@ -48,6 +50,9 @@ _DONE_LINE = re.compile(rb"[\r\n]data: ?\[DONE\][ \t]*(?:\r\n|[\r\n]|$)")
 _STREAM_START = b"\n"
 _TAIL = len(b"\ndata: [DONE] \r\n")
 _LINGER_S = 0.25
+# A blank line, which ends an event (lines end in "\r\n", "\n" or "\r"), and any line break.
+_EVENT_END = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 
 @dataclass
@@ -147,9 +152,11 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
     await send(
         {"type": "http.response.start", "status": response.status_code, "headers": headers + ex.extra_headers}
     )
-    # Event streams go out a whole line at a time (a line's rest follows within the same
-    # write, in practice): an upstream dying mid-line then leaves no half line for the
-    # error event to be glued to. Encoded bodies cannot be cut, so they go as they come.
+    # Event streams go out a whole event at a time (no client acts on an event before the
+    # blank line that ends it, so holding its first lines until then costs nothing): an
+    # upstream dying mid-event then leaves no half event for the error event's break to
+    # complete and the client to read as a whole one. Encoded bodies cannot be cut, so they
+    # go as they come.
     lines = sse and outcome.content_encoding is None
     held = tail = b""
     capturing = ex.capture_limit > 0
@@ -160,7 +167,7 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
             if capturing:
                 capturing = _capture(outcome.body, chunk, ex.capture_limit)
             if lines:
-                chunk, held = whole_lines(held, chunk)
+                chunk, held = whole_events(held, chunk)
                 if held.startswith(_DONE):  # the last line, sent without its break
                     chunk, held = chunk + held, b""
                 if not chunk:
@@ -213,6 +220,22 @@ def _capture(body: bytearray, chunk: bytes, limit: int) -> bool:
         return False
     body += chunk
     return True
+
+
+def whole_events(held: bytes, chunk: bytes) -> tuple[bytes, bytes]:
+    """(the bytes up to the end of the last whole event, the unfinished event after it) of ``held + chunk``.
+
+    An event ends at a blank line (SSE: a line break right after a line break).
+    Whole lines after the last event that are only comments (``: keep-alive``)
+    go too: they open no event, and an upstream may send them alone to keep the
+    connection busy. An unfinished line is always held.
+    """
+    data, rest = whole_lines(held, chunk)
+    ends = [m.end() for m in _EVENT_END.finditer(data)]
+    cut = ends[-1] if ends else 0
+    if all(not line or line.startswith(b":") for line in _LINE_BREAK.split(data[cut:])):
+        return data, rest
+    return data[:cut], data[cut:] + rest
 
 
 def whole_lines(held: bytes, chunk: bytes) -> tuple[bytes, bytes]:
