@@ -171,6 +171,18 @@ def test_done_ends_the_stream_although_upstream_holds_the_socket(proxy: Proxy, u
     wait_for(lambda: len(upstream.disconnects) == 1)  # and the held upstream socket was let go
 
 
+def test_done_ends_a_stream_whose_events_end_in_one_line_break(proxy: Proxy, upstream: FakeUpstream) -> None:
+    """Some servers end each ``data:`` line with one break, never a blank line: the relay holds an event
+    until its blank line, but a ``[DONE]`` line among what it holds still ends the response at once."""
+    parts = [line.replace(b"\n\n", b"\n") for line in sse([chunk({"role": "assistant", "content": "Hi"})])]
+    answer_with(upstream, parts, hold_open=10)
+    started = time.monotonic()
+    with proxy.http() as http, http.stream("POST", "/v1/chat/completions", json=CHAT) as r:
+        body = b"".join(r.iter_raw())
+    assert time.monotonic() - started < 1.0
+    assert body == b"".join(parts)
+
+
 def test_sdk_stream_ends_at_done_with_a_held_socket(proxy: Proxy, upstream: FakeUpstream) -> None:
     answer_with(upstream, sse([chunk({"role": "assistant", "content": "Hi"}), chunk({}, finish="stop")]), hold_open=10)
     started = time.monotonic()

@@ -42,7 +42,6 @@ from .usage_ledger import TAIL_BYTES
 
 log = logging.getLogger("paperclip.relay")
 
-_DONE = (b"data: [DONE]", b"data:[DONE]")
 # The line that ends an OpenAI event stream: ``data: [DONE]`` on a line of its own (the space is optional
 # in SSE), never those bytes inside an event's data ("…the line data: [DONE] and then", a tool's code). The
 # bytes before a window of the stream are a line's end at its start (``_STREAM_START``).
@@ -168,7 +167,7 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
                 capturing = _capture(outcome.body, chunk, ex.capture_limit)
             if lines:
                 chunk, held = whole_events(held, chunk)
-                if held.startswith(_DONE):  # the last line, sent without its break
+                if _DONE_LINE.search(_STREAM_START + held):  # the last line, maybe without its break
                     chunk, held = chunk + held, b""
                 if not chunk:
                     continue
