@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from .schema import Defaults, Section, Tenant, TopLevel
-from .values import allowed, http_url, key_list, proxy_address, storage_url
+from .values import allowed, http_url, key_list, origin_list, proxy_address, storage_url
 
 INTRO = """\
 # Configuration reference
@@ -57,6 +57,7 @@ _VALIDATED = {
     storage_url: "database URL",
     proxy_address: "proxy URL `http://[user:pass@]host:port`",
     key_list: "list of keys",
+    origin_list: "list of origins",
 }
 _BASES: dict[Any, str] = {bool: "`true` / `false`", int: "integer", float: "number", str: "string", Path: "path"}
 

@@ -39,6 +39,7 @@ from .values import (
     HttpUrl,
     Keys,
     NonNegativeNumber,
+    Origins,
     Positive,
     PositiveNumber,
     ProxyAddress,
@@ -112,6 +113,13 @@ class Server(Section):
         default=MAX_RECORD_BYTES,
         description="4 MiB: an upstream reply kept or decoded (gzip, deflate) beyond this is relayed whole but "
         "not recorded (a gzip bomb stays 1 MB on the wire); the compression model's replies are bounded alike.",
+    )
+    cors_origins: Origins = Field(
+        default=("*",),
+        description="Origins a browser app may call the API paths from (`/v1/*`, `/chat/completions`, "
+        "`/responses`, `/messages`, `/mcp`), as OpenAI's and Anthropic's APIs allow: `*` any (the default, as "
+        "theirs; never with cookies), or the origins listed (`https://app.example.com`); `[]` none. The "
+        "admin API, the inspector and `/metrics` are never opened to another origin.",
     )
     metrics_keys: Keys = Field(
         default=(),

@@ -72,6 +72,21 @@ def key_list(value: Any) -> tuple[str, ...]:
     return keys
 
 
+def origin_list(value: Any) -> tuple[str, ...]:
+    """``server.cors_origins``: ``*`` or origins as a browser sends them (``https://app.example.com``, a port
+    maybe; no path, no trailing slash: such a value would never match); one alone is a list."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ValueError("must be a list of origins")
+    for origin in value:
+        if origin != "*" and not re.fullmatch(r"https?://[^/\s:]+(?::\d{1,5})?", origin):
+            raise ValueError(f"{origin!r} is no origin: write '*' or scheme://host[:port], without a path or '/'")
+    return tuple(value)
+
+
 def from_environment(value: Any, info: ValidationInfo) -> Any:
     """A default written ``${VAR}``, expanded from the environment being loaded (none: unset).
 
@@ -89,6 +104,7 @@ HttpUrl = Annotated[str, AfterValidator(http_url)]
 StorageUrl = Annotated[str, AfterValidator(storage_url)]
 ProxyAddress = Annotated[str, AfterValidator(proxy_address)]
 Keys = Annotated[tuple[str, ...], BeforeValidator(key_list)]
+Origins = Annotated[tuple[str, ...], BeforeValidator(origin_list)]
 Secret = Annotated[str | None, BeforeValidator(from_environment)]
 
 

@@ -28,6 +28,7 @@ from ..upstream.clients import Upstreams
 from .accounting import Accounting, write_usage, writing_usage
 from .admin.routes import admin_routes
 from .chat import ChatEndpoint
+from .cross_origin import CrossOrigin
 from .envelope_guard import Guard, http_error
 from .inspector.site import inspector_site
 from .maintenance import maintain
@@ -106,7 +107,7 @@ def create_app(
     app = Starlette(
         routes=routes(runtime, tools),
         lifespan=lifespan,
-        middleware=[Middleware(Guard)],
+        middleware=[Middleware(CrossOrigin, origins=settings.server.cors_origins), Middleware(Guard)],
         exception_handlers={HTTPException: http_error},
     )
     app.state.runtime = runtime
