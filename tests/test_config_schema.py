@@ -47,8 +47,9 @@ def test_every_problem_of_every_file_is_reported_at_once(tmp_path: Path) -> None
     )
     assert problems_of(path) == [
         (str(path), "server.port", "must be an integer, not '80'"),
-        (str(path), "server.colour", "unknown key (known here: admin_keys, cors_origins, header_timeout_s, host, log_content, "
-                                     "log_format, max_body_bytes, max_record_bytes, metrics_keys, port)"),
+        (str(path), "server.colour", "unknown key (known here: admin_keys, cors_origins, header_timeout_s, host, "
+                                     "keep_alive_s, log_content, log_format, max_body_bytes, max_record_bytes, "
+                                     "metrics_keys, port)"),
         (str(path), "defaults.memory.top_k", "must be positive, not 0"),
         (str(path), "tenants.acme.context.compression_mode", "must be one of background, inline, not 'later'"),
         (str(globex), "tenants.globex.memory.pii", "must be one of mask, keep, drop, not 'shout'"),

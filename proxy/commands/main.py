@@ -81,6 +81,7 @@ def serve_command(args: argparse.Namespace) -> int:
         log_config=None,  # uvicorn's loggers go through requestlog's handler, in server.log_format
         access_log=False,
         timeout_graceful_shutdown=30,
+        timeout_keep_alive=settings.server.keep_alive_s,
         http=header_timeout_protocol(settings.server.header_timeout_s),
         # The upstream's own Date and Server headers pass through; uvicorn's would duplicate them.
         server_header=False,

@@ -109,6 +109,13 @@ class Server(Section):
     header_timeout_s: float = Field(
         default=10.0, gt=0, description="A client that has not sent its request headers by then is dropped."
     )
+    keep_alive_s: int = Field(
+        default=75,
+        ge=1,
+        description="How long an idle client connection stays open: longer than clients' pools keep theirs "
+        "(5 s: httpx, the openai and anthropic SDKs) and load balancers' (60 s: AWS's), so the client always "
+        "closes first. Shorter, a request sent as the proxy closes the connection fails.",
+    )
     max_record_bytes: Positive = Field(
         default=MAX_RECORD_BYTES,
         description="4 MiB: an upstream reply kept or decoded (gzip, deflate) beyond this is relayed whole but "
