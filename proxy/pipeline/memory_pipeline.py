@@ -23,6 +23,7 @@ from ..errors import StoreUnavailable
 from ..memory.extraction.extractor import MODEL_CATCH_UP, Complete, Extractor
 from ..memory.recall.cards import inject
 from ..memory.recall.query_rewrite import rewritten_query
+from ..memory.recall.question_memo import QuestionMemo
 from ..memory.recall.ranking import Hit
 from ..memory.recall.recall import Recall, RecallRequest, candidate, recall_for
 from ..memory.recall.rerank import Reranker
@@ -75,6 +76,7 @@ class MemoryPipeline:
         self.catching_up = CatchUp(quiet)  # the user's other chats, before a request's recall
         self.counter = Counters()
         self.recorded = RecordedTurns()  # by session: its turns as last recorded, how far indexed
+        self.asked: QuestionMemo[Recall] = QuestionMemo()  # by session: its last recall, while the question stands
         # Inline compressions that outlived their deadline, by trace: record() awaits
         # them, so they are tracked after-response work, never left running unowned.
         self._overrun: dict[str, asyncio.Future[View]] = {}
@@ -109,7 +111,7 @@ class MemoryPipeline:
         recall = (
             await recall_for(
                 self.index, await self._recall_request(call, view), counter, self.floor, self.items,
-                self.rerankers.get(st.memory.rerank or ""),
+                self.rerankers.get(st.memory.rerank or ""), self.asked,
             )
             if st.memory.enabled
             else None

@@ -67,6 +67,7 @@ from .query import (
     text_of,
 )
 from .query_rewrite import extended_query
+from .question_memo import Asked, QuestionMemo
 from .ranking import Candidate, Hit, Hits, Key, boosts, candidates, rank, relevant
 from .rerank import Reranker, rerank
 from .speakers import Role, speaker_named
@@ -131,8 +132,12 @@ async def recall_for(
     floor: Floor,
     items: ItemIndex | None = None,
     reranker: Reranker | None = None,
+    memo: QuestionMemo[Recall] | None = None,
 ) -> Recall:
-    """What to inject for this request; fragments still in the verbatim ``window`` are never used."""
+    """What to inject for this request; fragments still in the verbatim ``window`` are never used.
+
+    ``memo``: the session's last recall, shown again while the question stands and every memory it shows
+    too (``question_memo``: an agent's tool loop keeps its block)."""
     mem = request.settings
     # A question of megabytes is read off the event loop (``offload``); a chat's, in place.
     latest = latest_user_index(request.messages)
@@ -140,6 +145,35 @@ async def recall_for(
     query = extended_query(await off_loop(size, build_query, request.messages), request.rewrite)
     if not query.strip():
         return Recall(query, [], [], None)
+    tenant, user = request.tenant, request.user
+    session = (tenant, user, request.session)
+    asked = Asked(query, latest, mem)
+    if memo is not None and (again := memo.last(session, asked)) is not None:
+        turns, facts = await asyncio.gather(index.scope(tenant, user), items.scope(tenant, user) if items else _no_items())
+        if facts is not None and mem.scope == "session":
+            facts = session_view(facts, request.session)
+        if memo.holds(session, turns, facts, len(await turns.said_changes()), _window(request)):
+            return again
+    found, facts = await _recall(index, request, counter, floor, items, reranker, query)
+    if memo is not None:
+        turns = index.cached(tenant, user) or await index.scope(tenant, user)
+        memo.keep(session, asked, found.cards, turns, facts, len(await turns.said_changes()), found)
+    return found
+
+
+def _window(request: RecallRequest) -> frozenset[str]:
+    """The fragment hashes of the request's verbatim window: its turns are never injected again."""
+    if request.window_hashes is not None:
+        return request.window_hashes
+    return frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
+
+
+async def _recall(
+    index: FragmentIndex, request: RecallRequest, counter: TokenCounter, floor: Floor, items: ItemIndex | None,
+    reranker: Reranker | None, query: str,
+) -> tuple[Recall, ItemScope | None]:
+    """``recall_for``'s search, with the user's facts as it read them."""
+    mem = request.settings
     tenant, user = request.tenant, request.user
     scope = index.cached(tenant, user) or await index.scope(tenant, user)
     focused = await off_loop(len(query), focus, query, scope.is_common)
@@ -161,9 +195,7 @@ async def recall_for(
         # The profile leads the block whatever the question; its facts are never repeated below it.
         profile = _profile(item_scope, scope, said, mem, counter, _moment(request.now))
         speaker, about_someone = await off_loop(len(query), _who, query, scope)
-        exclude = request.window_hashes
-        if exclude is None:
-            exclude = frozenset(fragment_hash(role, text) for _, role, text in indexable(request.window))
+        exclude = _window(request)
         if item_scope is not None and item_scope.changed_turns:  # those of facts a later one may have changed
             exclude = exclude | item_scope.changed_turns
         qvec = await embedding
@@ -192,7 +224,7 @@ async def recall_for(
     if not about_someone and not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
         shown = [*profile.cards, *_standing_beyond(item_scope, profile, [], cands, now, mem, counter)]
-        return Recall(query, hits, shown, _block(shown), focused)
+        return Recall(query, hits, shown, _block(shown), focused), item_scope
     ranking = rank(cands, periods, SCAN_LIMIT, speaker)
     ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
@@ -209,7 +241,7 @@ async def recall_for(
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *_standing_beyond(item_scope, profile, cards, cands, now, mem, counter), *cards]
-    return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched)
+    return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched), item_scope
 
 
 def _standing_beyond(
