@@ -61,6 +61,34 @@ def test_a_tool_loop_keeps_its_block_until_a_memory_it_shows_is_gone(proxy: Prox
     assert again != first and "blue carrier" in again
 
 
+def anthropic_round(proxy: Proxy, upstream: FakeUpstream, rounds: int) -> str:
+    """The same loop through Anthropic's Messages API (results come back in user messages); its block."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
+    for n in range(rounds):
+        messages += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{n}", "name": "weather",
+                                               "input": {"city": "Oslo"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}",
+                                          "content": f"Round {n}: 12 degrees, dry."}]},
+        ]
+    proxy.anthropic().messages.create(
+        model="claude-sonnet-4-5", max_tokens=100, messages=messages,  # type: ignore[arg-type]
+        extra_headers={"X-Paperclip-User": "tam", "X-Paperclip-Session": "loop-a"},
+    )
+    proxy.drain()
+    sent = json.dumps(json.loads(upstream.messages_requests()[-1].body)["messages"])
+    return sent[sent.index("<paperclip-memory>") : sent.index("</paperclip-memory>")]  # in the latest user message
+
+
+def test_a_messages_loop_keeps_its_block_too(proxy: Proxy, upstream: FakeUpstream) -> None:
+    teach(proxy, "tam")
+    first = anthropic_round(proxy, upstream, 0)
+    assert "Zorblax" in first
+    add(proxy, "tam", content="Tam's cat Zorblax travels in a blue carrier and gets carsick on trips.")
+    assert anthropic_round(proxy, upstream, 1) == first
+    assert anthropic_round(proxy, upstream, 3) == first
+
+
 def scopes(fragments: Sequence[int], facts: dict[int, str], changed: frozenset[int] = frozenset()) -> tuple[
         ScopeIndex, ItemScope]:
     turns = ScopeIndex(4)
@@ -71,9 +99,10 @@ def scopes(fragments: Sequence[int], facts: dict[int, str], changed: frozenset[i
     return turns, ItemScope(rows=rows, changed=changed)
 
 
-def add_turn(turns: ScopeIndex, i: int) -> None:
-    turns.add(Fragment(id=i, session="s", hash=f"h{i}", role="user", text="x", position=i, tokens=1, created=0.0),
-              ["x"], np.zeros(4, dtype=np.float32))
+def add_turn(turns: ScopeIndex, position: int, i: int | None = None, session: str = "s") -> None:
+    i = position if i is None else i
+    turns.add(Fragment(id=i, session=session, hash=f"h{i}", role="user", text="x", position=position, tokens=1,
+                       created=0.0), ["x"], np.zeros(4, dtype=np.float32))
 
 
 def test_a_kept_recall_holds_only_while_each_memory_it_shows_stands_as_shown() -> None:
@@ -94,9 +123,13 @@ def test_a_kept_recall_holds_only_while_each_memory_it_shows_stands_as_shown() -
     assert not memo.holds(("t", "u", "s"), *scopes([1, 2], {}), 2, ())  # deleted or superseded
     marked = scopes([1, 2], {7: "Zorblax is allergic to peanuts."}, frozenset({7}))
     assert not memo.holds(("t", "u", "s"), *marked, 2, ())
-    add_turn(turns, 6)  # a turn stored since: the loop's own round, in its window, or one recall may show
-    assert memo.holds(("t", "u", "s"), turns, facts, 2, {"h6"})
+    add_turn(turns, 6)  # a turn stored since: the loop's own round (after the question's message at 3)
+    assert memo.holds(("t", "u", "s"), turns, facts, 2, ())
+    add_turn(turns, 2, 9)  # one from before the question (a history indexed for the first time)
+    assert memo.holds(("t", "u", "s"), turns, facts, 2, {"h9"})  # in the verbatim window: never shown
     assert not memo.holds(("t", "u", "s"), turns, facts, 2, ())
+    add_turn(turns, 8, 10, session="other")  # another chat's: recall may show it
+    assert not memo.holds(("t", "u", "s"), turns, facts, 2, {"h9"})
 
 
 def test_the_memo_forgets_the_least_recently_asked_sessions() -> None:

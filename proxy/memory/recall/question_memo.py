@@ -79,7 +79,9 @@ class QuestionMemo(Generic[R]):
         """Whether every memory the kept recall shows stands as it was shown, in the user's scopes now
         (``changes``: how many of the user's turns say a change now; one more may mark what it shows), and no
         turn stored since is one recall may show: outside the request's verbatim ``window`` (its fragment
-        hashes). A loop's own rounds are in its window; a history indexed for the first time is not."""
+        hashes) and not a round of the loop itself (this session's, after the question's message, which the
+        summaries hold once compression takes them out of the window). A history indexed for the first time
+        is neither."""
         kept = self._last.get(session)
         if kept is None:
             return False
@@ -89,7 +91,10 @@ class QuestionMemo(Generic[R]):
             return False
         for new in turns.ids[read : turns.size].tolist():
             fragment = turns.fragments.get(new)
-            if fragment is not None and fragment.hash not in window:
+            if fragment is None or fragment.hash in window:
+                continue
+            loop = shown.asked.latest is not None and fragment.position > shown.asked.latest
+            if fragment.session != session[2] or not loop:
                 return False
         rows = {row.id: row for row in facts.rows} if facts is not None else {}
         changed = facts.changed if facts is not None else frozenset()
