@@ -29,3 +29,23 @@ def test_compose_runs_replicas_on_pgvector_behind_the_balancer() -> None:
     assert services["lb"]["ports"] == ["8787:8787"]
     nginx = (DEPLOY / "nginx.conf").read_text()
     assert "server paperclip:8787" in nginx and "proxy_buffering off" in nginx
+
+
+def test_the_replicas_config_is_the_shipped_one_on_postgresql_whatever_the_image_sets() -> None:
+    """The replicas run the Docker image, whose environment asks for JSON logs (PAPERCLIP_LOG_FORMAT) and
+    where an operator sets PAPERCLIP_ADMIN_KEY / PAPERCLIP_METRICS_KEY as for the shipped file: the
+    replicas' file reads them alike, and differs from the shipped one only in where the data is."""
+    url = "postgresql://paperclip:pw@db:5432/paperclip"
+    image = {"PAPERCLIP_LOG_FORMAT": "json", "PAPERCLIP_DATA_DIR": "/data", "OPENAI_API_KEY": "sk",
+             "PAPERCLIP_ADMIN_KEY": "operator-key-0123456789", "PAPERCLIP_METRICS_KEY": "metrics-key-0123456789"}
+    replicas = config.load(DEPLOY / "proxy.yaml", env={**image, "PAPERCLIP_DATABASE_URL": url})
+    shipped = config.load(config.EMBEDDED_FILE, env=image)
+    assert replicas.server.log_format == "json"
+    assert replicas.server.admin_keys == shipped.server.admin_keys
+    assert replicas.server.metrics_keys == shipped.server.metrics_keys
+    differ = {
+        name for name in type(shipped).model_fields
+        if name not in ("source", "storage", "server") and getattr(replicas, name) != getattr(shipped, name)
+    }
+    assert differ == set()
+    assert replicas.server.model_copy(update={"host": shipped.server.host}) == shipped.server
