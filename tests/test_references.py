@@ -101,3 +101,20 @@ def test_every_header_and_degraded_reason_is_in_the_headers_reference() -> None:
     reasons = degraded_reasons() | {"compression_failed", "compression_timeout", "too_large"}
     for reason in sorted(reasons):
         assert f"| `{reason}` |" in text, reason
+
+
+def test_every_metric_is_in_the_http_reference_by_the_name_and_labels_prometheus_scrapes() -> None:
+    """What a dashboard is written against: the sample name (``_total`` on a counter) and its labels."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from proxy.metrics import Metrics
+
+    row = next(line for line in (REFERENCE / "admin-api.md").read_text().splitlines() if "`GET /metrics`" in line)
+    collectors = [m for m in vars(Metrics()).values() if isinstance(m, MetricWrapperBase)]
+    assert len(collectors) >= 14
+    shown = []
+    for metric in collectors:
+        name = metric._name + ("_total" if metric._type == "counter" else "")
+        labels = ",".join(metric._labelnames)
+        shown.append(f"`{name}{{{labels}}}`" if labels else f"`{name}`")
+    assert [s for s in shown if s not in row] == []
