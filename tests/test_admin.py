@@ -199,6 +199,22 @@ def test_search(proxy: Proxy) -> None:
 # ---------------------------------------------------------------- sessions and traces
 
 
+def test_a_request_the_memory_layer_stays_out_of_keeps_no_trace_as_the_headers_reference_says(proxy: Proxy) -> None:
+    """X-Paperclip-Memory: off records nothing, its trace included: the header still names the request (its log
+    line), and the reference says that such a trace answers 404 rather than promise what it forwarded."""
+    raw = proxy.client().chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hello"}],
+        extra_headers={"X-Paperclip-User": "bob", "X-Paperclip-Memory": "off"},
+    )
+    proxy.drain()
+    assert raw.headers["x-paperclip-trace"].startswith("t-")
+    with admin(proxy) as http:
+        assert_envelope(http.get(f"/paperclip/v1/traces/{raw.headers['x-paperclip-trace']}"), 404)
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "headers.md").read_text()
+    row = next(line for line in reference.splitlines() if line.startswith("| `X-Paperclip-Trace`"))
+    assert "`X-Paperclip-Memory: off`" in row and "404" in row
+
+
 def test_trace_shows_what_was_forwarded(proxy: Proxy, upstream: FakeUpstream) -> None:
     session = teach(proxy, "bob")
     headers = ask(proxy, "bob")
