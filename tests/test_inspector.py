@@ -183,3 +183,17 @@ def test_a_memory_deleted_with_its_turns_from_the_page(proxy: Proxy) -> None:
 
 def _admin() -> dict[str, str]:
     return {"authorization": f"Bearer {ADMIN_KEY}"}
+
+
+def test_a_users_page_shows_the_standing_facts_as_profile_as_the_operations_guide_says(proxy: Proxy) -> None:
+    """The profile is what leads every memory block: standing facts, whatever their importance."""
+    add(proxy, "alice", content="Alice uses a wheelchair.", category="health", standing=True, importance=0.3)
+    add(proxy, "alice", content="Alice's order number is B99881.", category="identifier", standing=False,
+        importance=0.95)
+    with signed_in(proxy.url, ADMIN_KEY) as http:
+        page = http.get("/paperclip/ui/users/alice").text
+    profile = page.split('<ul id="profile">', 1)[1].split("</ul>", 1)[0]
+    assert "Alice uses a wheelchair." in profile and "B99881" not in profile
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "operations.md").read_text()
+    told = " ".join(guide.split("## The memory inspector", 1)[1].split("##", 1)[0].split())
+    assert "profile (its standing facts" in told and "importance ≥" not in told
