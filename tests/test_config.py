@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -43,6 +44,13 @@ BAD_CONFIGS: list[tuple[Any, str, str]] = [
     ({"tenants": {"acme": {"api_keys": ["sha256:abc"]}}}, "tenants.acme.api_keys", "64 hex digits"),
     ({"tenants": {"acme": {"context": {"compression_mode": "later"}}}}, "tenants.acme.context.compression_mode", "background, inline"),
     ({"tenants": {"a": {"api_keys": ["k1"]}, "b": {"api_keys": ["k1"]}}}, "tenants.b", "also used by tenant a"),
+    ({"tenants": {"a": {"api_keys": ["k1"]}, "b": {"admin_keys": [f"sha256:{hashlib.sha256(b'k1').hexdigest()}"]}}},
+     "tenants.b", "also used by tenant a"),
+    ({"server": {"admin_keys": ["k1"]}, "tenants": {"a": {"api_keys": ["k1"]}}}, "tenants.a", "also an operator key"),
+    ({"server": {"admin_keys": [f"sha256:{hashlib.sha256(b'k1').hexdigest()}"]}, "tenants": {"a": {"admin_keys": ["k1"]}}},
+     "tenants.a", "also an operator key"),
+    ({"server": {"metrics_keys": ["k1"]}, "tenants": {"a": {"api_keys": ["k1"]}}}, "tenants.a", "also a metrics key"),
+    ({"tenants": {"a": {"api_keys": ["k1"], "admin_keys": ["k1"]}}}, "tenants.a", "both a client key and an admin key"),
     ({"tenants": ["acme"]}, "tenants", "mapping"),
     ("defaults: [unclosed", "-", "not valid YAML"),
     ("- just\n- a list\n", "-", "top level must be a mapping"),

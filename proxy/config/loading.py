@@ -8,6 +8,7 @@ A tenant's problem that it only inherits is reported once, under ``defaults``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping, Set
 from pathlib import Path
@@ -101,7 +102,7 @@ class _Build:
             t for name, body, origin in self.tenant_bodies(raw, source, base_dir)
             if (t := self.tenant(name, Tenant, _merge(given, body), origin, inherited)) is not None
         ]
-        self.unique_keys(tenants, source)
+        self.unique_keys(tenants, top, source)
         if self.found or top is None or defaults is None:
             raise ConfigError.of(self.found)
         return Settings(**dict(top), defaults=defaults, tenants=tuple(tenants), source=source)
@@ -174,16 +175,38 @@ class _Build:
             out.append((file.stem, anchor_files(body, file.parent), str(file)))
         return out
 
-    def unique_keys(self, tenants: list[TenantSettings], source: str) -> None:
+    def unique_keys(self, tenants: list[TenantSettings], top: TopLevel | None, source: str) -> None:
+        """One key, one role: a tenant's client or admin key is no other tenant's, no operator or metrics
+        key, and not both of its own; a plain key and its ``sha256:`` form are the same key.
+
+        A key with two roles is served as the first that matches (a client key that is also an operator
+        key chats, and reads every tenant's data), never as the reference says each role is.
+        """
+        roles: dict[str, str] = {}
+        if top is not None:
+            roles |= {_canonical(k): "a metrics key" for k in top.server.metrics_keys}
+            roles |= {_canonical(k): "an operator key" for k in top.server.admin_keys}
         seen: dict[str, str] = {}
         for tenant in tenants:
-            for key in tenant.api_keys + tenant.admin_keys:
+            clients = {_canonical(k) for k in tenant.api_keys}
+            if clients & {_canonical(k) for k in tenant.admin_keys}:
+                self.add(source, f"tenants.{tenant.name}", "a key is both a client key and an admin key of it")
+            for key in sorted(clients | {_canonical(k) for k in tenant.admin_keys}):
+                if key in roles:
+                    self.add(source, f"tenants.{tenant.name}", f"a key is also {roles[key]}")
                 if seen.get(key, tenant.name) != tenant.name:
                     self.add(source, f"tenants.{tenant.name}", f"a key is also used by tenant {seen[key]}")
                 seen[key] = tenant.name
 
     def add(self, source: str, key: str, problem: str) -> None:
         self.found.append(ConfigProblem(source, key, problem))
+
+
+def _canonical(key: str) -> str:
+    """A configured key as the hex digest it is compared by (plain, or ``sha256:<hex>`` in any case)."""
+    if key.startswith("sha256:"):
+        return key.removeprefix("sha256:").lower()
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def _merge(base: Mapping[str, Any], over: Any) -> Any:

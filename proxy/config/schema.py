@@ -399,7 +399,12 @@ class Tenant(Defaults):
         description="The client keys that choose this tenant: plain, or `sha256:<64 hex digits>`; "
         "`${ENV_VAR}` allowed (unset: no key).",
     )
-    admin_keys: Keys = Field(default=(), description="Keys to this tenant's admin API and inspector, in the same forms.")
+    admin_keys: Keys = Field(
+        default=(),
+        description="Keys to this tenant's admin API and inspector, in the same forms. A key has one role: "
+        "a tenant's client or admin key that is also another tenant's, an operator or metrics key, or both "
+        "a client and an admin key of its tenant, is an error (as a plain key or in `sha256:` form).",
+    )
 
 
 class TenantSettings(Tenant):
