@@ -313,6 +313,22 @@ def test_an_env_value_that_spells_no_value_of_the_keys_type_names_the_key(tmp_pa
     ]
 
 
+def test_a_shared_key_is_reported_with_the_other_problems_of_its_tenant(tmp_path: Path) -> None:
+    """Every problem at once: a tenant with a bad value still has its keys checked, and the top level's."""
+    path = write(tmp_path / "proxy.yaml", {
+        "server": {"admin_keys": ["op-key"], "port": 0},
+        "tenants": {"a": {"api_keys": ["k1"]}, "b": {"api_keys": ["k1", "op-key"], "memory": {"top_k": 0}}},
+    })
+    with pytest.raises(ConfigError) as info:
+        config.load(path, env={})
+    assert sorted((p.key, p.problem) for p in info.value.problems) == [
+        ("server.port", "must be between 1 and 65535, not 0"),
+        ("tenants.b", "a key is also an operator key"),
+        ("tenants.b", "a key is also used by tenant a"),
+        ("tenants.b.memory.top_k", "must be positive, not 0"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "env", "expanded"),
     [

@@ -24,6 +24,7 @@ from .outbound import DIRECT
 from .problems import problems
 from .schema import Defaults, Settings, Tenant, TenantSettings, TopLevel, Upstream
 from .upstream_files import anchor_files, file_problems
+from .values import key_list
 
 # The packaged copy of the repo's proxy.yaml: what `paperclip serve` runs on when no file is named or found.
 EMBEDDED_FILE = Path(__file__).with_name("proxy.yaml")
@@ -98,11 +99,18 @@ class _Build:
         before = len(self.found)
         defaults = self.tenant("defaults", Defaults, given, source)
         inherited = {p.key.removeprefix("defaults.") for p in self.found[before:]}
-        tenants = [
-            t for name, body, origin in self.tenant_bodies(raw, source, base_dir)
-            if (t := self.tenant(name, Tenant, _merge(given, body), origin, inherited)) is not None
-        ]
-        self.unique_keys(tenants, top, source)
+        tenants: list[TenantSettings] = []
+        holders: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
+        for name, body, origin in self.tenant_bodies(raw, source, base_dir):
+            merged = _merge(given, body)
+            tenant = self.tenant(name, Tenant, merged, origin, inherited)
+            if tenant is not None:
+                tenants.append(tenant)
+                holders.append((name, tenant.api_keys, tenant.admin_keys))
+            else:  # its other problems are reported; its keys are checked all the same
+                holders.append((name, _keys(merged, "api_keys"), _keys(merged, "admin_keys")))
+        server = raw.get("server")
+        self.unique_keys(holders, _keys(server, "admin_keys"), _keys(server, "metrics_keys"), source)
         if self.found or top is None or defaults is None:
             raise ConfigError.of(self.found)
         return Settings(**dict(top), defaults=defaults, tenants=tuple(tenants), source=source)
@@ -175,31 +183,42 @@ class _Build:
             out.append((file.stem, anchor_files(body, file.parent), str(file)))
         return out
 
-    def unique_keys(self, tenants: list[TenantSettings], top: TopLevel | None, source: str) -> None:
+    def unique_keys(
+        self,
+        holders: list[tuple[str, tuple[str, ...], tuple[str, ...]]],
+        operator: tuple[str, ...],
+        metrics: tuple[str, ...],
+        source: str,
+    ) -> None:
         """One key, one role: a tenant's client or admin key is no other tenant's, no operator or metrics
         key, and not both of its own; a plain key and its ``sha256:`` form are the same key.
 
         A key with two roles is served as the first that matches (a client key that is also an operator
         key chats, and reads every tenant's data), never as the reference says each role is.
         """
-        roles: dict[str, str] = {}
-        if top is not None:
-            roles |= {_canonical(k): "a metrics key" for k in top.server.metrics_keys}
-            roles |= {_canonical(k): "an operator key" for k in top.server.admin_keys}
+        roles = {_canonical(k): "a metrics key" for k in metrics} | {_canonical(k): "an operator key" for k in operator}
         seen: dict[str, str] = {}
-        for tenant in tenants:
-            clients = {_canonical(k) for k in tenant.api_keys}
-            if clients & {_canonical(k) for k in tenant.admin_keys}:
-                self.add(source, f"tenants.{tenant.name}", "a key is both a client key and an admin key of it")
-            for key in sorted(clients | {_canonical(k) for k in tenant.admin_keys}):
+        for name, api_keys, admin_keys in holders:
+            clients, admins = {_canonical(k) for k in api_keys}, {_canonical(k) for k in admin_keys}
+            if clients & admins:
+                self.add(source, f"tenants.{name}", "a key is both a client key and an admin key of it")
+            for key in sorted(clients | admins):
                 if key in roles:
-                    self.add(source, f"tenants.{tenant.name}", f"a key is also {roles[key]}")
-                if seen.get(key, tenant.name) != tenant.name:
-                    self.add(source, f"tenants.{tenant.name}", f"a key is also used by tenant {seen[key]}")
-                seen[key] = tenant.name
+                    self.add(source, f"tenants.{name}", f"a key is also {roles[key]}")
+                if seen.get(key, name) != name:
+                    self.add(source, f"tenants.{name}", f"a key is also used by tenant {seen[key]}")
+                seen[key] = name
 
     def add(self, source: str, key: str, problem: str) -> None:
         self.found.append(ConfigProblem(source, key, problem))
+
+
+def _keys(section: Any, name: str) -> tuple[str, ...]:
+    """A key list of a section that may not have validated: its keys, or none when they are invalid too."""
+    try:
+        return key_list(section.get(name)) if isinstance(section, Mapping) else ()
+    except ValueError:
+        return ()
 
 
 def _canonical(key: str) -> str:
