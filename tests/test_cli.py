@@ -104,3 +104,27 @@ def test_serve_logs_the_summary_at_start(tmp_path: Path, upstream_url: str) -> N
     text = log.read_text()
     assert f"config {path}; upstream {upstream_url};" in text
     assert f"WARNING paperclip: {banner.REFUSES_EVERYONE}" in text
+
+
+def test_every_command_that_reads_the_config_says_it_finds_it_as_serve_does(tmp_path: Path) -> None:
+    """``memories`` loads the config as ``serve`` does, the built-in file last: its help says so too."""
+    from proxy.commands.main import build_parser
+    from tests.test_references import commands
+
+    parser = build_parser()
+    helps: dict[str, str] = {}
+    for name in commands(parser):
+        sub = parser
+        for word in name.split()[1:]:
+            sub = next(a for a in sub._actions if isinstance(a.choices, dict)).choices[word]
+        found = [a.help for a in sub._actions if "--config" in a.option_strings]
+        if found and found[0]:
+            helps[name] = found[0]
+    assert "paperclip memories list" in helps and "paperclip serve" in helps
+    assert {name: text for name, text in helps.items() if text != helps["paperclip serve"]} == {}
+    # and it does: with no file named or found, the built-in one's database is the one looked for
+    run = subprocess.run(
+        [sys.executable, "-m", "proxy", "memories", "list", "--tenant", "key-0", "--user", "ada"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PAPERCLIP_CONFIG": ""},
+    )
+    assert run.returncode == 2 and "no database at ./paperclip.db" in run.stderr

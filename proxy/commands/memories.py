@@ -33,12 +33,13 @@ from ..memory.search.fragment_index import FragmentIndex
 from ..store import connect, urls
 from ..store.records import FRAGMENT_STATUSES, ItemRow, StoredFragment
 from ..tokens import TokenCounter
+from .config_commands import CONFIG_HELP
 
 
 def add_parser(sub: Any) -> None:
     """Register ``memories`` on the ``paperclip`` sub-command parser."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", default=None, help="config file (default: $PAPERCLIP_CONFIG or ./proxy.yaml)")
+    common.add_argument("--config", default=None, help=CONFIG_HELP)
     common.add_argument("--tenant", required=True, help="a tenant name from the config")
     memories = sub.add_parser("memories", help="list, delete, export, forget or import a user's memories and turns")
     actions = memories.add_subparsers(dest="action", required=True)
