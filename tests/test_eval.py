@@ -320,3 +320,21 @@ def test_questions_that_name_a_day_are_counted_apart(tmp_path: Path, clock: str)
     assert row["date named"] == 1 and row["scored"] == 4
     undated = [a["presence"] for a in fusion if not a["names_date"]]
     assert row["cats 1-4, no date named"] == pytest.approx(sum(undated) / len(undated))
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--top-k", "3"], ["--budget", "400"], ["--mode", "one-chat"], ["--limit-convs", "1"], ["--convs", "conv-26"],
+     ["--together"], ["--no-record-questions"], ["--clock", "burst"], ["--model", "observations"]],
+)
+def test_scenarios_refuse_the_options_only_locomo_takes_rather_than_ignore_them(
+    flags: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--top-k 3`` on the scenarios would run the whole suite as if it had not been given."""
+    assert main(["eval", "scenarios", "--embedder", "hash", "--no-progress", *flags]) == 2
+    assert f"{flags[0]} is for locomo" in capsys.readouterr().err
+
+
+def test_locomo_refuses_the_part_only_scenarios_take(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "locomo", str(dataset), "--embedder", "hash", "--no-progress", "--part", "frozen"]) == 2
+    assert "--part is for scenarios" in capsys.readouterr().err

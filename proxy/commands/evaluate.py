@@ -13,11 +13,17 @@ from typing import Any
 DATASETS = ("locomo", "scenarios")
 
 
+def _flag(name: str) -> str:
+    return "--no-record-questions" if name == "record_questions" else "--" + name.replace("_", "-")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", choices=DATASETS, help="the data set format")
     parser.add_argument("path", nargs="?", default=None,
                         help="a LoCoMo-format JSON file; for scenarios, a scenario file (default: the packaged suite)")
-    parser.add_argument("--mode", choices=("sessions", "one-chat"), default="sessions")
+    parser.add_argument("--mode", choices=("sessions", "one-chat"), default="sessions",
+                        help="locomo: each session a chat of its own, sent once (sessions), or the whole conversation one "
+                             "chat, sent at every user turn (one-chat)")
     parser.add_argument("--clock", choices=("dated", "burst"), default="dated",
                         help="locomo: each session at its date (dated), or the whole history as fast as it "
                              "comes, at the present time (burst)")
@@ -25,16 +31,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="locomo: the compression model's stand-in — replies that are not JSON, so the rules "
                              "extract (rules), or the data set's own facts in the extraction prompt's JSON and "
                              "its session summaries (observations)")
-    parser.add_argument("--limit-convs", type=int, default=None, metavar="N", help="the first N conversations")
+    parser.add_argument("--limit-convs", type=int, default=None, metavar="N", help="locomo: the first N conversations")
     parser.add_argument("--convs", default=None, metavar="IDS",
-                        help="only these conversations, by sample_id, comma-separated (e.g. conv-26,conv-30)")
+                        help="locomo: only these conversations, by sample_id, comma-separated (e.g. conv-26,conv-30)")
     parser.add_argument("--embedder", default="bundled", help="embedding.model: bundled (default), hash, or a model")
-    parser.add_argument("--top-k", type=int, default=None, help="memory.top_k (default: the config default)")
-    parser.add_argument("--budget", type=int, default=None, help="memory.budget_tokens")
+    parser.add_argument("--top-k", type=int, default=None, help="locomo: memory.top_k (default: the config default)")
+    parser.add_argument("--budget", type=int, default=None, help="locomo: memory.budget_tokens")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--md", default=None, help="write the tables as Markdown here")
     parser.add_argument("--no-record-questions", dest="record_questions", action="store_false",
-                        help="prepare each question without recording it (a memory that never sees a question)")
+                        help="locomo: prepare each question without recording it (a memory that never sees a question)")
     parser.add_argument("--together", action="store_true",
                         help="locomo: replay the conversations at once, one request of each in turn (the users of a "
                              "busy proxy), then ask each one's questions")
@@ -47,10 +53,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="scenarios: both halves (default), the tuning half, or the frozen half; the frozen "
                              "half and the tuning cases that say what a model extracts are replayed with the rules "
                              "and with a model stand-in that follows the prompts")
+    parser.set_defaults(option_defaults={action.dest: action.default for action in parser._actions})
+
+
+# The options one data set's replay reads and the other's does not: given to the other, they are refused
+# rather than ignored (a run of the whole suite that looks as if they were applied).
+LOCOMO_ONLY = ("mode", "clock", "model", "limit_convs", "convs", "top_k", "budget", "record_questions", "together")
+SCENARIOS_ONLY = ("part",)
 
 
 def eval_command(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    other = "scenarios" if args.dataset == "locomo" else "locomo"
+    given = [name for name in (SCENARIOS_ONLY if other == "scenarios" else LOCOMO_ONLY)
+             if getattr(args, name) != args.option_defaults[name]]
+    if given:
+        flags = ", ".join(_flag(name) for name in given)
+        print(f"paperclip eval {args.dataset}: {flags} is for {other}", file=sys.stderr)
+        return 2
     if args.dataset == "scenarios":
         return scenarios_command(args)
     if args.path is None:
