@@ -49,3 +49,13 @@ def test_the_replicas_config_is_the_shipped_one_on_postgresql_whatever_the_image
     }
     assert differ == set()
     assert replicas.server.model_copy(update={"host": shipped.server.host}) == shipped.server
+
+
+def test_the_deployment_guide_says_the_image_listens_where_its_command_says_whatever_the_config() -> None:
+    """The image's command passes --host and --port, which override server.host and server.port: a mounted
+    config that sets another port does not move it, and the guide must say so."""
+    dockerfile = (DEPLOY.parent / "Dockerfile").read_text()
+    command = next(line for line in dockerfile.splitlines() if line.startswith("CMD "))
+    assert "--host 0.0.0.0" in command and "--port 8787" in command
+    guide = " ".join((DEPLOY.parent / "docs" / "guide" / "deployment.md").read_text().split())
+    assert "listens on `0.0.0.0:8787` whatever `server.host` and `server.port` say" in guide
