@@ -104,6 +104,9 @@ def test_nesting_within_the_limit_is_forwarded(proxy: Proxy, upstream: FakeUpstr
         ("GET", "/messages", 405),
         ("GET", "/chat/completions", 405),
         ("PATCH", "/mcp", 405),
+        ("PUT", "/paperclip/ui/users", 405),  # the inspector's pages are known paths too
+        ("DELETE", "/paperclip/ui/login", 405),
+        ("GET", "/paperclip/ui/logout", 405),
         ("GET", "/no/such/path", 404),
     ],
 )

@@ -150,8 +150,8 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
 
     async def not_found(request: Request) -> Response:
         """404 for a path no route serves; 405, naming the methods, for a known path with another method."""
-        allowed = sorted({m for route in known if route.matches(request.scope)[0] == Match.PARTIAL
-                          for m in route.methods or ()})
+        allowed = sorted({m for route in served if route.matches(request.scope)[0] == Match.PARTIAL
+                          for m in getattr(route, "methods", None) or ()})
         if allowed:
             refused = MethodNotAllowed(f"{request.method} is not allowed here; use {', '.join(allowed)}.")
             return JSONResponse(refused.envelope(), status_code=405, headers={"allow": ", ".join(allowed)})
@@ -174,4 +174,5 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
         Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths
     ]
-    return [*known, *admin_routes(rt), *inspector_site(rt), Route("/{path:path}", not_found, methods=ALL_METHODS)]
+    served: list[BaseRoute] = [*known, *admin_routes(rt), *inspector_site(rt)]  # a wrong method on any: 405
+    return [*served, Route("/{path:path}", not_found, methods=ALL_METHODS)]
