@@ -489,3 +489,17 @@ def test_health_answers_like_healthz(proxy: Proxy) -> None:
         health, healthz = http.get("/health"), http.get("/healthz")
         assert (health.status_code, health.json()) == (healthz.status_code, healthz.json()) == (200, {"status": "ok"})
         assert http.post("/health").status_code == http.post("/healthz").status_code
+
+
+def test_an_unset_variable_makes_a_tenants_key_null_not_inherited_as_the_shipped_file_says() -> None:
+    """A tenant's ``api_key: ${ACME_OPENAI_KEY}`` (the shipped file's example) with the variable unset sends no
+    key rather than the defaults' one; a key that takes no null is then a problem. The file's comment says so."""
+    raw = {"defaults": {"upstream": {"api_key": "sk-default"}},
+           "tenants": {"acme": {"api_keys": ["k"], "upstream": {"api_key": "${ACME_OPENAI_KEY}"}}}}
+    assert config.from_dict(raw, env={}).tenants[0].upstream.api_key is None
+    with pytest.raises(ConfigError) as info:
+        config.from_dict({"server": {"port": "${PORT}"}}, env={})
+    assert (info.value.key, info.value.problem) == ("server.port", "must be set")
+    lines = config.EMBEDDED_FILE.read_text().splitlines()
+    comment = " ".join(line.lstrip("# ") for line in lines[: lines.index("")])  # the file's leading comment
+    assert "with VAR unset or empty is null" in comment and "not inherited from defaults" in comment
