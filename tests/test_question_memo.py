@@ -6,6 +6,7 @@ A memory learnt mid-loop waits for the user's next message; one deleted mid-loop
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from tests.test_admin import add
 
 backend = both_stores
 
+NOW = dt.datetime(2026, 12, 7, tzinfo=dt.UTC)
 QUESTION = "Plan snacks for my cat's trip, and check the weather tool first."
 CALL = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\": \"Oslo\"}"}}
 
@@ -89,13 +91,13 @@ def test_a_messages_loop_keeps_its_block_too(proxy: Proxy, upstream: FakeUpstrea
     assert anthropic_round(proxy, upstream, 3) == first
 
 
-def scopes(fragments: Sequence[int], facts: dict[int, str], changed: frozenset[int] = frozenset()) -> tuple[
-        ScopeIndex, ItemScope]:
+def scopes(fragments: Sequence[int], facts: dict[int, str], changed: frozenset[int] = frozenset(),
+           expires: str | None = None) -> tuple[ScopeIndex, ItemScope]:
     turns = ScopeIndex(4)
     for i in fragments:
         add_turn(turns, i)
-    rows = [ItemRow(i, "s", "entity", "user.facts", c, 0.5, 0.9, "user-stated", None, "active", None, [], [], 1, 0,
-                    None, 0.0, 0.0) for i, c in facts.items()]
+    rows = [ItemRow(i, "s", "entity", "user.facts", c, 0.5, 0.9, "user-stated", expires, "active", None, [], [], 1,
+                    0, None, 0.0, 0.0) for i, c in facts.items()]
     return turns, ItemScope(rows=rows, changed=changed)
 
 
@@ -115,21 +117,24 @@ def test_a_kept_recall_holds_only_while_each_memory_it_shows_stands_as_shown() -
     assert memo.last(("t", "u", "s"), asked) == "the block"
     assert memo.last(("t", "u", "s"), Asked("cat snacks", 5, Memory())) is None  # a new message, the same words
     assert memo.last(("t", "u", "other"), asked) is None
-    assert memo.holds(("t", "u", "s"), turns, facts, 2, ())  # a fact learnt since (8) changes nothing
-    assert not memo.holds(("t", "u", "s"), turns, facts, 3, ())  # a turn said a change since: it may mark one
-    assert not memo.holds(("t", "u", "s"), *scopes([1, 5], {7: "Zorblax is allergic to peanuts."}), 2, ())  # a turn gone
+    assert memo.holds(("t", "u", "s"), turns, facts, 2, (), NOW)  # a fact learnt since (8) changes nothing
+    assert not memo.holds(("t", "u", "s"), turns, facts, 3, (), NOW)  # a turn said a change since: it may mark one
+    assert not memo.holds(("t", "u", "s"), *scopes([1, 5], {7: "Zorblax is allergic to peanuts."}), 2, (), NOW)  # a turn gone
     edited = scopes([1, 2], {7: "Zorblax is allergic to peanuts and fish."})
-    assert not memo.holds(("t", "u", "s"), *edited, 2, ())
-    assert not memo.holds(("t", "u", "s"), *scopes([1, 2], {}), 2, ())  # deleted or superseded
+    assert not memo.holds(("t", "u", "s"), *edited, 2, (), NOW)
+    assert not memo.holds(("t", "u", "s"), *scopes([1, 2], {}), 2, (), NOW)  # deleted or superseded
+    expiring = scopes([1, 2, 5], {7: "Zorblax is allergic to peanuts."}, expires="2026-12-07T10:00:00+00:00")
+    assert memo.holds(("t", "u", "s"), *expiring, 2, (), NOW)
+    assert not memo.holds(("t", "u", "s"), *expiring, 2, (), NOW + dt.timedelta(hours=11))  # past its expiry
     marked = scopes([1, 2], {7: "Zorblax is allergic to peanuts."}, frozenset({7}))
-    assert not memo.holds(("t", "u", "s"), *marked, 2, ())
+    assert not memo.holds(("t", "u", "s"), *marked, 2, (), NOW)
     add_turn(turns, 6)  # a turn stored since: the loop's own round (after the question's message at 3)
-    assert memo.holds(("t", "u", "s"), turns, facts, 2, ())
+    assert memo.holds(("t", "u", "s"), turns, facts, 2, (), NOW)
     add_turn(turns, 2, 9)  # one from before the question (a history indexed for the first time)
-    assert memo.holds(("t", "u", "s"), turns, facts, 2, {"h9"})  # in the verbatim window: never shown
-    assert not memo.holds(("t", "u", "s"), turns, facts, 2, ())
+    assert memo.holds(("t", "u", "s"), turns, facts, 2, {"h9"}, NOW)  # in the verbatim window: never shown
+    assert not memo.holds(("t", "u", "s"), turns, facts, 2, (), NOW)
     add_turn(turns, 8, 10, session="other")  # another chat's: recall may show it
-    assert not memo.holds(("t", "u", "s"), turns, facts, 2, {"h9"})
+    assert not memo.holds(("t", "u", "s"), turns, facts, 2, {"h9"}, NOW)
 
 
 def test_the_memo_forgets_the_least_recently_asked_sessions() -> None:

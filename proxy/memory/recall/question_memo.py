@@ -11,25 +11,30 @@ every round, and recall's CPU was spent again on the same question.
 So each session keeps its last recall with the question it answered: the
 query and the place of the user message it was read from. A request of the
 session that asks the same (a round of the loop, or the same request sent
-again) is shown the same block, while every memory the block shows still
-stands as it was shown: a turn still stored, a fact still active with the
-same words and the same mark, no turn of the user's has said a change since
-(``changed_since``: it may mark what the block shows), and no turn stored
-since lies outside the request's verbatim window (a loop's rounds are in
-it; a history indexed for the first time is not). A deletion, an edit, a
-supersede, a change said or such a turn makes recall run again; a fact
-learnt meanwhile waits for the user's next message. Pure bookkeeping, no
-I/O: the caller hands in the user's scopes as recall reads them.
+again) is shown the same block while all of this holds: every memory it
+shows stands as shown (a turn still stored; a fact still active, with the
+same words and mark, unexpired); no turn of the user's has said a change
+since (``changed_since``: it may mark what the block shows); and no turn
+stored since lies outside the request's verbatim window, other than the
+loop's own rounds (this session's, after the question, which the summaries
+hold once compression takes them out of the window; a history indexed for
+the first time does not count as such). Otherwise recall runs again: a
+deletion, an edit, a supersede, an expiry or a change said takes effect on
+the next round. A fact learnt meanwhile waits for the user's next message.
+Pure bookkeeping, no I/O: the caller hands in the user's scopes as recall
+reads them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import OrderedDict
 from collections.abc import Container
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ...config import Memory
+from ..lifecycle import is_expired
 from ..search.item_index import ItemScope
 from ..search.scope_index import ScopeIndex
 from .cards import Card
@@ -74,10 +79,12 @@ class QuestionMemo(Generic[R]):
         return kept[1]
 
     def holds(
-        self, session: Session, turns: ScopeIndex, facts: ItemScope | None, changes: int, window: Container[str]
+        self, session: Session, turns: ScopeIndex, facts: ItemScope | None, changes: int, window: Container[str],
+        now: dt.datetime,
     ) -> bool:
         """Whether every memory the kept recall shows stands as it was shown, in the user's scopes now
-        (``changes``: how many of the user's turns say a change now; one more may mark what it shows), and no
+        at ``now`` (a fact past its expiry stands no more; ``changes``: how many of the user's turns say a
+        change now, one more may mark what it shows), and no
         turn stored since is one recall may show: outside the request's verbatim ``window`` (its fragment
         hashes) and not a round of the loop itself (this session's, after the question's message, which the
         summaries hold once compression takes them out of the window). A history indexed for the first time
@@ -107,7 +114,8 @@ class QuestionMemo(Generic[R]):
                     return False
                 if kind == "i":
                     row = rows.get(int(number))
-                    if row is None or row.content != shown.facts.get(row.id) or (row.id in changed) != card.changed:
+                    if (row is None or row.content != shown.facts.get(row.id) or (row.id in changed) != card.changed
+                            or is_expired(row.expires_at, now)):
                         return False
         return True
 

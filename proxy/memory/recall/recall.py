@@ -152,7 +152,7 @@ async def recall_for(
         turns, facts = await asyncio.gather(index.scope(tenant, user), items.scope(tenant, user) if items else _no_items())
         if facts is not None and mem.scope == "session":
             facts = session_view(facts, request.session)
-        if memo.holds(session, turns, facts, len(await turns.said_changes()), _window(request)):
+        if memo.holds(session, turns, facts, len(await turns.said_changes()), _window(request), _moment(request.now)):
             return again
     found, facts = await _recall(index, request, counter, floor, items, reranker, query)
     if memo is not None:
