@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from proxy.errors import BadRequest
 from proxy.server.jsonbody import MAX_DEPTH, check, too_deep
-from proxy.server.relay import event_break, whole_events, whole_lines
+from proxy.server.relay import EVENT_HELD_MAX, event_break, whole_events, whole_lines
 from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy
 from tests.fake_upstream import FakeUpstream, Scripted, chunk, error_json, sse
 
@@ -127,6 +127,17 @@ def test_whole_lines_holds_only_an_unfinished_line() -> None:
     assert whole_lines(b"data: {", b'"a": 1}\n\n') == (b'data: {"a": 1}\n\n', b"")
     assert whole_lines(b"", b"partial") == (b"", b"partial")
     assert whole_lines(b"", b"a\r\n") == (b"a\r\n", b"")
+
+
+def test_an_event_that_never_ends_goes_out_by_whole_lines_past_a_bound() -> None:
+    # A server that ends its lines but never an event: what is held (and scanned per chunk) stays bounded.
+    held = out = b""
+    lines = [b"data: %d\n" % n for n in range(20_000)]
+    for line in lines:
+        sent, held = whole_events(held, line)
+        out += sent
+        assert len(held) <= EVENT_HELD_MAX + 16
+    assert len(out) > len(lines) * 8 - EVENT_HELD_MAX - 16 and out + held == b"".join(lines)  # in order, once
 
 
 def test_whole_events_holds_an_unfinished_event_and_lets_comments_through() -> None:

@@ -52,6 +52,8 @@ _LINGER_S = 0.25
 # A blank line, which ends an event (lines end in "\r\n", "\n" or "\r"), and any line break.
 _EVENT_END = re.compile(rb"(?:\r\n|\r(?!\n)|\n)(?:\r\n|\r(?!\n)|\n)")
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+# An unfinished event held past this many bytes goes out by whole lines (``whole_events``).
+EVENT_HELD_MAX = 64 * 1024
 
 
 @dataclass
@@ -227,9 +229,14 @@ def whole_events(held: bytes, chunk: bytes) -> tuple[bytes, bytes]:
     An event ends at a blank line (SSE: a line break right after a line break).
     Whole lines after the last event that are only comments (``: keep-alive``)
     go too: they open no event, and an upstream may send them alone to keep the
-    connection busy. An unfinished line is always held.
+    connection busy. An unfinished line is always held. An unfinished event of
+    more than ``EVENT_HELD_MAX`` bytes (a server that ends its lines but never
+    an event) goes out by whole lines: what is held, and read again with every
+    chunk, stays bounded.
     """
     data, rest = whole_lines(held, chunk)
+    if len(data) > EVENT_HELD_MAX:
+        return data, rest
     ends = [m.end() for m in _EVENT_END.finditer(data)]
     cut = ends[-1] if ends else 0
     if all(not line or line.startswith(b":") for line in _LINE_BREAK.split(data[cut:])):
