@@ -42,7 +42,9 @@ class CrossOrigin:
             )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.cors is not None and scope["type"] == "http" and is_api_path(scope["path"]):
+        # Only a browser sends Origin: an SDK's request skips the middleware (and its parse of every header).
+        if (self.cors is not None and scope["type"] == "http" and is_api_path(scope["path"])
+                and any(name == b"origin" for name, _ in scope["headers"])):
             await self.cors(scope, receive, send)
         else:
             await self.app(scope, receive, send)

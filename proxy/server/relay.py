@@ -169,7 +169,7 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
                 capturing = _capture(outcome.body, chunk, ex.capture_limit)
             if lines:
                 chunk, held = whole_events(held, chunk)
-                if _DONE_LINE.search(_STREAM_START + held):  # the last line, maybe without its break
+                if held and _DONE_LINE.search(_STREAM_START + held):  # the last line, maybe without its break
                     chunk, held = chunk + held, b""
                 if not chunk:
                     continue
@@ -235,7 +235,7 @@ def whole_events(held: bytes, chunk: bytes) -> tuple[bytes, bytes]:
     chunk, stays bounded.
     """
     data, rest = whole_lines(held, chunk)
-    if len(data) > EVENT_HELD_MAX:
+    if len(data) > EVENT_HELD_MAX or data.endswith((b"\n\n", b"\r\n\r\n")):  # the common case: whole events
         return data, rest
     ends = [m.end() for m in _EVENT_END.finditer(data)]
     cut = ends[-1] if ends else 0
