@@ -82,13 +82,12 @@ class QuestionMemo(Generic[R]):
         self, session: Session, turns: ScopeIndex, facts: ItemScope | None, changes: int, window: Container[str],
         now: dt.datetime,
     ) -> bool:
-        """Whether every memory the kept recall shows stands as it was shown, in the user's scopes now
-        at ``now`` (a fact past its expiry stands no more; ``changes``: how many of the user's turns say a
-        change now, one more may mark what it shows), and no
-        turn stored since is one recall may show: outside the request's verbatim ``window`` (its fragment
-        hashes) and not a round of the loop itself (this session's, after the question's message, which the
-        summaries hold once compression takes them out of the window). A history indexed for the first time
-        is neither."""
+        """Whether every memory the kept recall shows stands as it was shown, in the user's scopes at ``now``
+        (a fact past its expiry stands no more; ``changes``: how many of the user's turns say a change now,
+        one more may mark what it shows), and no turn stored since is one recall may show: outside the
+        request's verbatim ``window`` (its fragment hashes) and not a round of the loop itself (this
+        session's, after the question's message, which the summaries hold once compression takes them out
+        of the window). A history indexed for the first time is neither."""
         kept = self._last.get(session)
         if kept is None:
             return False
