@@ -154,11 +154,19 @@ async def recall_for(
             facts = session_view(facts, request.session)
         if memo.holds(session, turns, facts, len(await turns.said_changes()), _window(request), _moment(request.now)):
             return again
-    found, facts = await _recall(index, request, counter, floor, items, reranker, query)
+    found, read = await _recall(index, request, counter, floor, items, reranker, query)
     if memo is not None:
-        turns = index.cached(tenant, user) or await index.scope(tenant, user)
-        memo.keep(session, asked, found.cards, turns, facts, len(await turns.said_changes()), found)
+        memo.keep(session, asked, found.cards, read.turns, read.facts, read.changes, found)
     return found
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The user's scopes as a recall read them, and how many of her turns said a change then."""
+
+    turns: ScopeIndex
+    facts: ItemScope | None
+    changes: int
 
 
 def _window(request: RecallRequest) -> frozenset[str]:
@@ -171,8 +179,8 @@ def _window(request: RecallRequest) -> frozenset[str]:
 async def _recall(
     index: FragmentIndex, request: RecallRequest, counter: TokenCounter, floor: Floor, items: ItemIndex | None,
     reranker: Reranker | None, query: str,
-) -> tuple[Recall, ItemScope | None]:
-    """``recall_for``'s search, with the user's facts as it read them."""
+) -> tuple[Recall, _Read]:
+    """``recall_for``'s search, with the user's scopes as it read them."""
     mem = request.settings
     tenant, user = request.tenant, request.user
     scope = index.cached(tenant, user) or await index.scope(tenant, user)
@@ -188,6 +196,7 @@ async def _recall(
         )
         bm25_f, dated = keyword_scores(scope, terms, periods)
         said = await scope.said_changes()
+        read = _Read(scope, item_scope, len(said))
         session = request.session if mem.scope == "session" else None
         if session is not None:  # ``memory.scope: session``: what other sessions said neither shows nor marks
             item_scope = session_view(item_scope, session) if item_scope is not None else None
@@ -224,7 +233,7 @@ async def _recall(
     if not about_someone and not relevant(cands, fused, floor.for_query(focused)):
         hits = [Hit(fused.scored(c.at), c.fragment, c.item, c.score) for c in cands[:TRACE_HITS]]
         shown = [*profile.cards, *_standing_beyond(item_scope, profile, [], cands, now, mem, counter)]
-        return Recall(query, hits, shown, _block(shown), focused), item_scope
+        return Recall(query, hits, shown, _block(shown), focused), read
     ranking = rank(cands, periods, SCAN_LIMIT, speaker)
     ranked: Sequence[Hit] = Hits(fused, ranking)  # a hit is built when packing or the trace reads it
     if reranker is not None:  # memory.rerank: a cross-encoder re-reads the best few
@@ -241,7 +250,7 @@ async def _recall(
     # A retrieval is an access (staleness reads it); the profile's standing facts are not retrieved.
     touched = tuple(int(c.id[1:]) for c in cards if c.id.startswith("i"))
     shown = [*profile.cards, *_standing_beyond(item_scope, profile, cards, cands, now, mem, counter), *cards]
-    return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched), item_scope
+    return Recall(query, list(ranked[:TRACE_HITS]), shown, _block(shown), focused, touched), read
 
 
 def _standing_beyond(
