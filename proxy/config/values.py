@@ -58,15 +58,21 @@ def proxy_address(text: str) -> str:
     return text
 
 
-def key_list(value: Any) -> tuple[str, ...]:
-    """A key list (``api_keys``, ``admin_keys``): plain keys or ``sha256:<hex>``; one key alone is a list."""
+def _listed(value: Any, what: str, *, nulls: bool = False) -> list[Any]:
+    """A list of strings (``nulls``: or nulls, an unset ``${VAR}``) as given; one alone is a list, none empty."""
     if value is None:
-        return ()
+        return []
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str | None) for v in value):
-        raise ValueError("must be a list of strings")
-    keys = tuple(v for v in value if v)  # an unset ${ENV_VAR} is no key, not a key that matches ""
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) or (nulls and v is None) for v in value):
+        raise ValueError(f"must be a list of {what}")
+    return list(value)
+
+
+def key_list(value: Any) -> tuple[str, ...]:
+    """A key list (``api_keys``, ``admin_keys``): plain keys or ``sha256:<hex>``; one key alone is a list."""
+    # An unset ${ENV_VAR} is no key, not a key that matches "".
+    keys = tuple(v for v in _listed(value, "strings", nulls=True) if v)
     if any(k.startswith("sha256:") and not re.fullmatch(r"sha256:[0-9a-fA-F]{64}", k) for k in keys):
         raise ValueError("a sha256: key needs 64 hex digits")
     return keys
@@ -75,16 +81,11 @@ def key_list(value: Any) -> tuple[str, ...]:
 def origin_list(value: Any) -> tuple[str, ...]:
     """``server.cors_origins``: ``*`` or origins as a browser sends them (``https://app.example.com``, a port
     maybe; no path, no trailing slash: such a value would never match); one alone is a list."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise ValueError("must be a list of origins")
-    for origin in value:
+    origins = _listed(value, "origins")
+    for origin in origins:
         if origin != "*" and not re.fullmatch(r"https?://[^/\s:]+(?::\d{1,5})?", origin):
             raise ValueError(f"{origin!r} is no origin: write '*' or scheme://host[:port], without a path or '/'")
-    return tuple(value)
+    return tuple(origins)
 
 
 def from_environment(value: Any, info: ValidationInfo) -> Any:
