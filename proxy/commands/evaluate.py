@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="scenarios: both halves (default), the tuning half, or the frozen half; the frozen "
                              "half and the tuning cases that say what a model extracts are replayed with the rules "
                              "and with a model stand-in that follows the prompts")
-    parser.set_defaults(option_defaults={action.dest: action.default for action in parser._actions})
+    parser.set_defaults(option_defaults={name: parser.get_default(name) for name in (*LOCOMO_ONLY, *SCENARIOS_ONLY)})
 
 
 # The options one data set's replay reads and the other's does not: given to the other, they are refused
