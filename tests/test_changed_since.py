@@ -207,6 +207,8 @@ def test_a_turn_shares_no_topic_through_a_word_many_turns_say() -> None:
     "Now I also paint the lake at night.",  # an addition
     "I paint now and then, mostly the lake.",  # "now" inside a clause
     "I'm painting now.", "We're heading out now, the lake is calling.",  # what is under way
+    "Lovely lake pics, that's all for now!", "The lake is fine by now.",  # "now" as the end of a time span
+    "No lake trips until now.", "The lake is frozen right now.", "The lake, I saw it just now.",
 ])
 def test_a_turn_that_asks_adds_or_tells_a_change_as_a_time_changes_nothing(later: str) -> None:
     assert turns_changed_later(said("I painted the lake at dawn.", later), place, rare) == frozenset()

@@ -137,7 +137,10 @@ _TURN_CHANGE = re.compile(
     r"\b(?:I|we|he|she|(?:my|our) (?!\w+ly\b)\w+)(?:'ve| have| has| had|'d|'s)?\s+(?:\w+ly\s+)?" + _CHANGED +
     # Or with the subject left out, as a chat does at the start of a sentence or after a dash: "Sold the car".
     r"|(?:^|\s[-–—]\s)\s*(?:\w+ly\s+)?" + _CHANGED +
-    r"|\b(?:no longer|any ?more|instead|these days|nowadays|from now on)\b|\bnow\s*(?:[.!,;:—–]|\s-\s|$)"
+    r"|\b(?:no longer|any ?more|instead|these days|nowadays|from now on)\b"
+    # "now" as the end of a time span ("that's all for now", "by now", "until now", "just now", "right now") is
+    # the moment said, not a change.
+    r"|(?<!\bfor )(?<!\bby )(?<!\btill )(?<!\buntil )(?<!\bjust )(?<!\bright )\bnow\s*(?:[.!,;:—–]|\s-\s|$)"
     r"|\b(?:as of|starting|from) (?:today|tomorrow|this (?:week|month|year)|next (?:week|month|year))\b"
     r"|现在|如今|不再|再也不|从此|搬到|搬去|辞职|离职|退休|调到|换成|改成|戒掉|戒\w{0,2}了|卖掉|卖了|分手|离婚"
     r"|从(?:今天|明天|这周|这个月|今年|下周|下个月|明年)(?:起|开始)", re.I)
