@@ -142,3 +142,38 @@ def test_languages_pronouns_a_home_and_a_way_of_working(said: str, key: str, con
 )
 def test_a_way_of_speaking_a_week_of_nights_or_the_office_is_no_identity_fact(said: str) -> None:
     assert [(i.key, i.content) for i in rule_extract([(1, "user", said)], NOW) if kind(i) == "identity"] == []
+
+
+# Chat drops the subject a listener knows: a sentence that opens on a verb's -ing or past form (after a word
+# such as "Also" or "Big news —") is the speaker's, read as if "I'm" or "I" began it.
+@pytest.mark.parametrize(
+    ("said", "key", "content"),
+    [
+        ("Starting as a junior developer at a fintech on Monday, bricking it a bit.", "user.occupation",
+         "The user is a developer."),
+        ("Working as a nurse on the kids' ward these days.", "user.occupation", "The user is a nurse."),
+        ("Moved to Bristol in the spring.", "user.location.home", "The user lives in Bristol."),
+        ("Big news — moved to Leeds last month!", "user.location.home", "The user lives in Leeds."),
+        ("I've started as a paramedic.", "user.occupation", "The user is a paramedic."),
+        ("I'm starting as a teacher in September.", "user.occupation", "The user is a teacher."),
+    ],
+)
+def test_a_fact_said_without_its_subject_is_the_speakers(said: str, key: str, content: str) -> None:
+    (item,) = [i for i in rule_extract([(3, "user", said)], NOW) if i.key == key]
+    assert item.content == content and item.standing
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Living in London is expensive.",  # the act as a subject the clause goes on to judge
+        "Working as a nurse must be exhausting.",
+        "Moving to Leeds would be a big step.",
+        "Moved to Bristol?",  # a question
+        "Take the train to Leeds.",  # an imperative
+        "She moved to Bristol in the spring.",  # someone else
+        "I worked as a nurse for ten years before this.",  # a past job
+    ],
+)
+def test_a_sentence_that_drops_no_subject_of_the_speakers_reads_nothing(said: str) -> None:
+    assert [i for i in rule_extract([(3, "user", said)], NOW) if i.key in ("user.occupation", "user.location.home")] == []

@@ -243,7 +243,9 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
     (re.compile(r"我(?:的)?(?:新|家庭|收货)?地址(?:是|为)[:：]?(?P<address>[^。！？!?\n]{4,60})"), _home),
     (re.compile(r"\b(?i:(?:please |and )?(?:always|from now on,?|going forward,?) (?:please )?(?:answer|reply|respond"
                 r"|write|talk)(?: to me)? in) (?P<lang>[A-Z][a-z]+)\b"), _reply_language),
-    (re.compile(rf"\b(?i:I work as an?|I'm employed as an?|I am employed as an?) (?:[\w-]+ )??(?P<job>{_JOBS})\b"
+    # "I work as", "I'm starting as", "I've started as": not "I worked as", a job of the past.
+    (re.compile(rf"\b(?i:I (?:work|start)|I(?:'m| am) (?:working|starting|employed)|I(?:'ve| have) (?:started|begun)"
+                rf"(?: working)?) as an? (?:[\w-]+ )??(?P<job>{_JOBS})\b"
                 rf"|\b(?i:I'm an?|I am an?) (?:(?!(?:terrible|bad|good|great|decent|lousy|awful|better|worse|big|huge"
                 rf"|fan)\b)[\w-]+ )?(?P<job2>{_JOBS})(?: (?i:by (?:profession|trade)))?(?=$|[,.;!]| and\b| at\b"
                 r"| in\b| for\b)", re.I), _occupation),

@@ -87,6 +87,35 @@ def speaker_unsaid(sentence: str) -> bool:
     return chinese(sentence) and _ZH_PERSON.search(sentence) is None
 
 
+# What opens an English chat sentence before its first verb without being its subject: "Also,", "Big news —".
+_OPENING = re.compile(r"(?:(?:oh|also|and|so|well|btw|anyway|update|news|big news|good news|guess what|fyi)\b"
+                      r"[\s,:!—–-]*)*", re.I)
+# The first verb of a sentence that left its subject out: an -ing form ("Starting as…": "I'm") or a past
+# form ("Moved to…": "I"). Not a bare verb, which opens an imperative as often ("Take the train").
+_DROPPED = re.compile(r"(?P<ing>[A-Za-z]{2,}ing)\b|(?P<past>[A-Za-z]{2,}ed|quit|left|got|sold|gave|became|took"
+                      r"|began|went|bought)\b(?!')")
+# A finite verb later in the first clause of an -ing opening: the act is the subject the clause goes on to
+# judge ("Living in London is expensive"), not what the speaker does.
+_ACT_JUDGED = re.compile(r"[^,;:.!?—–]*?\b(?:is|was|are|were|isn't|wasn't|aren't|must|can|could|will|would"
+                         r"|should|might|may|makes|made|gets|sucks|seems|feels|takes|costs|means)\b", re.I)
+
+
+def subject_dropped(sentence: str) -> tuple[int, str] | None:
+    """Where an English statement that left its speaker unsaid starts, and the subject it left out ("I'm"
+    before an -ing form, "I" before a past form): chat drops a subject the listener knows ("Moved to Leeds
+    in May", "Big news — starting as a nurse on Monday"). None for Chinese (``speaker_unsaid``), a
+    question, or an act the sentence talks about."""
+    if chinese(sentence) or sentence.rstrip().endswith("?"):
+        return None
+    at = opening.end() if (opening := _OPENING.match(sentence)) else 0
+    verb = _DROPPED.match(sentence, at)
+    if verb is None:
+        return None
+    if verb.group("ing"):
+        return None if _ACT_JUDGED.match(sentence, verb.end()) else (at, "I'm")
+    return at, "I"
+
+
 def slug(phrase: str) -> str:
     """The slot name of a thing: glossary-canonical ("辣" and "spicy food" → spicy_food), else words."""
     text = re.sub(r"^(?:(?:the|a|an|my|some|any)\s+|吃\s*|喝\s*)", "", phrase.strip().lower())

@@ -28,6 +28,7 @@ from .rule_patterns import (
     premise,
     remind,
     speaker_unsaid,
+    subject_dropped,
     supposed,
 )
 
@@ -75,6 +76,9 @@ def read_turns(turns: Sequence[Turn], now: datetime) -> tuple[list[MemoryItem], 
                 if not hits and speaker_unsaid(sentence):  # Chinese that drops its subject: the speaker's
                     hits = [(hit, max(0, start - len(IMPLIED_SPEAKER)))
                             for hit, start in _hits(IMPLIED_SPEAKER + sentence, now, implied=True)]
+                elif not hits and (dropped := subject_dropped(sentence)) is not None:  # so does English chat
+                    at, subject = dropped
+                    hits = [(hit, at) for hit, start in _hits(f"{subject} {sentence[at:]}", now) if start == 0]
                 for hit, start in hits:
                     _append(items, _item(hit, index, sentence, now, start))
                 if not hits:
