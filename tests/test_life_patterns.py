@@ -60,6 +60,9 @@ def test_a_standing_fact_said_another_way(said: str, key: str, content: str, exp
         "I'm a terrible cook.", "I'm a big fan of jazz.", "My wife I think is tired.", "I'm not into it anymore.",
         "Can you answer in French?", "We moved into a new flat.", "Please answer in French.",
         "My dog Sunday walks are the best.",  # "Sunday" then a noun: no name said
+        # a stay of a span said, not a home
+        "I moved to Leeds for the summer.", "We relocated to Austin for three months with work.",
+        "I'm based in Lisbon for a few weeks.", "Moved to Leeds for the winter term.",
     ],
 )
 def test_not_a_standing_fact(said: str) -> None:
@@ -154,6 +157,7 @@ def test_a_way_of_speaking_a_week_of_nights_or_the_office_is_no_identity_fact(sa
         ("Working as a nurse on the kids' ward these days.", "user.occupation", "The user is a nurse."),
         ("Moved to Bristol in the spring.", "user.location.home", "The user lives in Bristol."),
         ("Big news — moved to Leeds last month!", "user.location.home", "The user lives in Leeds."),
+        ("Quit smoking in March, finally!", "user.preference.smoking", "The user has quit smoking."),
         ("I've started as a paramedic.", "user.occupation", "The user is a paramedic."),
         ("I'm starting as a teacher in September.", "user.occupation", "The user is a teacher."),
     ],

@@ -75,10 +75,18 @@ def _reply_language(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     return [RuleHit("entity", "identity", "user.language.reply", f"The user wants replies in {m.group('lang')}.", 0.8)]
 
 
+# A span said right after a move or a base ("for the summer", "for three months", "for a few weeks"): a stay.
+_STAY = re.compile(r"[^,;.!?]{0,30}?\bfor (?:the (?:\w+ )?(?:summer|winter|spring|autumn|fall|semester|term|season"
+                   r"|holidays?|week|month|year)|(?:a|an|one|two|three|four|five|six|\d+|a few|a couple of|several)"
+                   r" (?:days?|nights?|weeks?|months?))\b", re.I)
+
+
 def _home(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """A home however it is said: a move, "now live in", an address. One slot, so a move supersedes it."""
     if _WORKPLACE.search(_clause_of(s, m)):
         return []  # "I'm based in the Shanghai office", "our building's address is ...": not the user's home
+    if _STAY.match(s, m.end()):
+        return []  # "I moved to Leeds for the summer": a stay, not a home (left to the reader by meaning)
     if address := m.groupdict().get("address"):
         where = address.strip().rstrip(",")
         if chinese(m.group()):
