@@ -31,6 +31,10 @@ def kind(item: MemoryItem) -> str | None:
         ("I work as a software engineer at a bank.", "user.occupation", "The user is a software engineer.", "identity"),
         ("I'm a night-shift nurse.", "user.occupation", "The user is a nurse.", "identity"),
         ("我是一名护士。", "user.occupation", "用户是护士。", "identity"),
+        ("I retired from teaching last June.", "user.occupation", "The user is retired.", "identity"),
+        ("I'm retired now, so my days are my own.", "user.occupation", "The user is retired.", "identity"),
+        ("I've been retired for six years.", "user.occupation", "The user is retired.", "identity"),
+        ("我去年退休了。", "user.occupation", "用户已退休。", "identity"),
         ("Please always answer in French.", "user.language.reply", "The user wants replies in French.", "identity"),
         ("I speak Spanish natively.", "user.language", "The user's native language is Spanish.", "identity"),
         ("My daughter Mia is 6.", "user.daughter.name", "The user's daughter is called Mia.", "relationship"),
@@ -158,6 +162,7 @@ def test_a_way_of_speaking_a_week_of_nights_or_the_office_is_no_identity_fact(sa
         ("Moved to Bristol in the spring.", "user.location.home", "The user lives in Bristol."),
         ("Big news — moved to Leeds last month!", "user.location.home", "The user lives in Leeds."),
         ("Quit smoking in March, finally!", "user.preference.smoking", "The user has quit smoking."),
+        ("Officially retired as of Friday! 32 years in the classroom.", "user.occupation", "The user is retired."),
         ("I've started as a paramedic.", "user.occupation", "The user is a paramedic."),
         ("I'm starting as a teacher in September.", "user.occupation", "The user is a teacher."),
     ],
@@ -177,6 +182,8 @@ def test_a_fact_said_without_its_subject_is_the_speakers(said: str, key: str, co
         "Take the train to Leeds.",  # an imperative
         "She moved to Bristol in the spring.",  # someone else
         "I worked as a nurse for ten years before this.",  # a past job
+        "I retired the old laptop.", "I'm not retired yet.", "My dad retired last year.",  # not the user retiring
+        "When I retire I'll move to Spain.", "I retired from playing rugby at 30.", "我爸去年退休了。",
     ],
 )
 def test_a_sentence_that_drops_no_subject_of_the_speakers_reads_nothing(said: str) -> None:

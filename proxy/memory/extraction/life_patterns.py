@@ -153,6 +153,12 @@ def _occupation(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     return [RuleHit("entity", "identity", "user.occupation", f"The user is {article} {job.lower()}.", 0.7)]
 
 
+def _retired(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
+    if chinese(m.group()):
+        return [RuleHit("entity", "identity", "user.occupation", "用户已退休。", 0.7)]
+    return [RuleHit("entity", "identity", "user.occupation", "The user is retired.", 0.7)]
+
+
 def _favourite(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     """"My favorite color is green": a durable preference, its slot named by what it is a favourite of."""
     of, what = m.group("of").strip(), clause(m.group("what"))
@@ -258,6 +264,11 @@ LIFE_RULES: list[tuple[re.Pattern[str], Rule]] = [
                 rf"|fan)\b)[\w-]+ )?(?P<job2>{_JOBS})(?: (?i:by (?:profession|trade)))?(?=$|[,.;!]| and\b| at\b"
                 r"| in\b| for\b)", re.I), _occupation),
     (re.compile(f"我(?:是(?:一名|一个|一位)?|在做|当)(?P<job>{_ZH_JOBS})"), _occupation),
+    # Retired, which ends any job: "I retired from teaching", "I'm retired now", "我去年退休了"; not "I retired the
+    # old laptop" (an object), "retired from playing rugby" (a sport), nor "I'm not retired".
+    (re.compile(r"\bI(?:'m| am|'ve| have)?(?: been)? (?:\w+ly |now |just )?retired\b(?! (?:the|my|our|a|an|it|that|this"
+                r"|from (?:playing|competitive|the (?:team|band|club|league)))\b)", re.I), _retired),
+    (re.compile(r"我(?:已经|刚刚?|去年|今年|上个月|上周|前年|早就)?(?:正式)?退休"), _retired),
     (re.compile(r"\b(?i:my (?:favou?rite|fave)) (?P<of>[a-z][a-z ]{1,20}?) (?:is|are) (?P<what>[^.,;!?\n]+)", re.I),
      _favourite),
     (re.compile(r"\bI(?:'m| am) (?:just )?not (?:really )?(?:into|a fan of|keen on) (?P<what>[^.,;!?\n]+?)"

@@ -91,9 +91,10 @@ def speaker_unsaid(sentence: str) -> bool:
 _OPENING = re.compile(r"(?:(?:oh|also|and|so|well|btw|anyway|update|news|big news|good news|guess what|fyi)\b"
                       r"[\s,:!—–-]*)*", re.I)
 # The first verb of a sentence that left its subject out: an -ing form ("Starting as…": "I'm") or a past
-# form ("Moved to…": "I"). Not a bare verb, which opens an imperative as often ("Take the train").
-_DROPPED = re.compile(r"(?P<ing>[A-Za-z]{2,}ing)\b|(?P<past>[A-Za-z]{2,}ed|quit|left|got|sold|gave|became|took"
-                      r"|began|went|bought)\b(?!')", re.I)
+# form ("Moved to…": "I"), maybe after how ("Officially retired as of Friday"). Not a bare verb, which opens an
+# imperative as often ("Take the train").
+_DROPPED = re.compile(r"(?:[A-Za-z]+ly\s+)?(?:(?P<ing>[A-Za-z]{2,}ing)\b|(?P<past>[A-Za-z]{2,}ed|quit|left|got|sold|gave|became|took"
+                      r"|began|went|bought))\b(?!')", re.I)
 # A finite verb later in the first clause of an -ing opening: the act is the subject the clause goes on to
 # judge ("Living in London is expensive"), not what the speaker does.
 _ACT_JUDGED = re.compile(r"[^,;:.!?—–]*?\b(?:is|was|are|were|isn't|wasn't|aren't|must|can|could|will|would"
