@@ -97,7 +97,7 @@ def test_a_forgotten_session_leaves_nothing_and_is_not_learned_again_when_resent
         assert_envelope(http.get(f"/paperclip/v1/sessions/{session}"), 404)
         assert session not in [s["id"] for s in http.get("/paperclip/v1/users/bob/sessions").json()["data"]]
         assert "zorblax" not in http.get("/paperclip/v1/users/bob/export").text.lower()
-        assert http.delete(f"/paperclip/v1/sessions/{session}").json()["counts"]["fragments"] == 0
+        assert_envelope(http.delete(f"/paperclip/v1/sessions/{session}"), 404)  # once: then nothing names it
     left = {f["session"] for f in fragments(proxy, "bob", status="all")}
     assert kept in left and session not in left
     ask(proxy, "bob")
@@ -106,6 +106,16 @@ def test_a_forgotten_session_leaves_nothing_and_is_not_learned_again_when_resent
     assert session not in {f["session"] for f in fragments(proxy, "bob", status="all")}
     ask(proxy, "bob")
     assert MARK.decode() not in upstream_got(upstream)
+
+
+def test_forgetting_a_session_nothing_names_answers_404_as_a_missing_turn_does(proxy: Proxy) -> None:
+    teach(proxy, "bob")
+    with admin(proxy) as http:
+        for missing in ("never-was", "sess%20with%20space", "%E5%BC%A0"):
+            r = http.delete(f"/paperclip/v1/sessions/{missing}")
+            assert_envelope(r, 404)
+            assert "No session" in r.json()["error"]["message"]
+    assert fragments(proxy, "bob")  # nothing else went
 
 
 def test_another_tenant_sees_and_forgets_none_of_it(
@@ -117,7 +127,7 @@ def test_another_tenant_sees_and_forgets_none_of_it(
     assert fragments(proxy, "bob", GLOBEX_ADMIN) == []
     with admin(proxy, GLOBEX_ADMIN) as http:
         assert_envelope(http.delete(f"{FRAGMENTS.format(user='bob')}/{said['id']}"), 404)
-        assert http.delete(f"/paperclip/v1/sessions/{session}").json()["counts"]["fragments"] == 0
+        assert_envelope(http.delete(f"/paperclip/v1/sessions/{session}"), 404)
     assert fragments(proxy, "bob")[0]["id"] == said["id"]
 
 

@@ -170,3 +170,5 @@ def test_a_memory_is_deleted_with_its_turns_and_turns_and_sessions_are_listed_se
     assert refused.returncode == 1 and turns("--session", session)
     assert "forgot session" in cli("forget-session", "--tenant", "acme", "--session", session, "--yes").stdout
     assert turns("--session", session, "--status", "all") == []
+    again = cli("forget-session", "--tenant", "acme", "--session", session, "--yes", ok=False)
+    assert again.returncode == 2 and "no session" in again.stderr  # as the admin API's 404

@@ -164,6 +164,7 @@ def test_conversations_and_their_turns_are_shown_searched_deleted_and_forgotten(
         gone = http.post(forget, data={"csrf": token, "confirm": "yes"})
         assert gone.status_code == 200 and str(gone.url).endswith("/users/bob/conversations")
         assert session not in gone.text
+        assert http.post(forget, data={"csrf": token, "confirm": "yes"}).status_code == 404  # nothing names it now
     ask(proxy, "bob")
     assert "zorblax" not in upstream.chat_requests()[-1].body.decode().lower()
 

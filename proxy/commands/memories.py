@@ -216,6 +216,8 @@ async def _delete_fragment(admin: MemoryAdmin, args: argparse.Namespace, tenant:
 
 async def _forget_session(admin: MemoryAdmin, args: argparse.Namespace, tenant: TenantSettings, raw: Any) -> None:
     counts = await admin.forget_session(args.tenant, args.session)
+    if counts is None:
+        raise NotFound(f"no session {args.session!r} in tenant {args.tenant!r}")
     print(f"forgot session {args.session!r} of tenant {args.tenant!r}: {_counts(counts)}")
 
 

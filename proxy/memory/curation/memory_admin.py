@@ -292,11 +292,18 @@ class MemoryAdmin:
         """Delete one raw turn, and the memories drawn only from it; None: no such turn."""
         return await self._forgetting(lambda: self.store.forgetting.fragment(tenant, user, fragment_id))
 
-    async def forget_session(self, tenant: str, session: str) -> dict[str, int]:
-        """Forget a whole conversation: its turns, summaries, traces, the memories drawn only from it."""
+    async def forget_session(self, tenant: str, session: str) -> dict[str, int] | None:
+        """Forget a whole conversation: its turns, summaries, traces, the memories drawn only from it.
+
+        None: nothing of the tenant names the session (never there, another tenant's, or already
+        forgotten), as ``forget_turn`` answers for a turn; what stays of a forgotten one (its
+        digests, how far it was mined) does not make it known.
+        """
         if self.settle is not None:
             await self.settle()
         counts = await self.store.forgetting.session(tenant, session)
+        if not any(counts.values()):
+            return None
         counts["wal_checkpointed"] = int(await self.store.users.checkpoint())
         return counts
 

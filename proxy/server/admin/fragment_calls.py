@@ -54,9 +54,11 @@ async def delete_fragment(call: AdminCall) -> Response:
 
 
 async def forget_session(call: AdminCall) -> Response:
-    """Forget a whole conversation (``memory_admin.forget_session``); an unknown one forgets nothing."""
+    """Forget a whole conversation (``memory_admin.forget_session``); 404 when nothing names it."""
     session = call.request.path_params["session"]
     counts = await call.admin.forget_session(call.tenant.id, session)
+    if counts is None:
+        raise NotFound(f"No session {session!r}.")
     return JSONResponse({"id": session, "object": "paperclip.session", "deleted": True, "counts": counts})
 
 

@@ -203,7 +203,8 @@ PATHS: dict[str, Schema] = {
     },
     "/sessions/{session}": {
         "get": _op("A session's summary chain and watermark", "Session", [_param("session", "path")]),
-        "delete": _op("Forget a whole conversation: turns, summaries, traces, memories drawn only from it",
+        "delete": _op("Forget a whole conversation: turns, summaries, traces, memories drawn only from it "
+                      "(404 when nothing of the tenant names it: unknown, another tenant's, or already forgotten)",
                       "SessionForgotten", [_param("session", "path")]),
     },
     "/traces": {"get": _op("Recent requests, newest first", "TraceSummaryList",

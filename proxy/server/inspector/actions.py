@@ -55,7 +55,8 @@ async def forget_session(page: Page) -> Response:
     conversations = f"/users/{quote(user, safe='')}/conversations"
     if page.form.get("confirm", "") != "yes":  # not ticked: nothing deleted
         return RedirectResponse(page.url(f"{conversations}/{quote(session, safe='')}") + "#forget", status_code=303)
-    await memory_admin(page.runtime).forget_session(page.tenant, session)
+    if await memory_admin(page.runtime).forget_session(page.tenant, session) is None:
+        raise NotFound(f"No conversation {session!r}.")
     return RedirectResponse(page.url(conversations), status_code=303)
 
 
