@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from proxy.server.admin.pagination import MAX_LIMIT
 from tests.admin_helpers import MARK, ask, teach
 from tests.conftest import Proxy, base_config
 from tests.fake_upstream import FakeUpstream
@@ -100,6 +101,21 @@ def test_errors_exit_2(setup: tuple[Proxy, Cli], tmp_path: Path) -> None:
     bad.write_text(json.dumps({"version": 1, "user": "bob", "items": [{"type": "entity"}]}))
     invalid = cli("import", str(bad), "--tenant", "acme", ok=False)
     assert invalid.returncode == 2 and "items[0].content: missing" in invalid.stderr
+
+
+def test_fragments_limit_takes_the_admin_apis_bounds(setup: tuple[Proxy, Cli]) -> None:
+    proxy, cli = setup
+    teach(proxy, "bob")
+
+    def turns(limit: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        return cli("fragments", "--tenant", "acme", "--user", "bob", "--json", "--limit", limit, ok=ok)
+
+    for bad in ("0", "-3", str(MAX_LIMIT + 1), "ten"):
+        refused = turns(bad, ok=False)
+        assert refused.returncode == 2 and refused.stdout == "", bad
+        assert f"argument --limit: must be an integer from 1 to {MAX_LIMIT}, not {bad!r}" in refused.stderr
+    assert len(json.loads(turns("1").stdout)) == 1
+    assert len(json.loads(turns(str(MAX_LIMIT)).stdout)) > 1
 
 
 def test_reading_commands_never_load_the_embedding_model(setup: tuple[Proxy, Cli], tmp_path: Path) -> None:

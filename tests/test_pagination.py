@@ -42,7 +42,7 @@ def test_unknown_cursor_is_an_empty_page() -> None:
     assert after_cursor([{"id": "a"}], PageAsk(5, "zz")) == []
 
 
-@pytest.mark.parametrize("limit", ["0", "101", "-1", "x", "1.5"])
+@pytest.mark.parametrize("limit", ["0", "101", "-1", "x", "1.5", "²", "٣", "9" * 5000])
 def test_bad_limit(limit: str) -> None:
     with pytest.raises(BadRequest):
         page_ask({"limit": limit})

@@ -30,6 +30,7 @@ from ..memory.curation.memory_admin import Embed, MemoryAdmin, finds_restatement
 from ..memory.curation.turn_search import turn_search
 from ..memory.search.embedder import Embedder, Vectors, load_embedder
 from ..memory.search.fragment_index import FragmentIndex
+from ..server.admin.pagination import LIMIT_RANGE, MAX_LIMIT, page_limit
 from ..store import connect, urls
 from ..store.records import FRAGMENT_STATUSES, ItemRow, StoredFragment
 from ..tokens import TokenCounter
@@ -56,7 +57,8 @@ def add_parser(sub: Any) -> None:
     turns.add_argument("--session", default=None, help="one conversation's turns")
     turns.add_argument("--q", default=None, help="search the active turns (loads the embedding model)")
     turns.add_argument("--status", default="active", choices=[*FRAGMENT_STATUSES, "all"])
-    turns.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    turns.add_argument("--limit", type=limit_argument, default=MAX_LIMIT,
+                       help=f"at most this many, 1 to {MAX_LIMIT} as the admin API's pages (default {MAX_LIMIT})")
     turns.add_argument("--after", type=int, default=None, help="after this fragment id (the next page)")
     turns.add_argument("--json", action="store_true", help="print JSON instead of a table")
     turn = actions.add_parser("delete-fragment", parents=[common],
@@ -76,6 +78,14 @@ def add_parser(sub: Any) -> None:
     restore = actions.add_parser("import", parents=[common], help="restore a user from an export file")
     restore.add_argument("file")
     restore.add_argument("--user", default=None, help="import as this user (default: the file's user)")
+
+
+def limit_argument(raw: str) -> int:
+    """``--limit`` within the admin API's page bounds (``pagination.page_limit``); argparse names the option."""
+    limit = page_limit(raw)
+    if limit is None:
+        raise argparse.ArgumentTypeError(f"must be {LIMIT_RANGE}, not {raw!r}")
+    return limit
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...memory.memory_schema import CATEGORIES, TYPES
+from .pagination import MAX_LIMIT
 
 Schema = dict[str, Any]
 
@@ -135,7 +136,7 @@ def _param(name: str, where: str = "query", schema: Schema | None = None, doc: s
             "description": doc}
 
 
-_PAGE = [_param("limit", schema={"type": "integer", "minimum": 1, "maximum": 100}),
+_PAGE = [_param("limit", schema={"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
          _param("after", doc="the id of the last row of the previous page")]
 _TENANT = _param("tenant", doc="an operator key names the tenant (or passthrough scope key-...)")
 _USER, _ITEM = _param("user", "path"), _param("item", "path", {"type": "integer"})

@@ -16,6 +16,7 @@ from ...errors import BadRequest
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
+LIMIT_RANGE = f"an integer from 1 to {MAX_LIMIT}"  # how errors name the bounds, the API's and the CLI's
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,20 @@ class PageAsk:
 
 def page_ask(query: Mapping[str, str], default: int = DEFAULT_LIMIT) -> PageAsk:
     """Read ``limit`` and ``after``; a bad ``limit`` is a 400 naming it."""
-    raw = query.get("limit", str(default)).strip()
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise BadRequest(f"'limit' must be an integer from 1 to {MAX_LIMIT}.", param="limit")
+    limit = page_limit(query.get("limit", str(default)))
+    if limit is None:
+        raise BadRequest(f"'limit' must be {LIMIT_RANGE}.", param="limit")
     after = query.get("after", "").strip() or None
-    return PageAsk(int(raw), after)
+    return PageAsk(limit, after)
+
+
+def page_limit(raw: str) -> int | None:
+    """A page size as asked (the admin API's ``?limit=``, the CLI's ``--limit``): ASCII digits
+    within 1..``MAX_LIMIT``, surrounding spaces aside; None otherwise."""
+    digits = raw.strip()
+    if not (digits.isascii() and digits.isdigit()) or len(digits.lstrip("0")) > len(str(MAX_LIMIT)):
+        return None  # also what int() would refuse: "²", or past its 4300 digits
+    return int(digits) if 1 <= int(digits) <= MAX_LIMIT else None
 
 
 def page(rows: Sequence[dict[str, Any]], ask: PageAsk, **extra: Any) -> dict[str, Any]:
