@@ -28,8 +28,19 @@ class Metrics:
         self.tokens_forwarded = Counter(
             "paperclip_tokens_forwarded", "Prompt tokens forwarded upstream", registry=r
         )
+        # A request's forwarded prompt is the client's, less what compression removed, plus the memory block:
+        # it shrank (saved) or grew (added). Both are counted, so a cost is never clamped away: saved - added
+        # is tokens_in - tokens_forwarded, the usage API's net tokens_saved.
         self.tokens_saved = Counter(
-            "paperclip_tokens_saved", "Prompt tokens not forwarded thanks to compression", registry=r
+            "paperclip_tokens_saved",
+            "Prompt tokens not forwarded, over requests whose forwarded prompt was shorter than the client's",
+            registry=r,
+        )
+        self.tokens_added = Counter(
+            "paperclip_tokens_added",
+            "Prompt tokens added, over requests whose forwarded prompt was longer than the client's "
+            "(a memory block larger than what compression removed)",
+            registry=r,
         )
         self.compressions = Counter(
             "paperclip_compressions", "Compression attempts", ["kind", "result"], registry=r

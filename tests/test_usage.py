@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from proxy.server.accounting import write_usage
 from proxy.server.usage_ledger import Billed, billed
-from tests.admin_helpers import admin
+from tests.admin_helpers import admin, ask, teach
 from tests.conftest import Proxy, both_stores
 from tests.fake_upstream import FakeUpstream, chunk, sse, stream_response
 
@@ -107,6 +107,26 @@ def test_usage_per_tenant_model_and_day(proxy: Proxy, upstream: FakeUpstream) ->
         metrics = http.get("/metrics").text
     assert 'paperclip_tenant_tokens_total{kind="billed_prompt",model="gpt-4o",tenant="acme"} 42.0' in metrics
     assert 'paperclip_tenant_requests_total{model="gpt-4o-mini",tenant="acme"} 1.0' in metrics
+
+
+def test_a_memory_block_that_costs_more_than_compression_saved_is_reported_not_hidden(proxy: Proxy) -> None:
+    """A short chat is not compressed, so its injected memories make the forwarded prompt longer than the
+    client's: the usage row's net ``tokens_saved`` goes negative, and the metrics count the growth."""
+    teach(proxy, "bob")
+    proxy.drain()
+    before = rows(proxy)[0]
+    headers = ask(proxy, "bob")
+    grew = int(headers["x-paperclip-tokens-forwarded"]) - int(headers["x-paperclip-tokens-in"])
+    assert int(headers["x-paperclip-memories"]) >= 1 and grew > 0
+    proxy.drain()
+    after = rows(proxy)[0]
+    assert after["tokens_saved"] - before["tokens_saved"] == -grew  # net: compression's saving minus memory's cost
+    with proxy.http() as http:
+        metrics = {line.split(" ")[0]: float(line.split(" ")[1]) for line in http.get("/metrics").text.splitlines()
+                   if line.startswith("paperclip_tokens_")}
+    assert metrics["paperclip_tokens_added_total"] >= grew
+    assert (metrics["paperclip_tokens_saved_total"] - metrics["paperclip_tokens_added_total"]
+            == metrics["paperclip_tokens_in_total"] - metrics["paperclip_tokens_forwarded_total"])
 
 
 def test_responses_api_usage_is_billed(proxy: Proxy) -> None:

@@ -189,7 +189,8 @@ class ChatEndpoint(Endpoint):
         m = self.rt.metrics
         m.tokens_in.inc(prepared.tokens_in)
         m.tokens_forwarded.inc(prepared.tokens_forwarded)
-        m.tokens_saved.inc(max(0, prepared.tokens_in - prepared.tokens_forwarded))
+        shrank = prepared.tokens_in - prepared.tokens_forwarded
+        (m.tokens_saved if shrank > 0 else m.tokens_added).inc(abs(shrank))
         m.memories_injected.inc(prepared.memories)
         return prepared
 
