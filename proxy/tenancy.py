@@ -307,19 +307,27 @@ def client_key(headers: Mapping[str, str]) -> str | None:
     return None
 
 
-# The headers read as UTF-8 (``header_text``); every other keeps its latin-1 reading. Not yet
-# X-Paperclip-User: users' stored rows hold the latin-1 reading and would need renaming first.
+# The header naming the user (SPEC §4), read as UTF-8 by ``header_text`` and checked by ``header_user``.
+USER_HEADER = "x-paperclip-user"
+# Headers read as UTF-8 when their bytes are, else as latin-1 (a session is echoed back byte for byte).
+# Every other header keeps its latin-1 reading.
 UTF8_HEADERS = frozenset({"x-paperclip-session"})
 
 
 def header_text(name: str, raw: bytes) -> str:
-    """A request header's value as text: for ``UTF8_HEADERS`` UTF-8 (as clients send it) when it is, else latin-1.
+    """A request header's value as text: UTF-8 (as clients send it) for ``USER_HEADER`` and ``UTF8_HEADERS``.
 
-    HTTP header bytes have no declared charset; clients send a session named
-    "café" as its UTF-8 bytes. Read as latin-1 it was stored as "cafÃ©" and
-    ``/sessions/café`` found nothing. Bytes that are not UTF-8 keep their
-    latin-1 reading, as before.
+    HTTP header bytes have no declared charset; clients send a session or a
+    user named "café" as its UTF-8 bytes. Read as latin-1 they were stored as
+    "cafÃ©": ``/sessions/café`` found nothing, and the header's "José" was
+    another user than the body's ``"user": "José"``. Session bytes that are
+    not UTF-8 keep their latin-1 reading, as before; user bytes that are not
+    UTF-8 are kept as surrogate escapes, which ``header_user`` refuses: which
+    user they mean cannot be known, and a guess would file the turns under
+    a stranger's name.
     """
+    if name == USER_HEADER:
+        return raw.decode("utf-8", "surrogateescape")
     if name not in UTF8_HEADERS:
         return raw.decode("latin-1")
     try:
@@ -328,9 +336,30 @@ def header_text(name: str, raw: bytes) -> str:
         return raw.decode("latin-1")
 
 
+def header_user(headers: Mapping[str, str]) -> str | None:
+    """The user ``X-Paperclip-User`` names (``header_map``'s reading), None when it names none; not UTF-8: 400.
+
+    Every API reads the header through here: chat, Responses, Messages (``resolve_user``) and MCP.
+    """
+    value = headers.get(USER_HEADER, "")
+    if not value.strip():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # ``header_text`` kept bytes that are not UTF-8 as surrogate escapes
+        raise BadRequest(
+            "The X-Paperclip-User header is not UTF-8; send the user id as UTF-8 bytes, or in the body's 'user'.",
+            code="invalid_user_header",
+        ) from None
+    return user_id(value)
+
+
 def resolve_user(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
     """Header, else ``user``, else ``safety_identifier``, else ``metadata.user_id``."""
-    candidates: list[Any] = [headers.get("x-paperclip-user"), body.get("user"), body.get("safety_identifier")]
+    named = header_user(headers)
+    if named is not None:
+        return named
+    candidates: list[Any] = [body.get("user"), body.get("safety_identifier")]
     metadata = body.get("metadata")
     if isinstance(metadata, Mapping):
         candidates.append(metadata.get("user_id"))

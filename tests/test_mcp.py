@@ -101,6 +101,19 @@ def test_the_user_is_the_header_else_the_argument_else_anonymous(
     assert "tea" not in users["ignored"]
 
 
+def test_the_user_header_is_read_as_utf8_and_refused_when_it_is_not(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    proxy = make_proxy()
+    add = ("add_memory", {"content": "Zhang Wei likes oolong tea."})
+    headers: Any = {"authorization": f"Bearer {PROXY_KEY}", "x-paperclip-user": "张伟".encode()}
+    assert payload(asyncio.run(_session(proxy, [add, ("get_profile", {})], headers))[2])["user"] == "张伟"
+    refused = asyncio.run(_session(proxy, [add], {**headers, "x-paperclip-user": b"Jos\xe9"}))[1]
+    assert refused.is_error and "X-Paperclip-User" in refused.content[0].text
+    with admin(proxy) as http:
+        assert [u["id"] for u in http.get("/paperclip/v1/users").json()["data"]] == ["张伟"]
+
+
 def test_keys_scope_the_tools_like_chat(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
     proxy = make_proxy(passthrough_keys=True)
     mcp(proxy, ("add_memory", {"content": "Mia in acme likes sailing."}))

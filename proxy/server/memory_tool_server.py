@@ -22,7 +22,7 @@ from mcp_types import CallToolResult, TextContent
 
 from ..errors import PaperclipError
 from ..memory.curation.memory_admin import NEW_MEMORY_FIELDS, MemoryAdmin
-from ..tenancy import ANONYMOUS, Tenant, client_key, user_id
+from ..tenancy import ANONYMOUS, Tenant, client_key, header_user, user_id
 from ..upstream.headers import header_map
 from .admin.admin_call import memory_admin
 from .admin.memory_calls import added_memory, deleted_memory, memory_page
@@ -61,8 +61,8 @@ def _who(rt: Runtime, ctx: Context, user: str | None) -> tuple[Tenant, str]:
     request = ctx.request_context.request
     headers: Mapping[str, str] = header_map(request.scope["headers"]) if request is not None else {}
     tenant = rt.keys.tenant_for(client_key(headers))
-    named = headers.get("x-paperclip-user", "").strip() or (user or "").strip()
-    return tenant, user_id(named) if named else ANONYMOUS
+    named = header_user(headers) or user_id(user or "")
+    return tenant, named or ANONYMOUS
 
 
 async def _answer(rt: Runtime, ctx: Context, user: str | None, call: AdminWork) -> CallToolResult:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..legacy_schema import legacy_schema
-from ..session_names import SESSION_TABLES, meant, rename
+from ..session_names import meant, names, rename, tables
 from . import pg_vectors
 from .pg_item_history import item_history
 
@@ -249,12 +249,17 @@ async def m013_item_schema(conn: PgConnection) -> None:
 
 async def m014_utf8_session_names(conn: PgConnection) -> None:
     # SQLite's m013: sessions named in UTF-8 but stored as its latin-1 reading get the name meant.
-    for table in SESSION_TABLES:
-        cur = await conn.execute(f"SELECT DISTINCT session FROM {table} WHERE session IS NOT NULL")
+    await _utf8_names(conn, "session")
+
+
+async def _utf8_names(conn: PgConnection, column: str) -> None:
+    # sqlite_migrations._utf8_names: names stored as the latin-1 reading of UTF-8 bytes get the name meant.
+    for table in tables(column):
+        cur = await conn.execute(names(table, column))
         for (old,) in await cur.fetchall():
             new = meant(old)
             if new is not None:
-                await conn.execute(*rename(table, old, new, "%s"))
+                await conn.execute(*rename(table, old, new, "%s", column))
 
 
 async def m015_forgotten_turns(conn: PgConnection) -> None:
@@ -268,6 +273,11 @@ async def m015_forgotten_turns(conn: PgConnection) -> None:
             PRIMARY KEY (tenant, "user", session, hash)
         )
     """)
+
+
+async def m016_utf8_user_names(conn: PgConnection) -> None:
+    # SQLite's m016: users named in UTF-8 in the header but stored as its latin-1 reading get the name meant.
+    await _utf8_names(conn, "user")
 
 
 MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
@@ -286,6 +296,7 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("013_item_schema", m013_item_schema),
     ("014_utf8_session_names", m014_utf8_session_names),
     ("015_forgotten_turns", m015_forgotten_turns),
+    ("016_utf8_user_names", m016_utf8_user_names),
 ]
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 
 from ..legacy_schema import LegacySchema, legacy_schema
-from ..session_names import SESSION_TABLES, meant, rename
+from ..session_names import meant, names, rename, tables
 from .sqlite_database import Connection
 from .sqlite_edits import ITEM_TRIGGERS
 from .sqlite_vectors import m007_small_vector_chunks
@@ -267,11 +267,16 @@ def _filled(schema: LegacySchema) -> tuple[str, int, str]:
 
 def m013_utf8_session_names(conn: Connection) -> None:
     """Sessions named in UTF-8 but stored as its latin-1 reading get the name the client meant."""
-    for table in SESSION_TABLES:
-        for (old,) in conn.execute(f"SELECT DISTINCT session FROM {table} WHERE session IS NOT NULL").fetchall():
+    _utf8_names(conn, "session")
+
+
+def _utf8_names(conn: Connection, column: str) -> None:
+    """Names in ``column`` stored as the latin-1 reading of UTF-8 bytes get the name meant (``session_names``)."""
+    for table in tables(column):
+        for (old,) in conn.execute(names(table, column)).fetchall():
             new = meant(old)
             if new is not None:
-                conn.execute(*rename(table, old, new, "?"))
+                conn.execute(*rename(table, old, new, "?", column))
 
 
 def m014_forgotten_turns(conn: Connection) -> None:
@@ -332,6 +337,12 @@ def _script(conn: Connection, sql: str) -> None:
             conn.execute(statement)
 
 
+def m016_utf8_user_names(conn: Connection) -> None:
+    """Users named in UTF-8 in ``X-Paperclip-User`` but stored as its latin-1 reading get the name the
+    client meant (``session_names``), the one the body's ``user`` gives."""
+    _utf8_names(conn, "user")
+
+
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -348,6 +359,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("013_utf8_session_names", m013_utf8_session_names),
     ("014_forgotten_turns", m014_forgotten_turns),
     ("015_ids_never_reused", m015_ids_never_reused),
+    ("016_utf8_user_names", m016_utf8_user_names),
 ]
 
 
