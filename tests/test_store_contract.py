@@ -42,6 +42,8 @@ async def test_fragments_are_added_once_and_load_in_id_order_with_their_vectors(
     assert np.allclose(np.stack([x.vector for x in loaded]), vecs[:5])
     _, rest = await stores.fragments.load_since("acme", "u1", loaded[-1].fragment.id, 100)
     assert [x.fragment.hash for x in rest] == ["h5", "h6", "h7"]
+    # Each call's own limit, whichever came before (SQLite's is written into the statement).
+    assert [x.fragment.hash for x in (await stores.fragments.load_since("acme", "u1", 0, 2))[1]] == ["h0", "h1"]
     assert await stores.fragments.count("acme", "u1") == 8
 
 
