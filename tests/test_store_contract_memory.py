@@ -98,6 +98,22 @@ async def test_expired_items_are_deleted_and_stale_ones_archived(stores: Stores)
             include_inactive=True) if r.id == i] == ["archived", "archived"]
 
 
+async def test_the_search_reads_active_items_with_vectors_and_superseded_ones_in_one_call(stores: Stores) -> None:
+    items = stores.items
+    old = await add_item(items, "acme", "u1", "s1", _item("user.diet", "Vegetarian"), _vec(1))
+    new = await add_item(items, "acme", "u1", "s1", _item("user.diet", "Vegan"), _vec(2), supersedes=[old])
+    await add_item(items, "acme", "u1", "s1", _item("p.c", "Minor", importance=0.1), _vec(3))  # archived below
+    await add_item(items, "acme", "u2", "s1", _item("user.diet", "Pescatarian"), _vec(4))  # another user's
+    assert await items.archive_stale(time.time() + 1, 0.3) == 1  # neither active nor superseded now
+    active, superseded = await items.active_and_superseded("acme", "u1")
+    alone = await items.active_with_vectors("acme", "u1")
+    assert [r for r, _ in active] == [r for r, _ in alone] and [r.id for r, _ in active] == [new]
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(active, alone, strict=True))
+    assert superseded == [r for r in await items.all("acme", "u1", include_inactive=True) if r.status == "superseded"]
+    assert [(r.id, r.superseded_by) for r in superseded] == [(old, new)]
+    assert await items.active_and_superseded("acme", "nobody") == ([], [])
+
+
 async def _fill(stores: Stores, user: str) -> None:
     frag = [NewFragment("h1", "user", "I am vegetarian", "i am vegetarian", 0, 4)]
     await stores.fragments.add("acme", user, "s1", frag, np.stack([_vec(5)]))

@@ -65,6 +65,9 @@ class Fragments(Protocol):
 
 class Items(Protocol):
     async def active_with_vectors(self, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]: ...
+    async def active_and_superseded(
+        self, tenant: str, user: str
+    ) -> tuple[list[tuple[ItemRow, np.ndarray]], list[ItemRow]]: ...
     async def remember(
         self, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray, choose: Choose
     ) -> tuple[ItemWrite, int]: ...

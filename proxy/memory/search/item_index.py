@@ -70,11 +70,12 @@ class ItemIndex:
         async with scope.lock:
             version = await self.store.version(tenant, user)
             if version != scope.version:
-                pairs = await self.store.active_with_vectors(tenant, user)
+                # One read: the active items (their vectors too) and the superseded ones, whose guesses'
+                # turns recall marks; not every stored item again beside the active ones.
+                pairs, superseded = await self.store.active_and_superseded(tenant, user)
                 scope.hold([r for r, _ in pairs],
                            np.vstack([v for _, v in pairs]) if pairs else np.zeros((0, 0), dtype=np.float32))
-                scope.replaced_turns = replaced_guess_turns(
-                    scope.rows, await self.store.all(tenant, user, include_inactive=True))
+                scope.replaced_turns = replaced_guess_turns(scope.rows, superseded)
                 scope.version = version
         return scope
 

@@ -32,6 +32,19 @@ class PgItemStore:
         async with self.db.connection() as conn:
             return await _active(conn, tenant, user)
 
+    async def active_and_superseded(
+        self, tenant: str, user: str
+    ) -> tuple[list[tuple[ItemRow, np.ndarray]], list[ItemRow]]:
+        """``active_with_vectors``, and the superseded items by id, on one connection (the search's item scope)."""
+        async with self.db.connection() as conn:
+            active = await _active(conn, tenant, user)
+            async with conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(
+                    f"SELECT {ITEM_COLUMNS} FROM items WHERE {_SCOPE} AND status = 'superseded' ORDER BY id",
+                    (tenant, user),
+                )
+                return active, [item_row(r) for r in await cur.fetchall()]
+
     async def remember(
         self, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray, choose: Choose
     ) -> tuple[ItemWrite, int]:

@@ -36,6 +36,18 @@ class ItemStore:
     async def active_with_vectors(self, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
         return await self.db.read(lambda c: _active(c, tenant, user))
 
+    async def active_and_superseded(
+        self, tenant: str, user: str
+    ) -> tuple[list[tuple[ItemRow, np.ndarray]], list[ItemRow]]:
+        """``active_with_vectors``, and the superseded items by id, in one read (the search's item scope)."""
+        return await self.db.read(lambda c: (_active(c, tenant, user), [
+            item_row(r) for r in c.execute(
+                f"SELECT {ITEM_COLUMNS} FROM items WHERE tenant = ? AND user = ? AND status = 'superseded'"
+                " ORDER BY id",
+                (tenant, user),
+            )
+        ]))
+
     async def remember(
         self, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray, choose: Choose
     ) -> tuple[ItemWrite, int]:
