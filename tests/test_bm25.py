@@ -6,6 +6,7 @@ import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
@@ -120,6 +121,37 @@ def test_scores_equal_rank_bm25_okapi(seed: int) -> None:
     for _ in range(5):
         query = [rng.choice(vocab) for _ in range(rng.randint(1, 10))]  # repeats included
         _assert_matches_okapi(index, corpus, query)
+
+
+def _scores_term_by_term(index: BM25Index[int], query: list[str]) -> dict[int, float]:
+    """``scores`` as it was: every occurrence of a term computed again (the sums it must equal to the bit)."""
+    terms = [t for t in query if t in index._postings]
+    avgdl = index._total_len / len(index._slots)
+    acc = np.zeros(len(index._ids), dtype=np.float64)
+    matched = np.zeros(len(index._ids), dtype=np.bool_)
+    for term in terms:
+        docs = index._postings[term]
+        slots = np.fromiter(docs.keys(), dtype=np.int64, count=len(docs))
+        tf = np.fromiter(docs.values(), dtype=np.float64, count=len(docs))
+        dl = index._doc_len[slots]
+        acc[slots] += index.idf(term) * (tf * (index.k1 + 1) / (tf + index.k1 * (1 - index.b + index.b * dl / avgdl)))
+        matched[slots] = True
+    hit = np.flatnonzero(matched)
+    return {index._ids[s]: v for s, v in zip(hit.tolist(), acc[hit].tolist(), strict=True)}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_repeated_query_term_sums_to_the_bit_as_when_computed_each_time(seed: int) -> None:
+    rng = random.Random(2000 + seed)
+    corpus = _random_corpus(rng)
+    index: BM25Index[int] = BM25Index()
+    for i, doc in enumerate(corpus):
+        index.add(i, doc)
+    vocab = sorted({t for doc in corpus for t in doc})
+    for _ in range(5):
+        asked = [rng.choice(vocab) for _ in range(rng.randint(1, 6))]
+        query = [*asked, *dict.fromkeys(asked), *rng.sample(vocab, min(3, len(vocab))), "absent"]  # as recall asks
+        assert index.scores(query) == _scores_term_by_term(index, query)
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -212,16 +212,23 @@ class BM25Index(Generic[K]):
         avgdl = self._total_len / len(self._slots)
         acc = np.zeros(len(self._ids), dtype=np.float64)
         matched = np.zeros(len(self._ids), dtype=np.bool_)
+        # A repeated term (recall asks each word twice) adds the same array again, computed once: the
+        # same additions in the same order, so the same sums to the bit.
+        computed: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for term in terms:
-            docs = self._postings[term]
-            slots = np.fromiter(docs.keys(), dtype=np.int64, count=len(docs))
-            tf = np.fromiter(docs.values(), dtype=np.float64, count=len(docs))
-            dl = self._doc_len[slots]
-            # Same expression, same order of operations as rank_bm25's get_scores.
-            acc[slots] += self.idf(term) * (
-                tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * dl / avgdl))
-            )
-            matched[slots] = True
+            known = computed.get(term)
+            if known is None:
+                docs = self._postings[term]
+                slots = np.fromiter(docs.keys(), dtype=np.int64, count=len(docs))
+                tf = np.fromiter(docs.values(), dtype=np.float64, count=len(docs))
+                dl = self._doc_len[slots]
+                # Same expression, same order of operations as rank_bm25's get_scores.
+                known = computed[term] = (slots, self.idf(term) * (
+                    tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * dl / avgdl))
+                ))
+                matched[slots] = True
+            slots, term_scores = known
+            acc[slots] += term_scores
         hit = np.flatnonzero(matched)
         if limit is not None and limit < len(hit):
             hit = hit[np.argpartition(-acc[hit], limit - 1)[:limit]]
