@@ -45,3 +45,16 @@ def test_a_budget_for_now_a_request_or_someone_elses_budget_is_no_standing_prefe
 def test_a_new_budget_takes_the_slot_of_the_old() -> None:
     first, second = rule_extract([(1, "user", "My budget is 800 euros."), (5, "user", "My budget is 1,200 euros.")], NOW)
     assert first.key == second.key == "user.budget" and "1,200" in second.content
+
+
+@pytest.mark.parametrize("said", [
+    "每天三杯美式续命，不喝下午就废了。",  # "without it the afternoon is gone": a condition, not a dislike
+    "我不吃早饭会头晕。", "不喝咖啡的话根本醒不过来。", "我不吃饭才怪。",
+])
+def test_not_eating_or_drinking_as_a_condition_is_no_dislike(said: str) -> None:
+    assert [i.content for i in rule_extract([(3, "user", said)], NOW) if i.key.startswith("user.preference.")] == []
+
+
+@pytest.mark.parametrize(("said", "content"), [("我不喝咖啡。", "用户不喝咖啡。"), ("我不吃香菜了。", "用户不吃香菜。")])
+def test_a_chinese_dislike_is_still_read(said: str, content: str) -> None:
+    assert [i.content for i in rule_extract([(3, "user", said)], NOW) if i.key.startswith("user.preference.")] == [content]

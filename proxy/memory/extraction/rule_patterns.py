@@ -216,12 +216,18 @@ def _third_person(verb: str) -> str:
     return v if v.startswith(("stopped", "can")) else v + "s"
 
 
+# What follows a condition in Chinese ("不喝…就…", "不吃…会…", "…的话"): the clause says what happens then.
+_CONSEQUENCE = re.compile(r"就|会|才|的话|得")
+
+
 def _preference(m: re.Match[str], s: str, now: datetime) -> list[RuleHit]:
     what = clause(m.group("what"))
     if chinese(m.group()):
         what = what.rstrip(ZH_PARTICLES)
         if not what or what[0] in "你他她它这那死" or what == "素":
             return []  # "(不)吃素" is a diet, the diet rules' (``health_patterns``), not a food named 素
+        if _CONSEQUENCE.search(what):
+            return []  # "不喝下午就废了", "不吃早饭会头晕": not eating or drinking as a condition, not a dislike
         phrase = re.sub(r"^我", "", m.group()).rstrip(ZH_PARTICLES)
         return [RuleHit("preference", "preference", f"user.preference.{slug(what)}", f"用户{phrase}。", 0.6)]
     if not what or len(what.split()) > 5 or _REFERENTS.search(what.lower()):
