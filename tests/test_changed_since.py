@@ -205,6 +205,7 @@ def test_a_turn_shares_no_topic_through_a_word_many_turns_say() -> None:
     "Any more paintings of the lake coming up?",  # a question
     "I've loved the lake since I moved here.",  # a change told as the time of something else
     "Now I also paint the lake at night.",  # an addition
+    "湖边我现在还画，晚上也画。",  # 还 / 也 that add
     "I paint now and then, mostly the lake.",  # "now" inside a clause
     "I'm painting now.", "We're heading out now, the lake is calling.",  # what is under way
     "Lovely lake pics, that's all for now!", "The lake is fine by now.",  # "now" as the end of a time span
@@ -228,6 +229,9 @@ def test_a_turn_that_asks_adds_or_tells_a_change_as_a_time_changes_nothing(later
     ("I ride my motorbike to the office.", "Big news — sold the motorbike!"),
     ("I keep my savings with Halifax.", "My savings are with Nationwide now — better rates."),  # "now" ends a clause
     ("我每天抽一包烟。", "我三个月前把烟戒了。"),  # 烟 by the dictionary; the search terms glue 烟戒
+    # 还 / 也 in "还行", "还是", "也好" say how it goes, not that something was added
+    ("医生给我开了氨氯地平，每天一片。", "医生给我换成缬沙坦了，这周吃着还行。"),
+    ("我每天开车上班。", "车卖了，现在坐地铁上班，也好，能看书。"),
 ])
 def test_a_turn_that_ends_a_state_or_starts_one_from_a_day_marks_the_earlier(earlier: str, later: str) -> None:
     assert turns_changed_later(said(earlier, later), place, rare) == {1}

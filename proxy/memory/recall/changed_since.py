@@ -73,7 +73,9 @@ _KINDS = frozenset({"allergies", "medications", "conditions"})
 # how things are now, against how they were ("These days I take the aisle seat").
 _INSTEAD = re.compile(r"\b(?:instead|these days|nowadays)\b|而不是|取而代之|这些天来|如今", re.I)
 # Said of an addition: the earlier fact stays as it was.
-_ADDED = re.compile(r"\b(?:too|also|as well|another|either|additionally|besides)\b|也|还|又|另外", re.I)
+# Not 还 / 也 where they say how things go or which one ("还行", "还好", "还是", "还没", "也好", "也许").
+_ADDED = re.compile(r"\b(?:too|also|as well|another|either|additionally|besides)\b"
+                    r"|也(?!行|好|许|罢|就|不错|可以)|还(?!行|好|是|没|挺|不错|可以|算|蛮|真|在)|又|另外", re.I)
 # Words of a statement's kind, not of its topic: "the user likes hiking" and "I now like jazz" speak of two things.
 _ANY_TOPIC = frozenset({"user", "users", "like", "likes", "love", "loves", "enjoy", "enjoys", "prefer", "prefers",
                         "用户", "喜欢", "爱"})
