@@ -94,6 +94,29 @@ def test_a_lasting_statement_without_its_subject_is_read_as_the_speakers(said: s
     assert chinese_statements.statement(said)
 
 
+# So is a home or a job told without its subject ("在腾讯上班", "入职字节第二周", "转行做UI设计"): where and as what
+# one lives and works is said of oneself.
+@pytest.mark.parametrize(("said", "key"), [
+    ("在腾讯上班，这个季度加班多到爆，每天十一点才走。", "user.said.job"),
+    ("入职字节第二周，新同事都挺好的。", "user.said.job"),
+    ("辞职三个月了，转行做UI设计。", "user.said.job"),
+    ("上个月搬到杭州了，还在适应。", "user.said.home"),
+])
+def test_a_home_or_a_job_without_its_subject_is_the_speakers(said: str, key: str) -> None:
+    (item,) = chinese_statements.read([(0, said)])
+    assert item.key == key and is_guess(item.confidence)
+
+
+@pytest.mark.parametrize("said", [
+    "在大厂上班压力很大吧？",  # a question
+    "他在腾讯上班，挺忙的。",  # someone else
+    "在外企工作的人英语都好。",  # people at large
+    "入职体检一般查什么？",  # a question
+])
+def test_a_home_or_a_job_said_of_no_one_or_asked_is_not_read(said: str) -> None:
+    assert not chinese_statements.statement(said)
+
+
 @pytest.mark.parametrize("said", [
     "每天都在下雨，烦死了。",  # the weather
     "经常有人问这个问题。",  # someone else

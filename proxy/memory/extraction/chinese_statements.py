@@ -23,7 +23,8 @@ user's own lasting state:
 
 Chinese drops a subject the listener knows, so a sentence that names no
 one is also read, when it opens on how often or how long something is so
-("每天早上都要跑五公里", "从小就对青霉素过敏", "周末一般都在家": ``_HABIT_OPENING``):
+("每天早上都要跑五公里", "从小就对青霉素过敏", "周末一般都在家": ``_HABIT_OPENING``),
+or tells a home or a job (``_HOME``, ``_JOB`` below: "在腾讯上班", "入职字节第二周"):
 that is the speaker's habit or lasting state. It must name no one else
 (``rule_patterns.speaker_unsaid``: "他", "有人", "大家"), no place or thing as its topic ("这条街",
 "这家店": ``_TOPIC``), no weather, no hearsay, and point back to nothing
@@ -87,7 +88,7 @@ _HABIT_OPENING = re.compile(
 )
 # What shows that a sentence that names no one (``speaker_unsaid``) is not about its speaker: a place or
 # thing as its topic ("这条街", "那家店"), the weather, what was heard, a pointer back ("都这样").
-_TOPIC = re.compile(r"[这那](?:里|儿|边|个|些|条|家|种|位|件|次|样)")
+_TOPIC = re.compile(r"[这那](?:里|儿|边|个(?!季度|月|星期|礼拜|学期)|些|条|家|种|位|件|次|样)")  # not 这个月: a time
 _NOT_ITS_SPEAKERS = re.compile(r"下雨|下雪|刮风|天气|气温|雾霾|听说|据说|听人说")
 
 
@@ -108,7 +109,7 @@ def statement(sentence: str) -> bool:
         return False
     speaks = [m.start() for m in _SPEAKER.finditer(text)]
     if not speaks:
-        if not speaker_unsaid(text) or not _HABIT_OPENING.match(text):
+        if not speaker_unsaid(text) or not (_HABIT_OPENING.match(text) or _HOME.search(text) or _JOB.search(text)):
             return False
         if _TOPIC.search(text) or _NOT_ITS_SPEAKERS.search(text):
             return False
