@@ -112,6 +112,8 @@ def test_a_home_or_a_job_without_its_subject_is_the_speakers(said: str, key: str
     "他在腾讯上班，挺忙的。",  # someone else
     "在外企工作的人英语都好。",  # people at large
     "入职体检一般查什么？",  # a question
+    "在医院工作的护士都很辛苦。",  # 的: what describes someone, not the speaker's own job
+    "搬到郊区的朋友都说空气好。",
 ])
 def test_a_home_or_a_job_said_of_no_one_or_asked_is_not_read(said: str) -> None:
     assert not chinese_statements.statement(said)

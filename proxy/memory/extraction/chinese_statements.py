@@ -102,6 +102,16 @@ _JOB = re.compile(r"在[^，。！？,.!?]{1,12}(?:上班|工作)|辞职|离职|
 _SLOTS = ((_HOME, "user.location.home"), (_JOB, "user.occupation"))
 
 
+# A home or a job that describes what follows it ("在医院工作的护士", "搬到郊区的朋友"): someone, not the speaker;
+# not "的时候" (when), "的第一年" (the first year since).
+_DESCRIBES = re.compile(r"[^，。！？,.!?；;]{0,8}?的(?!时候|话|第|那)")
+
+
+def _own_home_or_job(text: str) -> bool:
+    """Whether ``text`` (naming no one) tells a home or a job of its speaker's, not one that describes someone."""
+    return any(not _DESCRIBES.match(text, m.end()) for words in (_HOME, _JOB) for m in words.finditer(text))
+
+
 def statement(sentence: str) -> bool:
     """Whether ``sentence``, in Chinese, states a lasting fact of its speaker's (the module's rules)."""
     text = sentence.strip()
@@ -109,7 +119,7 @@ def statement(sentence: str) -> bool:
         return False
     speaks = [m.start() for m in _SPEAKER.finditer(text)]
     if not speaks:
-        if not speaker_unsaid(text) or not (_HABIT_OPENING.match(text) or _HOME.search(text) or _JOB.search(text)):
+        if not speaker_unsaid(text) or not (_HABIT_OPENING.match(text) or _own_home_or_job(text)):
             return False
         if _TOPIC.search(text) or _NOT_ITS_SPEAKERS.search(text):
             return False
