@@ -78,7 +78,7 @@ def read_turns(turns: Sequence[Turn], now: datetime) -> tuple[list[MemoryItem], 
                             for hit, start in _hits(IMPLIED_SPEAKER + sentence, now, implied=True)]
                 elif not hits and (dropped := subject_dropped(sentence)) is not None:  # so does English chat
                     at, subject = dropped
-                    hits = [(hit, at) for hit, start in _hits(f"{subject} {sentence[at:]}", now) if start == 0]
+                    hits = [(hit, at) for hit, _ in _hits(f"{subject} {sentence[at:]}", now, opening=True)]
                 for hit, start in hits:
                     _append(items, _item(hit, index, sentence, now, start))
                 if not hits:
@@ -86,11 +86,14 @@ def read_turns(turns: Sequence[Turn], now: datetime) -> tuple[list[MemoryItem], 
     return items, unread
 
 
-def _hits(sentence: str, now: datetime, *, implied: bool = False) -> Iterator[tuple[RuleHit, int]]:
+def _hits(
+    sentence: str, now: datetime, *, implied: bool = False, opening: bool = False
+) -> Iterator[tuple[RuleHit, int]]:
     """``implied``: ``sentence`` starts with the speaker its words left unsaid. Only a health fact that
     begins there and ends its clause is theirs ("乳糖不耐受，一喝牛奶就闹肚子"): a fact found later in the
     sentence, or one its clause goes on to judge ("住在杭州很舒服", "不吃早饭对身体不好": the act as
-    a topic), is not."""
+    a topic), is not. ``opening``: only a fact that begins where the sentence does (English chat's
+    dropped subject, put back: ``rule_patterns.subject_dropped``)."""
     seen: set[str] = set()
     # A question or a supposition states nothing; "Can you remind me to...?" is still a request.
     question = sentence.endswith(("?", "？", "吗"))
@@ -100,7 +103,9 @@ def _hits(sentence: str, now: datetime, *, implied: bool = False) -> Iterator[tu
         if implied and rule not in _SAID_OF_THE_SPEAKER:
             continue
         for match in pattern.finditer(sentence):
-            if implied and (match.start() != 0 or not _CLAUSE_END.match(sentence, match.end())):
+            if (implied or opening) and match.start() != 0:
+                continue
+            if implied and not _CLAUSE_END.match(sentence, match.end()):
                 continue
             if rule is not remind and supposed(sentence, match.start()):
                 continue
