@@ -38,12 +38,7 @@ class PgItemStore:
         """``active_with_vectors``, and the superseded items by id, on one connection (the search's item scope)."""
         async with self.db.connection() as conn:
             active = await _active(conn, tenant, user)
-            async with conn.cursor(row_factory=dict_row) as cur:
-                await cur.execute(
-                    f"SELECT {ITEM_COLUMNS} FROM items WHERE {_SCOPE} AND status = 'superseded' ORDER BY id",
-                    (tenant, user),
-                )
-                return active, [item_row(r) for r in await cur.fetchall()]
+            return active, await _rows(conn, f"WHERE {_SCOPE} AND status = 'superseded' ORDER BY id", (tenant, user))
 
     async def remember(
         self, tenant: str, user: str, session: str | None, item: NewItem, vector: np.ndarray, choose: Choose
@@ -161,10 +156,15 @@ class PgItemStore:
             return max(int(cur.rowcount), 0)
 
     async def _select(self, where: str, args: Sequence[Any]) -> list[ItemRow]:
-        async with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(f"SELECT {ITEM_COLUMNS} FROM items {where}", tuple(args))
-            return [item_row(r) for r in await cur.fetchall()]
+        async with self.db.connection() as conn:
+            return await _rows(conn, where, args)
 
+
+async def _rows(conn: PgConnection, where: str, args: Sequence[Any]) -> list[ItemRow]:
+    """The items ``where`` selects, on ``conn``."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(f"SELECT {ITEM_COLUMNS} FROM items {where}", tuple(args))
+        return [item_row(r) for r in await cur.fetchall()]
 
 
 async def _active(conn: PgConnection, tenant: str, user: str) -> list[tuple[ItemRow, np.ndarray]]:
