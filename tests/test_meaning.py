@@ -302,3 +302,12 @@ def test_through_the_proxy_a_fact_no_rule_reads_reaches_a_fresh_chat(
     with admin(proxy) as http:
         profile = http.get("/paperclip/v1/users/noor/profile").json()
     assert said in forwarded and said in json.dumps(profile)
+
+
+async def test_a_device_the_user_uses_is_a_standing_preference_of_many_values(bundled: Embedder) -> None:
+    # What the user's phone or computer is shapes a how-to answer; a phone and a laptop are both true at once.
+    facts = ["I've only ever used Linux on my desktop.", "I do all my work on an iPad Pro."]
+    read_ = await read(bundled, [*facts, "I can't decide which laptop to buy.", "My phone died this morning."])
+    assert set(read_) == set(facts)
+    assert {(i.key, i.category, i.standing) for i in read_.values()} == {("user.devices", "preference", True)}
+    assert not is_slot("user.devices")

@@ -115,7 +115,7 @@ _KINDS_OF_FACT = frozenset({
     "memory", "memories", "statement", "statements", "tasks", "goals", "achievements", "opinion", "opinions",
     # Collections a model names with a plural; a plural is not read from a final "s" (diabetes, glasses).
     "allergies", "medications", "conditions", "foods", "places", "trips", "books", "movies", "songs",
-    "skills", "languages", "people", "budgets", "channels",
+    "skills", "languages", "people", "budgets", "channels", "devices",
 })
 
 
