@@ -11,7 +11,8 @@ lasting facts a user states about themself, and sentences that state none, short
 ``bench/data/possessive-heldout.json`` (statements whose only first person is "my", "our" or "us", and
 sentences of other people's, offices' and moments' facts; written before the reader took such statements,
 never tuned on) and ``bench/data/meaning-heldout-everyday.json`` (chat lines written blind before the
-examples were widened, never tuned on), how many facts
+examples were widened, never tuned on) and ``bench/data/meaning-heldout-dropped.json`` (chat lines that leave
+their subject out, written blind before the reader took such lines, never tuned on), how many facts
 the rules read, how many of the rest the reader reads, and how many non-facts either takes for a fact; the
 same for ``bench/data/chinese-statements-heldout.json`` and ``-2.json`` (Chinese facts and non-facts, each
 written by a helper blind to the reader of Chinese statements, ``chinese_statements.py``, after it, never
@@ -54,11 +55,12 @@ def main() -> None:
     held_out = json.loads((HERE / "data" / "meaning-heldout.json").read_text())["sentences"]
     possessive = json.loads((HERE / "data" / "possessive-heldout.json").read_text())["sentences"]
     everyday = json.loads((HERE / "data" / "meaning-heldout-everyday.json").read_text())["sentences"]
-    sets = [(f"calibration, {kind}", [r for r in rows if r["set"] == kind]) for kind in ("short", "long")]
+    dropped = json.loads((HERE / "data" / "meaning-heldout-dropped.json").read_text())["sentences"]
+    sets = [(f"calibration, {kind}", [r for r in rows if r["set"] == kind]) for kind in ("short", "long", "dropped")]
     print("| set | facts: by the rules | by meaning, of the rest | by either | non-facts: by either |")
     print("|---|---|---|---|---|")
     for name, mine in [*sets, ("held out", held_out), ("held out, possessive", possessive),
-                       ("held out, everyday", everyday)]:
+                       ("held out, everyday", everyday), ("held out, subject left out", dropped)]:
         ruled = [any(i.standing for i in read_turns([(1, "user", r["said"])], NOW)[0]) for r in mine]
         meant = [bool(asyncio.run(reader.read(read_turns([(1, "user", r["said"])], NOW)[1]))) for r in mine]
         facts = [(a, b) for a, b, r in zip(ruled, meant, mine, strict=True) if r["fact"]]

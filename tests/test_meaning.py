@@ -311,3 +311,28 @@ async def test_a_device_the_user_uses_is_a_standing_preference_of_many_values(bu
     assert set(read_) == set(facts)
     assert {(i.key, i.category, i.standing) for i in read_.values()} == {("user.devices", "preference", True)}
     assert not is_slot("user.devices")
+
+
+@pytest.mark.parametrize(("said", "spoken"), [
+    ("Moved to Leeds in May.", "I moved to Leeds in May."),
+    ("Working nights on a cardiac ward these days.", "I'm working nights on a cardiac ward these days."),
+    ("Also, started as a junior vet last month.", "Also, I started as a junior vet last month."),
+    ("Living in London is so expensive.", "Living in London is so expensive."),  # an act the clause judges
+    ("Moving to Leeds?", "Moving to Leeds?"),  # a question
+    ("I moved to Leeds in May.", "I moved to Leeds in May."),
+])
+def test_a_subject_chat_left_out_is_said_again_to_be_read(said: str, spoken: str) -> None:
+    assert meaning.spoken(said) == spoken
+
+
+def test_a_line_that_leaves_its_subject_out_can_state_a_fact_and_an_intention_never_does() -> None:
+    assert meaning.statement("Moved to Leeds in May.") and meaning.statement("Working nights these days.")
+    for intended in ["Thinking about getting a cat at some point.", "I might move to Leeds.",
+                     "I want to learn piano.", "Planning to go vegan next year."]:
+        assert not meaning.statement(intended)
+
+
+async def test_a_fact_whose_subject_was_left_out_is_kept_in_the_users_words(bundled: Embedder) -> None:
+    said = "Teaching maths at a secondary school in Hull, for ten years."
+    read_ = await read(bundled, [said, "Heading out now, talk later.", "Tried restarting it, still broken."])
+    assert [(i.content, i.key) for i in read_.values()] == [(said, "user.said.job")]

@@ -12,12 +12,13 @@ examples are of one slot, clearly closer than any ``none`` example, is kept
 as that slot's fact, in the user's own words, standing.
 
 Only the user's statements about themself qualify: "I", "we", "me" or "us"
-is said, or "my" / "our" owns something that is not another person or a
+is said, or left out as chat leaves it out ("Moved to Leeds in May": read as
+"I moved to Leeds in May", ``spoken``), or "my" / "our" owns something that is not another person or a
 body of people (``speaks_of_self``: "beef never touches my plate", "our flat
 is in Leeds"; not "my friend lives in Paris", "our office moved", "my
 sister is vegan": those are not the user's facts, and a slot read from them
 would be filed as the user's), in at most ``MAX_WORDS`` words, not a question, not
-supposed or wished, not said of a time that ends soon (``for_now``) or of
+supposed, wished or only intended ("thinking about getting a cat"), not said of a time that ends soon (``for_now``) or of
 one moment past ("yesterday", "just got back"). A sentence of more than
 ``SHORT_WORDS`` is kept as its clause that reads as a fact of the same slot
 most surely, a clause in which "I", "we", "me" or "us" speaks: a part cut out
@@ -67,7 +68,7 @@ import numpy.typing as npt
 from ...offload import off_loop
 from ..lifecycle import CHANGE_SAID, LOOSELY_READ
 from ..memory_schema import STANDS_BY_DEFAULT, TYPE_OF_CATEGORY, USER, Category, MemoryItem
-from .rule_patterns import chinese, for_now, supposed
+from .rule_patterns import chinese, for_now, subject_dropped, supposed
 from .rules import Said
 
 EXAMPLES = Path(__file__).with_name("standing_examples.json")
@@ -108,6 +109,11 @@ _SOMEONE_ELSE = re.compile(
 _ONE_MOMENT = re.compile(
     r"\b(?:yesterday|last night|this morning|this afternoon|this evening|earlier|just now|a minute ago"
     r"|just (?:got|came|had|finished|bought|watched|saw|read|tried|ate|left|arrived|woke))\b", re.I)
+# Only intended, considered or wished: what it would be is not yet a fact ("Thinking about getting a cat",
+# "I might move to Leeds", "I want to learn piano").
+_INTENDED = re.compile(
+    r"\b(?:thinking (?:about|of)|planning(?: to| on)?|plan to|hoping to|hope to|considering|want(?:ing)? to"
+    r"|wanna|would like to|'d like to|might|wondering)\b", re.I)
 _WORD = re.compile(r"[A-Za-z][\w'-]*")
 # A sentence of more words is read no further: it tells a story more often than it states a fact.
 MAX_WORDS = 40
@@ -151,10 +157,22 @@ def statement(sentence: str, *, owner: bool = True) -> bool:
     text = sentence.strip()
     if not text or text.endswith("?") or chinese(text):
         return False
-    speaks = _SPEAKER.search(text) is not None or (owner and speaks_of_self(text))
+    speaks = _SPEAKER.search(text) is not None or (owner and speaks_of_self(text)) or subject_dropped(text) is not None
     if not 2 <= len(_WORD.findall(text)) <= MAX_WORDS or not speaks:
         return False
-    return not supposed(text, 0) and not for_now(text) and not _ONE_MOMENT.search(text)
+    return not supposed(text, 0) and not for_now(text) and not _ONE_MOMENT.search(text) and not _INTENDED.search(text)
+
+
+def spoken(sentence: str) -> str:
+    """``sentence`` with the subject chat left out said again (``rule_patterns.subject_dropped``: "Moved to
+    Leeds in May" is read as "I moved to Leeds in May", "Working nights these days" as "I'm working nights
+    these days"), so that it is compared with the examples as the statement of the user's it is; else as
+    it is. What is kept is the user's own words."""
+    dropped = subject_dropped(sentence)
+    if dropped is None:
+        return sentence
+    at, subject = dropped
+    return f"{sentence[:at]}{subject} {sentence[at:at + 1].lower()}{sentence[at + 1:]}"
 
 
 def speaks_of_self(text: str) -> bool:
@@ -245,7 +263,7 @@ class MeaningReader:
         known = examples()
         if self._examples is None:
             self._examples = await self.embed(list(known.texts))
-        vectors = await self.embed([sentence for _, sentence in said])
+        vectors = await self.embed([spoken(sentence) for _, sentence in said])
         read = await off_loop(size, classify, vectors, self._examples, known.labels)
         items = []
         for (index, sentence), (name, score, margin) in zip(said, read, strict=True):
@@ -271,6 +289,6 @@ class MeaningReader:
         parts = [c for c in clauses(sentence) if len(_WORD.findall(c)) <= SHORT_WORDS]
         if not parts or self._examples is None:
             return None
-        read = classify(await self.embed(parts), self._examples, examples().labels)
+        read = classify(await self.embed([spoken(p) for p in parts]), self._examples, examples().labels)
         found = [(part, *r) for part, r in zip(parts, read, strict=True) if slot in (None, r[0]) and accepted(r[1], r[2])]
         return max(found, key=lambda f: f[2], default=None)
