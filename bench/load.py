@@ -3,7 +3,7 @@
 Usage (from the repo root, in its virtualenv)::
 
     python bench/load.py                           # 50 streams x 60 s per target, bundled model
-    python bench/load.py -c 50 -t 60 --embedding hash --profile
+    python bench/load.py -c 50 -t 60 --embedding hash --profile --pin   # where the CPU goes
     python bench/load.py --compare ../before --rounds 2   # and another checkout's proxies, in turn
 
 Processes on loopback: the fixed-answer upstream (``bench/upstream.py``), two
@@ -24,9 +24,12 @@ counted until the proxy has gone quiet after its clients stop (its CPU under
 after its response (indexing, extraction, compression) is in it; ``drain_s``
 says how long that took. ``--profile`` records each proxy with py-spy and prints where its time goes, by
 Python function. ``--perf`` records each proxy with Linux ``perf`` (when installed) and prints its CPU by
-library and the kernel's share: what the process really ran on a core. py-spy names Python frames but
-not what runs under them: with uvloop it puts the loop's own C work on the last frame it saw (the upstream
-socket write got 20–26% of its samples, where a write of 80 KB costs ~7 µs).
+library and the kernel's share: what the process really ran on a core. py-spy counts a thread that is
+runnable but waiting for a core as busy in the frame it was in: on a shared core, the write that wakes
+the upstream (which then takes the core) got 20–30% of memory off's samples, and ``Runner.run`` (the
+loop itself) another quarter, where perf puts the whole kernel at 10%. ``--pin`` gives the proxies a
+core of their own (the last; the upstream, the clients and the poller share the others), and the write
+falls to ~1%: profile with it. Its requests/s are not comparable with a run without it.
 
 ``--compare DIR`` also starts the proxies of the checkout in ``DIR`` (with
 its own ``.venv``), named ``memory on @<DIR's name>`` and so on: before/after
@@ -43,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import shutil
@@ -334,6 +338,25 @@ def order(runs: list[Run], rounds: int) -> list[tuple[int, Run]]:
     return out
 
 
+def cores(wanted: bool) -> set[int]:
+    """``--pin``: the core kept for the proxies (the last), this process and what it starts after moved
+    to the others; an empty set without ``--pin``."""
+    if not wanted:
+        return set()
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        raise SystemExit("--pin needs two cores at least")
+    os.sched_setaffinity(0, set(mine[:-1]))  # inherited by the upstream, the poller and py-spy
+    return {mine[-1]}
+
+
+def pin(pid: int | None, cpus: set[int]) -> None:
+    """Every thread of ``pid`` on ``cpus`` (a thread it starts later inherits its starter's cores)."""
+    for task in Path(f"/proc/{pid}/task").iterdir() if pid is not None else []:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task.name), cpus)
+
+
 def profile(spy: subprocess.Popen[bytes], raw: Path) -> None:
     spy.wait(timeout=60)
     own, within, by_thread = hot_frames(raw)
@@ -368,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedding", default="bundled")
     parser.add_argument("--profile", action="store_true", help="py-spy every proxy")
     parser.add_argument("--perf", action="store_true", help="Linux perf every proxy: CPU by library")
+    parser.add_argument("--pin", action="store_true", help="the proxies on a core of their own (for --profile)")
     parser.add_argument("--targets", default="direct,off,on", help="a subset of direct,off,on")
     parser.add_argument("--compare", type=Path, default=None, help="another checkout to measure beside this one")
     parser.add_argument("--rounds", type=int, default=1)
@@ -376,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench/results/load.json"))
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    proxy_core = cores(args.pin)
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp_:
         tmp = Path(tmp_)
         up_port = free_port()
@@ -389,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs += [start_proxy(stack, b, tmp, up_url, memory, args.embedding) for b in builds(args.compare)]
         here = builds(None)[0]
         runs += [start_proxy(stack, here, tmp, up_url, True, args.embedding, v) for v in args.variant]
+        for run in runs[1:] if proxy_core else []:
+            pin(run.pid, proxy_core)
         rows: list[dict[str, Any]] = []
         direct: Run | None = None
         plotted = []  # the first round's runs
