@@ -151,8 +151,9 @@ def test_a_way_of_speaking_a_week_of_nights_or_the_office_is_no_identity_fact(sa
     assert [(i.key, i.content) for i in rule_extract([(1, "user", said)], NOW) if kind(i) == "identity"] == []
 
 
-# Chat drops the subject a listener knows: a sentence that opens on a verb's -ing or past form (after a word
-# such as "Also" or "Big news —") is the speaker's, read as if "I'm" or "I" began it.
+# Chat drops the subject a listener knows: a sentence that opens on a verb's -ing or past form, a state
+# ("Allergic to…") or "been" (after a word such as "Also" or "Big news —") is the speaker's, read as if
+# "I'm", "I" or "I've" began it.
 @pytest.mark.parametrize(
     ("said", "key", "content"),
     [
@@ -165,6 +166,12 @@ def test_a_way_of_speaking_a_week_of_nights_or_the_office_is_no_identity_fact(sa
         ("Officially retired as of Friday! 32 years in the classroom.", "user.occupation", "The user is retired."),
         ("I've started as a paramedic.", "user.occupation", "The user is a paramedic."),
         ("I'm starting as a teacher in September.", "user.occupation", "The user is a teacher."),
+        # a state ("I'm"), and "been" ("I've")
+        ("Allergic to sesame, so careful with takeaways.", "user.allergy.sesame", "The user is allergic to sesame."),
+        ("Btw lactose intolerant, so oat milk please.", "user.health.lactose_intolerant",
+         "The user is lactose intolerant."),
+        ("Based in Leeds, working remotely.", "user.location.home", "The user lives in Leeds."),
+        ("Been vegan since uni.", "user.diet", "The user is vegan."),
     ],
 )
 def test_a_fact_said_without_its_subject_is_the_speakers(said: str, key: str, content: str) -> None:
@@ -188,3 +195,9 @@ def test_a_fact_said_without_its_subject_is_the_speakers(said: str, key: str, co
 )
 def test_a_sentence_that_drops_no_subject_of_the_speakers_reads_nothing(said: str) -> None:
     assert [i for i in rule_extract([(3, "user", said)], NOW) if i.key in ("user.occupation", "user.location.home")] == []
+
+
+@pytest.mark.parametrize("said", ["Based in Leeds is the company I work for.", "Married life is hard work.",
+                                  "Vegan food is great.", "Allergic reactions can be scary."])
+def test_a_state_the_sentence_goes_on_to_judge_is_no_fact_of_the_speakers(said: str) -> None:
+    assert rule_extract([(3, "user", said)], NOW) == []

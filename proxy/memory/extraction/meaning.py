@@ -68,7 +68,7 @@ import numpy.typing as npt
 from ...offload import off_loop
 from ..lifecycle import CHANGE_SAID, LOOSELY_READ
 from ..memory_schema import STANDS_BY_DEFAULT, TYPE_OF_CATEGORY, USER, Category, MemoryItem
-from .rule_patterns import chinese, for_now, subject_dropped, supposed
+from .rule_patterns import chinese, for_now, subject_dropped, supposed, with_subject
 from .rules import Said
 
 EXAMPLES = Path(__file__).with_name("standing_examples.json")
@@ -172,7 +172,7 @@ def spoken(sentence: str) -> str:
     if dropped is None:
         return sentence
     at, subject = dropped
-    return f"{sentence[:at]}{subject} {sentence[at:at + 1].lower()}{sentence[at + 1:]}"
+    return sentence[:at] + with_subject(sentence, at, subject)
 
 
 def speaks_of_self(text: str) -> bool:

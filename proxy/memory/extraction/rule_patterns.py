@@ -101,20 +101,42 @@ _ACT_JUDGED = re.compile(r"[^,;:.!?—–]*?\b(?:is|was|are|were|isn't|wasn't|ar
                          r"|should|might|may|makes|made|gets|sucks|seems|feels|takes|costs|means)\b", re.I)
 
 
+# A state of a person that opens a statement whose subject was left out ("Allergic to sesame", "Lactose
+# intolerant, so…", "Vegan since uni", "Pregnant with our second!"): a closed class of adjectives said of
+# people, not of things ("blind", "single" open too many other phrases).
+_STATE = re.compile(
+    r"(?:(?:lactose|gluten|dairy)\s+)?(?:allergic|intolerant|vegan|vegetarian|pescatarian|diabetic|coeliac|celiac"
+    r"|asthmatic|epileptic|pregnant|deaf|married|divorced|engaged|widowed|retired|teetotal|self-employed"
+    r"|unemployed|based|bilingual|colou?r-blind|left-handed)\b", re.I)
+# "Been vegan since uni", "Been living in Leeds for years": "I've".
+_BEEN = re.compile(r"been\b", re.I)
+
+
 def subject_dropped(sentence: str) -> tuple[int, str] | None:
     """Where an English statement that left its speaker unsaid starts, and the subject it left out ("I'm"
-    before an -ing form, "I" before a past form): chat drops a subject the listener knows ("Moved to Leeds
-    in May", "Big news — starting as a nurse on Monday"). None for Chinese (``speaker_unsaid``), a
-    question, or an act the sentence talks about."""
+    before an -ing form or a state, "I" before a past form, "I've" before "been"): chat drops a subject the
+    listener knows ("Moved to Leeds in May", "Big news — starting as a nurse on Monday", "Allergic to
+    sesame btw", "Been vegan since uni"). None for Chinese (``speaker_unsaid``), a question, or an act or
+    a state the sentence talks about ("Living in London is expensive", "Vegan food is great")."""
     if chinese(sentence) or sentence.rstrip().endswith("?"):
         return None
     at = opening.end() if (opening := _OPENING.match(sentence)) else 0
+    if (state := _STATE.match(sentence, at)) is not None:
+        return None if _ACT_JUDGED.match(sentence, state.end()) else (at, "I'm")
+    if _BEEN.match(sentence, at):
+        return at, "I've"
     verb = _DROPPED.match(sentence, at)
     if verb is None:
         return None
     if verb.group("ing"):
         return None if _ACT_JUDGED.match(sentence, verb.end()) else (at, "I'm")
     return at, "I"
+
+
+def with_subject(sentence: str, at: int, subject: str) -> str:
+    """``sentence`` from ``at`` on, with the ``subject`` it left out put back (``subject_dropped``): "I'm
+    allergic to sesame" for "Allergic to sesame"."""
+    return f"{subject} {sentence[at:at + 1].lower()}{sentence[at + 1:]}"
 
 
 def slug(phrase: str) -> str:

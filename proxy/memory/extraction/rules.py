@@ -30,6 +30,7 @@ from .rule_patterns import (
     speaker_unsaid,
     subject_dropped,
     supposed,
+    with_subject,
 )
 
 SHORT_DAYS = 2  # a task or deadline of today or tomorrow is of the moment: it does not stand
@@ -78,7 +79,7 @@ def read_turns(turns: Sequence[Turn], now: datetime) -> tuple[list[MemoryItem], 
                             for hit, start in _hits(IMPLIED_SPEAKER + sentence, now, implied=True)]
                 elif not hits and (dropped := subject_dropped(sentence)) is not None:  # so does English chat
                     at, subject = dropped
-                    hits = [(hit, at) for hit, _ in _hits(f"{subject} {sentence[at:]}", now, opening=True)]
+                    hits = [(hit, at) for hit, _ in _hits(with_subject(sentence, at, subject), now, opening=True)]
                 for hit, start in hits:
                     _append(items, _item(hit, index, sentence, now, start))
                 if not hits:
