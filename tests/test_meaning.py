@@ -328,8 +328,13 @@ def test_a_subject_chat_left_out_is_said_again_to_be_read(said: str, spoken: str
 def test_a_line_that_leaves_its_subject_out_can_state_a_fact_and_an_intention_never_does() -> None:
     assert meaning.statement("Moved to Leeds in May.") and meaning.statement("Working nights these days.")
     for intended in ["Thinking about getting a cat at some point.", "I might move to Leeds.",
-                     "I want to learn piano.", "Planning to go vegan next year."]:
+                     "I want to learn piano.", "Planning to go vegan next year.",
+                     "Researching schools, it's been a dream to have kids."]:
         assert not meaning.statement(intended)
+    # said to the one spoken to, or of an act the line judges: not the speaker's
+    for other in ["Wishing you the best with the move!", "Taking in rescue dogs - you're so kind.",
+                  "Biking sounds like a great way to see the city."]:
+        assert not meaning.statement(other)
 
 
 async def test_a_fact_whose_subject_was_left_out_is_kept_in_the_users_words(bundled: Embedder) -> None:

@@ -109,11 +109,14 @@ _SOMEONE_ELSE = re.compile(
 _ONE_MOMENT = re.compile(
     r"\b(?:yesterday|last night|this morning|this afternoon|this evening|earlier|just now|a minute ago"
     r"|just (?:got|came|had|finished|bought|watched|saw|read|tried|ate|left|arrived|woke))\b", re.I)
+# The one spoken to: a line that left its subject out and speaks of them is said to them ("Wishing you the
+# best!", "Taking in kids in need - you're so kind"), not of the speaker.
+_LISTENER = re.compile(r"\byou(?:r|rs|'re|'ve|'d|'ll)?\b", re.I)
 # Only intended, considered or wished: what it would be is not yet a fact ("Thinking about getting a cat",
-# "I might move to Leeds", "I want to learn piano").
+# "I might move to Leeds", "I want to learn piano", "it's been a dream to have a family").
 _INTENDED = re.compile(
     r"\b(?:thinking (?:about|of)|planning(?: to| on)?|plan to|hoping to|hope to|considering|want(?:ing)? to"
-    r"|wanna|would like to|'d like to|might|wondering)\b", re.I)
+    r"|wanna|would like to|'d like to|might|wondering|dream(?:s|ed|ing)? (?:of|about|to)|a dream to)\b", re.I)
 _WORD = re.compile(r"[A-Za-z][\w'-]*")
 # A sentence of more words is read no further: it tells a story more often than it states a fact.
 MAX_WORDS = 40
@@ -157,7 +160,8 @@ def statement(sentence: str, *, owner: bool = True) -> bool:
     text = sentence.strip()
     if not text or text.endswith("?") or chinese(text):
         return False
-    speaks = _SPEAKER.search(text) is not None or (owner and speaks_of_self(text)) or subject_dropped(text) is not None
+    speaks = (_SPEAKER.search(text) is not None or (owner and speaks_of_self(text))
+              or (subject_dropped(text) is not None and not _LISTENER.search(text)))
     if not 2 <= len(_WORD.findall(text)) <= MAX_WORDS or not speaks:
         return False
     return not supposed(text, 0) and not for_now(text) and not _ONE_MOMENT.search(text) and not _INTENDED.search(text)

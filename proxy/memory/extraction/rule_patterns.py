@@ -98,7 +98,7 @@ _DROPPED = re.compile(r"(?:[A-Za-z]+ly\s+)?(?:(?P<ing>[A-Za-z]{2,}ing)\b|(?P<pas
 # A finite verb later in the first clause of an -ing opening: the act is the subject the clause goes on to
 # judge ("Living in London is expensive"), not what the speaker does.
 _ACT_JUDGED = re.compile(r"[^,;:.!?—–]*?\b(?:is|was|are|were|isn't|wasn't|aren't|must|can|could|will|would"
-                         r"|should|might|may|makes|made|gets|sucks|seems|feels|takes|costs|means)\b", re.I)
+                         r"|should|might|may|makes|made|gets|sucks|seems|feels|sounds|looks|takes|costs|means)\b", re.I)
 
 
 # A state of a person that opens a statement whose subject was left out ("Allergic to sesame", "Lactose
