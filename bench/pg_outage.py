@@ -4,14 +4,17 @@ Usage (from the repo root, in its virtualenv; ``--repo`` measures another checko
 
     python bench/pg_outage.py                        # 20 streams; the database stopped 45 s after 20 s
     python bench/pg_outage.py --clients 20 --down 45 --warm 20 --after 30 --timeout 2
+    python bench/pg_outage.py --freeze --down 15     # a server that stops answering, sockets open
 
 Processes of their own: a PostgreSQL (pgserver's, ``tests/pg.py``), the
 fixed-answer upstream (``bench/upstream.py``) and the proxy (``python -m proxy
 serve``, memory on, ``storage.timeout_s: --timeout``). ``--clients``
 streaming conversations run throughout, as in ``bench/load.py``, and a
 poller reads ``/readyz`` every 100 ms. After ``--warm`` seconds the database
-is stopped (``pg_ctl stop -m fast``: its clients are cut off), and started
-again ``--down`` seconds later; the run goes on ``--after`` seconds more.
+is stopped (``pg_ctl stop -m fast``: its clients are cut off; with ``--freeze``,
+its processes are stopped where they are, SIGSTOP: its sockets stay open and
+nothing answers), and started again (resumed) ``--down`` seconds later; the run
+goes on ``--after`` seconds more.
 
 Reported: the requests started while the database was down — how many, the
 longest and p99 time to a complete answer, how many came back degraded and
@@ -107,10 +110,10 @@ async def run(url: str, server: PgServer, args: argparse.Namespace) -> tuple[Tim
     tasks = [asyncio.ensure_future(client_loop(url, n, t0, until, out)) for n in range(args.clients)]
     tasks.append(asyncio.ensure_future(poll_ready(url, t0, until, out)))
     await asyncio.sleep(args.warm)
-    await asyncio.to_thread(server.halt)
+    await asyncio.to_thread(server.freeze if args.freeze else server.halt)
     stopped = time.perf_counter() - t0
     await asyncio.sleep(args.down)
-    await asyncio.to_thread(server.resume)
+    await asyncio.to_thread(server.thaw if args.freeze else server.resume)
     restarted = time.perf_counter() - t0
     await asyncio.gather(*tasks)
     return out, stopped, restarted
@@ -172,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--down", type=float, default=45.0)
     parser.add_argument("--after", type=float, default=30.0)
     parser.add_argument("--timeout", type=float, default=2.0, help="storage.timeout_s (0: not set, for a checkout without it)")
+    parser.add_argument("--freeze", action="store_true",
+                        help="stop the server where it is (SIGSTOP: its sockets open, nothing answers) and resume it")
     parser.add_argument("--embedding", default="bundled")
     parser.add_argument("--repo", type=Path, default=HERE.parent, help="the checkout whose proxy runs")
     args = parser.parse_args(argv)

@@ -3,6 +3,7 @@ false, and is used again without a restart once it answers (SPEC §9; issue 26, 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -129,6 +130,24 @@ async def test_a_dropped_connection_makes_bounded_calls_give_up_at_once_until_a_
     assert await answers(pg_db)  # the admin API and maintenance wait, as ever
     await pg_db.ping()
     assert pg_db.reach.gone is None and await answers(pg_db.bounded(60))
+
+
+async def test_a_bounded_call_on_a_frozen_postgresql_gives_up_at_its_bound_not_after_the_drivers_cancel(
+    pg_db: PgDatabase, own_pg: PgServer
+) -> None:
+    """SIGSTOP: its sockets stay open and nothing answers. Cancelling the query would have the driver ask
+    the server to cancel it and wait for that up to 10 s; the request's bound is ``timeout_s``."""
+    assert await answers(pg_db.bounded(2))  # a pooled connection open before the freeze
+    own_pg.freeze()
+    try:
+        async with asyncio.timeout(3):  # the bound, 0.5 s, and room to spare; the driver's cancel is 5-10 s
+            with pytest.raises(DatabaseUnavailable, match=r"did not answer within 0\.5 s"):
+                async with pg_db.bounded(0.5).connection() as conn:
+                    await conn.execute("SELECT 1")
+    finally:
+        own_pg.thaw()
+    assert pg_db.reach.gone is None  # slow for all it knows: the next call tries again
+    assert await answers(pg_db.bounded(5))
 
 
 async def test_a_statement_the_server_cancels_gives_up_alone(pg_db: PgDatabase) -> None:

@@ -22,7 +22,9 @@ slow: from then on every bounded call gives up at once (``Reachability``),
 rather than each waiting ``timeout_s`` for a connection the pool cannot
 make — so requests that queued behind the first ones do not wait a timeout
 each — until ``ping`` finds the database answering again. A call that only
-took too long gives up alone. ``ping`` tells whether the database answers
+took too long gives up alone: its connection is cut at the bound rather than its
+statement cancelled, which on a server stopped where it was would hold the call
+up to 10 s more (``_Deadline``). ``ping`` tells whether the database answers
 now. A database that stopped and came back is used again without a
 restart: the pool's idle connections that died with it are replaced at once
 once ``ping`` finds it back (``check``), and the pool's own reconnection
@@ -32,6 +34,9 @@ never waits longer than ``RECONNECT_TIMEOUT_S`` between attempts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import socket
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -54,6 +59,8 @@ POOL_MAX = 10
 # waited for longer than this.
 RECONNECT_TIMEOUT_S = 10.0
 PING_TIMEOUT_S = 1.0
+# After a bounded call's connection is cut, how long a wait not on its socket may still take.
+SEVER_GRACE_S = 1.0
 
 
 class Reachability:
@@ -61,6 +68,27 @@ class Reachability:
 
     def __init__(self) -> None:
         self.gone: str | None = None  # why, until a ping finds it answering
+
+
+class _Deadline:
+    """When a bounded call gives up, and how: its connection is cut (``sever``) rather than its task
+    cancelled. On cancellation the driver asks the server to cancel the statement and waits for that,
+    up to 10 s on a server that is stopped where it was (SIGSTOP: its sockets open, nothing answering);
+    a cut socket ends every wait on it at once. The server rolls back what the cut connection had not
+    committed, and the pool replaces the connection."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at  # on the event loop's clock
+        self.severed = False
+
+    def sever(self, conn: PgConnection) -> None:
+        self.severed = True
+        with contextlib.suppress(OSError, ValueError):  # closed already, or no socket (a broken connection)
+            cut = socket.socket(fileno=os.dup(conn.pgconn.socket))
+            try:
+                cut.shutdown(socket.SHUT_RDWR)
+            finally:
+                cut.close()  # the duplicate only: the driver closes its own
 
 
 class PgDatabase:
@@ -116,8 +144,14 @@ class PgDatabase:
             return
         if self.reach.gone is not None:
             raise DatabaseUnavailable(self.reach.gone)
-        async with self._bounded(), self.pool.connection(timeout=self.timeout_s) as conn:
-            yield conn
+        loop = asyncio.get_running_loop()
+        deadline = _Deadline(loop.time() + self.timeout_s)
+        async with self._bounded(deadline), self.pool.connection(timeout=self.timeout_s) as conn:
+            cut = loop.call_at(deadline.at, deadline.sever, conn)
+            try:
+                yield conn
+            finally:
+                cut.cancel()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgConnection]:
@@ -126,17 +160,22 @@ class PgDatabase:
             yield conn
 
     @asynccontextmanager
-    async def _bounded(self) -> AsyncIterator[None]:
-        """The call inside gives up after ``timeout_s``; a database gone is ``DatabaseUnavailable``."""
+    async def _bounded(self, deadline: _Deadline) -> AsyncIterator[None]:
+        """The call inside gives up at ``deadline`` (its connection severed, ``_Deadline``); a database gone
+        is ``DatabaseUnavailable``."""
         from psycopg_pool import PoolTimeout
 
         assert self.timeout_s is not None
+        late = f"PostgreSQL did not answer within {self.timeout_s:g} s"
         try:
-            async with asyncio.timeout(self.timeout_s):
+            # Past the cut, only a wait that is not on the connection's socket is left to interrupt.
+            async with asyncio.timeout_at(deadline.at + SEVER_GRACE_S):
                 yield
         except (TimeoutError, PoolTimeout) as exc:
-            raise DatabaseUnavailable(f"PostgreSQL did not answer within {self.timeout_s:g} s") from exc
+            raise DatabaseUnavailable(late) from exc
         except Exception as exc:
+            if deadline.severed:  # our own cut, not the database's: slow for all we know, not gone
+                raise DatabaseUnavailable(late) from exc
             if _unavailable(exc):
                 why = f"PostgreSQL is unavailable: {exc}"
                 if _gone(exc):
