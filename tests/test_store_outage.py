@@ -150,6 +150,24 @@ async def test_a_bounded_call_on_a_frozen_postgresql_gives_up_at_its_bound_not_a
     assert await answers(pg_db.bounded(5))
 
 
+async def test_a_frozen_postgresql_a_ping_cannot_reach_makes_bounded_calls_give_up_at_once_until_one_can(
+    pg_db: PgDatabase, own_pg: PgServer
+) -> None:
+    """Requests queued behind the first ones (four prepare at once) must not each wait their bound."""
+    own_pg.freeze()
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            await pg_db.ping()
+        assert pg_db.reach.gone is not None
+        async with asyncio.timeout(5):  # at once, taken for gone: not at the bound, 60 s
+            with pytest.raises(DatabaseUnavailable, match="PostgreSQL is unavailable"):
+                await answers(pg_db.bounded(60))
+    finally:
+        own_pg.thaw()
+    await pg_db.ping()
+    assert pg_db.reach.gone is None and await answers(pg_db.bounded(5))
+
+
 async def test_a_statement_the_server_cancels_gives_up_alone(pg_db: PgDatabase) -> None:
     with pytest.raises(DatabaseUnavailable):
         async with pg_db.bounded(60).connection() as conn:

@@ -184,7 +184,8 @@ class PgDatabase:
             raise
 
     async def ping(self) -> None:
-        """``DatabaseUnavailable`` unless the database answers now, through the pool or a connection of its own.
+        """``DatabaseUnavailable`` unless the database answers now, through the pool or a connection of its own;
+        a database that answers neither is taken for gone (``Reachability``) until a ping finds it.
 
         The pool's connections may have died with an earlier outage while the
         database is back: then a fresh connection decides, and the pool is
@@ -205,7 +206,9 @@ class PgDatabase:
                 async with conn:
                     await conn.execute("SELECT 1")
         except Exception as exc:
-            raise DatabaseUnavailable(f"PostgreSQL is unavailable: {exc or type(exc).__name__}") from exc
+            # Gone until a ping finds it: calls queued behind the first ones give up at once, not each at its bound.
+            self.reach.gone = f"PostgreSQL is unavailable: {exc or type(exc).__name__}"
+            raise DatabaseUnavailable(self.reach.gone) from exc
         await self.pool.check()
         self.reach.gone = None
 
