@@ -13,13 +13,16 @@ as that slot's fact, in the user's own words, standing.
 
 Only the user's statements about themself qualify: "I", "we", "me" or "us"
 is said, or left out as chat leaves it out ("Moved to Leeds in May": read as
-"I moved to Leeds in May", ``spoken``), or "my" / "our" owns something that is not another person or a
-body of people (``speaks_of_self``: "beef never touches my plate", "our flat
-is in Leeds"; not "my friend lives in Paris", "our office moved", "my
-sister is vegan": those are not the user's facts, and a slot read from them
-would be filed as the user's), in at most ``MAX_WORDS`` words, not a question, not
-supposed, wished or only intended ("thinking about getting a cat"), not said of a time that ends soon (``for_now``) or of
-one moment past ("yesterday", "just got back"). A sentence of more than
+"I moved to Leeds in May", ``spoken``; not a line said to the listener,
+"Wishing you the best!"), or "my" / "our" owns something that is not
+another person or a body of people (``speaks_of_self``: "beef never touches
+my plate", "our flat is in Leeds"; not "my friend lives in Paris", "our
+office moved", "my sister is vegan": those are not the user's facts, and a
+slot read from them would be filed as the user's), in at most ``MAX_WORDS``
+words, not a question, not supposed, wished or only intended ("thinking
+about getting a cat", "it's been a dream to have a family"), not said of a
+time that ends soon (``for_now``) or of one moment past ("yesterday", "just
+got back"). A sentence of more than
 ``SHORT_WORDS`` is kept as its clause that reads as a fact of the same slot
 most surely, a clause in which "I", "we", "me" or "us" speaks: a part cut out
 by its commas that only owns something ("our rabbit") is a phrase, not a

@@ -83,7 +83,9 @@ class _Deadline:
 
     def sever(self, conn: PgConnection) -> None:
         self.severed = True
-        with contextlib.suppress(OSError, ValueError):  # closed already, or no socket (a broken connection)
+        # A connection closed or broken already has no socket to cut (OSError, or the driver's own error):
+        # a callback of the loop must not raise.
+        with contextlib.suppress(Exception):
             cut = socket.socket(fileno=os.dup(conn.pgconn.socket))
             try:
                 cut.shutdown(socket.SHUT_RDWR)
