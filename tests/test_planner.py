@@ -397,3 +397,17 @@ def test_assemble_without_summaries() -> None:
 def test_turn_range_is_one_based_and_inclusive() -> None:
     assert turn_range(0, 3) == (1, 3)
     assert turn_range(10, 11) == (11, 11)
+
+
+def test_a_view_says_whether_it_is_over_its_watermark_as_the_plan_does() -> None:
+    from proxy.context.watermark import View
+    from proxy.store.records import PrefixState
+
+    conv = [user(400), asst(400), user(400), asst(400), user(10)]
+    messages = [{"role": m.role, "content": "x"} for m in conv]
+    view = View([], messages, conv, [f"h{i}" for i in range(len(conv))], PrefixState(2, "h1", ()), B, 0)
+    assert view.over_watermark() is False  # 810 tokens past the prefix
+    assert view.over_watermark() is plan_window(conv, 2, [], B).over_watermark  # asked twice: the same
+    # A view of the same messages over another prefix is counted again, not read from the first.
+    assert view.without_summaries().over_watermark() is True  # all 1610
+    assert view.over_watermark() is False

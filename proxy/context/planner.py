@@ -10,7 +10,7 @@ the summary chain that replaces it; ``conv[prefix_end:]`` is the verbatim
 window. The handler asks this module what to do and does it:
 
 * ``plan_window`` — how big the window and chain are, and whether the window is
-  over its watermark;
+  over its watermark (``over_watermark``, that alone);
 * ``next_compression`` — which oldest range of the window to summarise next
   (call again after applying it; it returns ``None`` when there is nothing
   useful left to do, so the loop always ends — it can run at most
@@ -232,8 +232,13 @@ def plan_window(
         window_start=prefix_end,
         window_tokens=window_tokens(conv, prefix_end),
         chain_tokens=sum(s.tokens for s in chain),
-        over_watermark=window_load(conv, prefix_end, budgets) > budgets.recent_window_tokens,
+        over_watermark=over_watermark(conv, prefix_end, budgets),
     )
+
+
+def over_watermark(conv: Sequence[MsgInfo], prefix_end: int, budgets: Budgets) -> bool:
+    """Whether the window, minus a fresh giant, exceeds ``recent_window_tokens`` (``plan_window``'s, alone)."""
+    return window_load(conv, prefix_end, budgets) > budgets.recent_window_tokens
 
 
 def next_compression(

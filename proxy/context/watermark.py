@@ -69,7 +69,12 @@ class View:
         return [(s.text, *assembly.turn_range(s.start, s.end)) for s in self.state.summaries]
 
     def over_watermark(self) -> bool:
-        return planner.plan_window(self.infos, self.state.upto, self.refs(), self.budgets).over_watermark
+        return self._over_watermark
+
+    @functools.cached_property
+    def _over_watermark(self) -> bool:
+        # Asked before the request is forwarded and again when it is recorded: the window is counted once.
+        return planner.over_watermark(self.infos, self.state.upto, self.budgets)
 
     def refs(self) -> list[planner.SummaryRef]:
         return [planner.SummaryRef(s.id, s.level, s.tokens, s.start, s.end) for s in self.state.summaries]
