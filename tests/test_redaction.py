@@ -139,3 +139,19 @@ def test_redact_message_string_content_and_no_content() -> None:
     assert msg["content"] == "mail alice@example.com"
     tool_call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]}
     assert redact_message(tool_call) == tool_call
+
+
+def test_digits_of_any_script_are_looked_at() -> None:
+    # ``\d`` matches every script's decimal digits: text is passed over unread only when it has none (nor an "@").
+    assert redact("call (４１５) ５５５-０１９９ today") == "call [phone ****０１９９] today"
+    assert redact("Hello! How can I help?") == "Hello! How can I help?"
+
+
+@pytest.mark.parametrize("mode", ["mask", "drop"])
+def test_a_text_masked_again_is_masked_alike_short_or_long(mode: str) -> None:
+    short = f"Charge {VISA} and mail alice@example.com"
+    long = "word " * 1000 + short  # past what is kept: masked every time
+    for text in (short, long):
+        first = redact(text, mode)
+        assert first != text and redact(text, mode) == first
+        assert redact(text, "mask" if mode == "drop" else "drop") != first  # kept by mode too

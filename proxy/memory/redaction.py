@@ -25,6 +25,7 @@ directly against CJK characters, which ``\\b`` would treat as word characters.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -83,11 +84,29 @@ def redact(text: str, mode: str = "mask") -> str:
     """
     if mode not in MODES:
         raise ValueError(f"unknown PII mode {mode!r}; expected one of {', '.join(MODES)}")
-    if mode == "keep" or not text:
+    if mode == "keep" or not text or _DIGIT_OR_AT.search(text) is None:
         return text
-    for pattern, render in _detectors(mode):
+    if len(text) > KEPT_CHARS:
+        return _redacted(text, mode)
+    return _kept(text, mode)
+
+
+# Every detector needs a digit (``\d``, Unicode's too) or an email's "@": text with neither holds no PII.
+_DIGIT_OR_AT = re.compile(r"[\d@]")
+# A user's turn is masked when its request's trace is kept, again when it is indexed, when it is mined
+# and when it is sent to the compression model: the masked form of short texts is kept, for the
+# ``KEPT_TEXTS`` most recent (redaction is a function of the text and the mode alone).
+KEPT_CHARS = 2048
+KEPT_TEXTS = 2048
+
+
+def _redacted(text: str, mode: str) -> str:
+    for pattern, render in _DETECTORS[mode]:
         text = pattern.sub(render, text)
     return text
+
+
+_kept = functools.lru_cache(maxsize=KEPT_TEXTS)(_redacted)
 
 
 def redact_message(msg: Mapping[str, Any], mode: str = "mask") -> dict[str, Any]:
@@ -129,6 +148,9 @@ def _detectors(mode: str) -> list[tuple[re.Pattern[str], Render]]:
         (_PHONE_CN, lambda m: _label("phone", m.group(), mode)),
         (_PHONE_US, lambda m: _label("phone", m.group(), mode)),
     ]
+
+
+_DETECTORS = {mode: _detectors(mode) for mode in MODES if mode != "keep"}
 
 
 def _label(kind: str, raw: str, mode: str) -> str:
