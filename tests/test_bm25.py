@@ -221,3 +221,14 @@ def test_removed_slots_are_reused_without_leaking_old_terms() -> None:
     index.add("c", ["new"])
     assert index.scores(["old"]) == {}
     assert set(index.scores(["new", "keep"])) == {"b", "c"}
+
+
+def test_terms_read_again_are_the_same_and_the_callers_own() -> None:
+    short = "I'm allergic to peanuts, 我对花生过敏"
+    long = "camping trips " * 100 + short  # past what is kept: read every time
+    for text in (short, long):
+        first = tokenize(text)
+        first.append("changed by its caller")
+        again = tokenize(text)
+        assert again == first[:-1] and again is not first
+        assert again[-4:] == ["allergic", "peanut", "花生", "过敏"]

@@ -8,6 +8,7 @@ query only touches the documents that contain one of its terms.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -76,8 +77,19 @@ def tokenize(text: str) -> list[str]:
     """Search terms of ``text``: lowercased, stop words removed, Chinese segmented.
 
     Deterministic and order-preserving; the same function must index documents
-    and parse queries, or their terms will not meet.
+    and parse queries, or their terms will not meet. A request's question is
+    read several times (is it short, its terms, its names' words) and indexed
+    after the response: the terms of the ``KEPT_TEXTS`` texts of up to
+    ``KEPT_CHARS`` read last are kept.
     """
+    return list(_terms(text) if len(text) > KEPT_CHARS else _kept_terms(text))
+
+
+KEPT_CHARS = 1024
+KEPT_TEXTS = 4096
+
+
+def _terms(text: str) -> tuple[str, ...]:
     text = _THOUSANDS_RE.sub("", unicodedata.normalize("NFKC", text).casefold())
     tokens: list[str] = []
     for match in _TOKEN_RE.finditer(text):
@@ -89,7 +101,10 @@ def tokenize(text: str) -> list[str]:
             term = _english_term(match.group())
             if term:
                 tokens.append(term)
-    return tokens
+    return tuple(tokens)
+
+
+_kept_terms = functools.lru_cache(maxsize=KEPT_TEXTS)(_terms)
 
 
 def dictionary_words(text: str) -> list[str]:
