@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from proxy.memory.recall.cards import pack, render_block
 from proxy.memory.recall.packing import CARD_TURNS, Tally, select, stretch_card, stretches
-from proxy.memory.recall.query import focus, periods_in
+from proxy.memory.recall.query import focus, names_someone, periods_in
 from proxy.memory.recall.ranking import Candidate, Hit, Key, boosts, neighbour_support, rank
 from proxy.memory.search import fragment_index as fragment_search
 from proxy.memory.search.embedder import HashEmbedder
@@ -43,6 +43,13 @@ def test_focus_drops_names_that_are_everywhere_but_keeps_the_rest() -> None:
     assert focus("Caroline said what?", common) == "Caroline said what?"
     assert focus("Where is Biscuit now?", common) == "Where is Biscuit now?"
     assert focus("我的猫对什么过敏？", common) == "我的猫对什么过敏？"
+
+
+def test_a_word_is_a_common_name_by_the_history_it_is_asked_of() -> None:
+    # The same question of a user whose history is full of "Caroline", then of one whose is not.
+    assert focus("When did Caroline go?", common) == "When did go?"
+    assert focus("When did Caroline go?", lambda t: False) == "When did Caroline go?"
+    assert names_someone("So Caroline went?", common) and not names_someone("So Caroline went?", lambda t: False)
 
 
 def test_focus_never_empties_the_query() -> None:

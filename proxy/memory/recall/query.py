@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -162,11 +163,16 @@ _CLOSERS = "\"'”’)]"
 
 
 def _is_common_name(word: str, is_common: Callable[[str], bool]) -> bool:
-    core = _POSSESSIVE.sub("", word.strip(_EDGES))
-    if not core[:1].isupper():
-        return False
-    terms = tokenize(core)
+    terms = _name_terms(word)
     return bool(terms) and all(is_common(t) for t in terms)
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_terms(word: str) -> tuple[str, ...]:
+    """The search terms of ``word`` if it is capitalised (a name, maybe), else none. Kept: a question's
+    words are read three times (``focus``, ``names_in``, ``names_someone``), and they come back."""
+    core = _POSSESSIVE.sub("", word.strip(_EDGES))
+    return tuple(tokenize(core)) if core[:1].isupper() else ()
 
 
 # --- a verb's other forms ---------------------------------------------------------
