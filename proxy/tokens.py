@@ -209,7 +209,7 @@ def _count(encoding: tiktoken.Encoding, piece: str) -> int:
 # counter), and a reply indexed after its response is counted again when the client resends it: the
 # counts of the ``KEPT_TEXTS`` short texts (up to ``KEPT_CHARS``) counted last are kept, by encoding.
 KEPT_CHARS = 1024
-KEPT_TEXTS = 8192
+KEPT_TEXTS = 4096
 _kept_count = functools.lru_cache(maxsize=KEPT_TEXTS)(_count)
 
 

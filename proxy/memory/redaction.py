@@ -96,7 +96,7 @@ _DIGIT_OR_AT = re.compile(r"[\d@]")
 # A user's turn is masked when its request's trace is kept, again when it is indexed, when it is mined
 # and when it is sent to the compression model: the masked form of short texts is kept, for the
 # ``KEPT_TEXTS`` most recent (redaction is a function of the text and the mode alone).
-KEPT_CHARS = 2048
+KEPT_CHARS = 1024
 KEPT_TEXTS = 2048
 
 
