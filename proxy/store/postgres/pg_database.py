@@ -176,14 +176,14 @@ class PgDatabase:
         except (TimeoutError, PoolTimeout) as exc:
             raise DatabaseUnavailable(late) from exc
         except Exception as exc:
+            if not _unavailable(exc):  # the statement's own failure, or ours: not the database's
+                raise
             if deadline.severed:  # our own cut, not the database's: slow for all we know, not gone
                 raise DatabaseUnavailable(late) from exc
-            if _unavailable(exc):
-                why = f"PostgreSQL is unavailable: {exc}"
-                if _gone(exc):
-                    self.reach.gone = why
-                raise DatabaseUnavailable(why) from exc
-            raise
+            why = f"PostgreSQL is unavailable: {exc}"
+            if _gone(exc):
+                self.reach.gone = why
+            raise DatabaseUnavailable(why) from exc
 
     async def ping(self) -> None:
         """``DatabaseUnavailable`` unless the database answers now, through the pool or a connection of its own;
