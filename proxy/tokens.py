@@ -32,6 +32,7 @@ from typing import Any
 import tiktoken
 
 from .hashing import memo_key
+from .short_texts import short
 
 # Per OpenAI's cookbook ("How to count tokens with tiktoken"): every message
 # costs 3 tokens of framing, a name 1 more, and every reply is primed with 3.
@@ -119,7 +120,7 @@ class TokenCounter:
         self._lock = threading.Lock()
 
     def text(self, text: str) -> int:
-        if len(text) <= KEPT_CHARS:
+        if short(text):
             return _kept_count(self.encoding, text)
         if len(text) <= PIECE_CHARS:
             return _count(self.encoding, text)
@@ -207,8 +208,7 @@ def _count(encoding: tiktoken.Encoding, piece: str) -> int:
 
 # A turn's text is counted as a message of the history, again when it is indexed (by the index's own
 # counter), and a reply indexed after its response is counted again when the client resends it: the
-# counts of the ``KEPT_TEXTS`` short texts (up to ``KEPT_CHARS``) counted last are kept, by encoding.
-KEPT_CHARS = 1024
+# counts of the ``KEPT_TEXTS`` short texts (``short_texts``) counted last are kept, by encoding.
 KEPT_TEXTS = 4096
 _kept_count = functools.lru_cache(maxsize=KEPT_TEXTS)(_count)
 

@@ -30,6 +30,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..short_texts import short
+
 MODES = ("mask", "keep", "drop")
 
 # ASCII boundaries: "电话13800138000" must match, "A4111111111111111" must not.
@@ -86,9 +88,7 @@ def redact(text: str, mode: str = "mask") -> str:
         raise ValueError(f"unknown PII mode {mode!r}; expected one of {', '.join(MODES)}")
     if mode == "keep" or not text or _DIGIT_OR_AT.search(text) is None:
         return text
-    if len(text) > KEPT_CHARS:
-        return _redacted(text, mode)
-    return _kept(text, mode)
+    return _kept(text, mode) if short(text) else _redacted(text, mode)
 
 
 # Every detector needs a digit (``\d``, Unicode's too) or an email's "@": text with neither holds no PII.
@@ -96,7 +96,6 @@ _DIGIT_OR_AT = re.compile(r"[\d@]")
 # A user's turn is masked when its request's trace is kept, again when it is indexed, when it is mined
 # and when it is sent to the compression model: the masked form of short texts is kept, for the
 # ``KEPT_TEXTS`` most recent (redaction is a function of the text and the mode alone).
-KEPT_CHARS = 1024
 KEPT_TEXTS = 2048
 
 

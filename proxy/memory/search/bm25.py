@@ -20,6 +20,8 @@ from typing import Generic, TypeVar
 import jieba
 import numpy as np
 
+from ...short_texts import short
+
 # jieba logs "Building prefix dict..." to stderr at DEBUG level on first use.
 jieba.setLogLevel(logging.WARNING)
 
@@ -79,13 +81,12 @@ def tokenize(text: str) -> list[str]:
     Deterministic and order-preserving; the same function must index documents
     and parse queries, or their terms will not meet. A request's question is
     read several times (is it short, its terms, its names' words) and indexed
-    after the response: the terms of the ``KEPT_TEXTS`` texts of up to
-    ``KEPT_CHARS`` read last are kept.
+    after the response: the terms of the ``KEPT_TEXTS`` short texts
+    (``short_texts``) read last are kept.
     """
-    return list(_terms(text) if len(text) > KEPT_CHARS else _kept_terms(text))
+    return list(_kept_terms(text) if short(text) else _terms(text))
 
 
-KEPT_CHARS = 1024
 KEPT_TEXTS = 4096
 
 
