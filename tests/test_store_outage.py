@@ -110,7 +110,12 @@ async def test_a_bounded_postgresql_call_gives_up_and_the_pool_serves_on(pg_db: 
     with pytest.raises(DatabaseUnavailable):
         async with pg_db.bounded(0.2).connection() as conn:
             await conn.execute("SELECT pg_sleep(5)")
-    assert await answers(pg_db.bounded(2))
+    # Late, so taken for gone and rechecked at once: a database that answers a fresh connection is used
+    # again as soon as the recheck's ping ends.
+    assert pg_db.reach.gone is not None and pg_db.reach.recheck is not None
+    async with asyncio.timeout(3):
+        await pg_db.reach.recheck
+    assert pg_db.reach.gone is None and await answers(pg_db.bounded(2))
 
 
 async def test_a_dropped_connection_makes_bounded_calls_give_up_at_once_until_a_ping_finds_the_database(
@@ -146,8 +151,33 @@ async def test_a_bounded_call_on_a_frozen_postgresql_gives_up_at_its_bound_not_a
                     await conn.execute("SELECT 1")
     finally:
         own_pg.thaw()
-    assert pg_db.reach.gone is None  # slow for all it knows: the next call tries again
-    assert await answers(pg_db.bounded(5))
+    await pg_db.ping()  # as /readyz's watcher does every second
+    assert pg_db.reach.gone is None and await answers(pg_db.bounded(5))
+
+
+async def test_calls_after_one_cut_on_a_frozen_postgresql_give_up_at_once_not_each_at_its_bound(
+    pg_db: PgDatabase, own_pg: PgServer
+) -> None:
+    """Four requests prepare at once: those queued behind a call cut at the bound must not wait a bound more
+    each (a request in flight at a freeze took twice ``timeout_s``). A late call has the database rechecked
+    on a fresh connection at once; until that answers, bounded calls give up at once."""
+    assert await answers(pg_db.bounded(2))
+    own_pg.freeze()
+    try:
+        with pytest.raises(DatabaseUnavailable, match="did not answer within"):
+            async with pg_db.bounded(0.5).connection() as conn:
+                await conn.execute("SELECT 1")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(DatabaseUnavailable):
+            await answers(pg_db.bounded(0.5))
+        assert loop.time() - started < 0.25  # at once, not at its bound
+        await asyncio.sleep(1.5)  # the recheck's fresh connection cannot reach a frozen server either
+        assert pg_db.reach.gone is not None
+    finally:
+        own_pg.thaw()
+    await pg_db.ping()  # as /readyz's watcher does every second
+    assert pg_db.reach.gone is None and await answers(pg_db.bounded(5))
 
 
 async def test_a_frozen_postgresql_a_ping_cannot_reach_makes_bounded_calls_give_up_at_once_until_one_can(

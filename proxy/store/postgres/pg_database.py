@@ -17,15 +17,18 @@ lock in one process.
 ``bounded(timeout_s)`` is the same pool whose calls give up after
 ``timeout_s`` — waiting for a connection, or for the database's answer —
 with ``DatabaseUnavailable``, as do calls on a connection the database
-dropped. A dropped or refused connection means the database is gone, not
-slow: from then on every bounded call gives up at once (``Reachability``),
-rather than each waiting ``timeout_s`` for a connection the pool cannot
-make — so requests that queued behind the first ones do not wait a timeout
-each — until ``ping`` finds the database answering again. A call that only
-took too long gives up alone: its connection is cut at the bound rather than its
-statement cancelled, which on a server stopped where it was would hold the call
-up to 10 s more (``_Deadline``). ``ping`` tells whether the database answers
-now. A database that stopped and came back is used again without a
+dropped. A dropped or refused connection means the database is gone: from
+then on every bounded call gives up at once (``Reachability``), rather than
+each waiting ``timeout_s`` for a connection the pool cannot make — so
+requests that queued behind the first ones do not wait a timeout each —
+until ``ping`` finds the database answering again. A call that took too long
+has its connection cut at the bound rather than its statement cancelled,
+which on a server stopped where it was would hold the call up to 10 s more
+(``_Deadline``); the database is then taken for gone too, and pinged at once
+on a fresh connection: one that was only slow is used again within that
+ping, one stopped where it was stays gone, so the calls queued behind the
+cut one do not each wait their bound. ``ping`` tells whether the database
+answers now. A database that stopped and came back is used again without a
 restart: the pool's idle connections that died with it are replaced at once
 once ``ping`` finds it back (``check``), and the pool's own reconnection
 never waits longer than ``RECONNECT_TIMEOUT_S`` between attempts.
@@ -64,10 +67,12 @@ SEVER_GRACE_S = 1.0
 
 
 class Reachability:
-    """Whether the database was found gone (a connection dropped or refused), shared by a pool's views."""
+    """Whether the database was found gone (a connection dropped or refused, or a call late), shared by a
+    pool's views; and the recheck a late call starts."""
 
     def __init__(self) -> None:
         self.gone: str | None = None  # why, until a ping finds it answering
+        self.recheck: asyncio.Task[None] | None = None  # a ping a late call started, while it runs
 
 
 class _Deadline:
@@ -174,16 +179,35 @@ class PgDatabase:
             async with asyncio.timeout_at(deadline.at + SEVER_GRACE_S):
                 yield
         except (TimeoutError, PoolTimeout) as exc:
+            self._late(late)
             raise DatabaseUnavailable(late) from exc
         except Exception as exc:
             if not _unavailable(exc):  # the statement's own failure, or ours: not the database's
                 raise
-            if deadline.severed:  # our own cut, not the database's: slow for all we know, not gone
+            if deadline.severed:  # our own cut, not the database's: late, for all we know not gone
+                self._late(late)
                 raise DatabaseUnavailable(late) from exc
             why = f"PostgreSQL is unavailable: {exc}"
             if _gone(exc):
                 self.reach.gone = why
             raise DatabaseUnavailable(why) from exc
+
+    def _late(self, why: str) -> None:
+        """A call gave up at its bound: taken for gone until a fresh connection answers, and that is tried
+        at once. The calls queued behind it (four requests prepare at once) give up at once meanwhile,
+        not each at its bound; a database that was only slow answers the recheck within milliseconds."""
+        if self.reach.gone is None:
+            self.reach.gone = why
+        if self.reach.recheck is None:
+            self.reach.recheck = asyncio.get_running_loop().create_task(self._recheck())
+
+    async def _recheck(self) -> None:
+        try:
+            await self.ping()
+        except DatabaseUnavailable:
+            pass  # still gone: /readyz's watcher pings it every second
+        finally:
+            self.reach.recheck = None
 
     async def ping(self) -> None:
         """``DatabaseUnavailable`` unless the database answers now, through the pool or a connection of its own;
@@ -215,6 +239,8 @@ class PgDatabase:
         self.reach.gone = None
 
     async def close(self) -> None:
+        if self.reach.recheck is not None:
+            self.reach.recheck.cancel()
         await self.pool.close()
 
 
