@@ -191,3 +191,17 @@ def test_the_sdk_is_loaded_by_the_first_mcp_request_not_at_start() -> None:
     before, after, status, names = done.stdout.strip().split(" ", 3)
     assert (before, after, status) == ("False", "True", "200")
     assert set(json.loads(names.replace("'", '"'))) == TOOLS
+
+
+def test_get_and_delete_are_405_with_allow_post_no_idle_stream_held(proxy: Proxy) -> None:
+    """Stateless, the server has nothing to send outside a POST's answer and no session to end: the MCP spec's
+    other answer to GET, 405, holds no connection open (an event stream that sends nothing would, one per GET)."""
+    auth = {"authorization": f"Bearer {PROXY_KEY}", "accept": "text/event-stream, application/json"}
+    with httpx.Client(base_url=proxy.url, timeout=5) as http:
+        for method in ("GET", "DELETE"):
+            answer = http.request(method, "/mcp", headers=auth)
+            assert answer.status_code == 405, (method, answer.status_code)
+            assert answer.headers["allow"] == "POST"
+            assert answer.json()["error"]["type"] == "invalid_request_error"
+        listed = http.post("/mcp", headers=auth, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert listed.status_code == 200

@@ -169,7 +169,7 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
         Route("/responses", responses, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),  # Anthropic's Messages API
         Route("/messages", messages, methods=["POST"]),
-        Route("/mcp", tools, methods=["GET", "POST", "DELETE"]),  # the memory tools over MCP
+        Route("/mcp", tools, methods=["POST"]),  # the memory tools over MCP; stateless: no GET stream, no session to DELETE
         Route("/openai/deployments/{deployment}/chat/completions", chat, methods=["POST"]),  # Azure OpenAI
         Route("/v1/{path:path}", passthrough, methods=ALL_METHODS),
         Route("/openai/{path:path}", passthrough, methods=ALL_METHODS),  # Azure's other paths
