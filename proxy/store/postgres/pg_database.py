@@ -203,9 +203,10 @@ class PgDatabase:
 
     async def _recheck(self) -> None:
         try:
-            await self.ping()
-        except DatabaseUnavailable:
-            pass  # still gone: /readyz's watcher pings it every second
+            # Whatever it finds (still gone, or a pool closing with the server): /readyz's watcher pings
+            # every second, and no error of a task nobody awaits may go unread.
+            with contextlib.suppress(Exception):
+                await self.ping()
         finally:
             self.reach.recheck = None
 
