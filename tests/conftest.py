@@ -115,6 +115,14 @@ class Proxy:
     def __init__(self, server: ServerThread, app: Any) -> None:
         self.server = server
         self.app = app
+        # The synchronous clients made here, closed with the proxy: a client a test leaves open would be
+        # closed only when collected, and a collection that meets its socket first warns of it unclosed.
+        self.clients: list[openai.OpenAI | anthropic.Anthropic | httpx.Client] = []
+
+    def close_clients(self) -> None:
+        for made in self.clients:
+            made.close()
+        self.clients.clear()
 
     @property
     def url(self) -> str:
@@ -132,7 +140,9 @@ class Proxy:
         return memory.store
 
     def client(self, key: str = PROXY_KEY, **kw: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **loopback_sdk(kw))
+        made = openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **loopback_sdk(kw))
+        self.clients.append(made)
+        return made
 
     def aclient(self, key: str = PROXY_KEY, **kw: Any) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **loopback_sdk(kw, True))
@@ -141,11 +151,15 @@ class Proxy:
         """The real ``anthropic`` SDK pointed at the proxy (it sends the key in ``x-api-key``)."""
         if "http_client" not in kw:
             kw = {**kw, "http_client": AnthropicHttpClient(verify=False)}
-        return anthropic.Anthropic(base_url=self.url, api_key=key, max_retries=0, **kw)
+        made = anthropic.Anthropic(base_url=self.url, api_key=key, max_retries=0, **kw)
+        self.clients.append(made)
+        return made
 
     def http(self, key: str | None = PROXY_KEY) -> httpx.Client:
         headers = {"authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=False)
+        made = httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=False)
+        self.clients.append(made)
+        return made
 
     def wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -193,6 +207,7 @@ def storage_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) ->
 @pytest.fixture
 def make_proxy(upstream_url: str, tmp_path: Path, storage_url: str) -> Iterator[Callable[..., Proxy]]:
     started: list[ServerThread] = []
+    made: list[Proxy] = []
 
     def make(
         raw: dict[str, Any] | None = None,
@@ -209,11 +224,14 @@ def make_proxy(upstream_url: str, tmp_path: Path, storage_url: str) -> Iterator[
         server = ServerThread(app, server_header=False, date_header=False).start()
         started.append(server)
         proxy = Proxy(server, app)
+        made.append(proxy)
         if wait_ready:
             proxy.wait_ready()
         return proxy
 
     yield make
+    for proxy in made:
+        proxy.close_clients()
     for server in started:
         server.stop()
 
@@ -270,4 +288,5 @@ def plain_proxy(
     proxy = Proxy(server, app)
     proxy.wait_ready()
     yield proxy
+    proxy.close_clients()
     server.stop()

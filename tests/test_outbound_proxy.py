@@ -92,14 +92,18 @@ def outbound() -> Iterator[Callable[..., ConnectProxy]]:
 def paperclip(tmp_path: Path) -> Iterator[Callable[..., Proxy]]:
     """Paperclip in front of ``url`` with these upstream settings and this environment."""
     started: list[ServerThread] = []
+    made: list[Proxy] = []
 
     def make(url: str, env: dict[str, str] | None = None, **upstream: Any) -> Proxy:
         raw = base_config(url, tmp_path / f"p{len(started)}.db", defaults={"upstream": upstream, **PLAIN})
         app = create_app(config.from_dict(raw, env=env or {}))
         started.append(ServerThread(app, server_header=False, date_header=False).start())
-        return Proxy(started[-1], app)
+        made.append(Proxy(started[-1], app))
+        return made[-1]
 
     yield make
+    for proxy in made:
+        proxy.close_clients()
     for server in started:
         server.stop()
 
