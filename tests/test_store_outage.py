@@ -111,10 +111,11 @@ async def test_a_bounded_postgresql_call_gives_up_and_the_pool_serves_on(pg_db: 
         async with pg_db.bounded(0.2).connection() as conn:
             await conn.execute("SELECT pg_sleep(5)")
     # Late, so taken for gone and rechecked at once: a database that answers a fresh connection is used
-    # again as soon as the recheck's ping ends.
-    assert pg_db.reach.gone is not None and pg_db.reach.recheck is not None
-    async with asyncio.timeout(3):
-        await pg_db.reach.recheck
+    # again as soon as the recheck's ping ends (it may have ended already: a local connection is quick).
+    recheck = pg_db.reach.recheck
+    if recheck is not None:
+        async with asyncio.timeout(3):
+            await recheck
     assert pg_db.reach.gone is None and await answers(pg_db.bounded(2))
 
 
