@@ -32,7 +32,7 @@ from typing import Any
 import tiktoken
 
 from .hashing import memo_key
-from .short_texts import short
+from .short_texts import kept
 
 # Per OpenAI's cookbook ("How to count tokens with tiktoken"): every message
 # costs 3 tokens of framing, a name 1 more, and every reply is primed with 3.
@@ -120,11 +120,9 @@ class TokenCounter:
         self._lock = threading.Lock()
 
     def text(self, text: str) -> int:
-        if short(text):
-            return _kept_count(self.encoding, text)
         if len(text) <= PIECE_CHARS:
-            return _count(self.encoding, text)
-        return sum(_count(self.encoding, piece) for piece in pieces(text))
+            return _count(text, self.encoding)
+        return sum(_count(piece, self.encoding) for piece in pieces(text))
 
     def message(self, message: Mapping[str, Any]) -> int:
         """Thread-safe: a large message is counted off the event loop (``offload``)."""
@@ -199,18 +197,18 @@ class TokenCounter:
         return OTHER_PART_TOKENS
 
 
-def _count(encoding: tiktoken.Encoding, piece: str) -> int:
-    try:
-        return len(encoding.encode(piece, disallowed_special=()))
-    except ValueError:  # tiktoken's regex gave up on it: an estimate, never a failed request
-        return -(-len(piece) // ESTIMATE_CHARS_PER_TOKEN)
-
-
 # A turn's text is counted as a message of the history, again when it is indexed (by the index's own
 # counter), and a reply indexed after its response is counted again when the client resends it: the
 # counts of the ``KEPT_TEXTS`` short texts (``short_texts``) counted last are kept, by encoding.
 KEPT_TEXTS = 4096
-_kept_count = functools.lru_cache(maxsize=KEPT_TEXTS)(_count)
+
+
+@kept(KEPT_TEXTS)
+def _count(piece: str, encoding: tiktoken.Encoding) -> int:
+    try:
+        return len(encoding.encode(piece, disallowed_special=()))
+    except ValueError:  # tiktoken's regex gave up on it: an estimate, never a failed request
+        return -(-len(piece) // ESTIMATE_CHARS_PER_TOKEN)
 
 
 def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:

@@ -25,12 +25,11 @@ directly against CJK characters, which ``\\b`` would treat as word characters.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..short_texts import short
+from ..short_texts import kept
 
 MODES = ("mask", "keep", "drop")
 
@@ -88,7 +87,7 @@ def redact(text: str, mode: str = "mask") -> str:
         raise ValueError(f"unknown PII mode {mode!r}; expected one of {', '.join(MODES)}")
     if mode == "keep" or not text or _DIGIT_OR_AT.search(text) is None:
         return text
-    return _kept(text, mode) if short(text) else _redacted(text, mode)
+    return _redacted(text, mode)
 
 
 # Every detector needs a digit (``\d``, Unicode's too) or an email's "@": text with neither holds no PII.
@@ -99,13 +98,11 @@ _DIGIT_OR_AT = re.compile(r"[\d@]")
 KEPT_TEXTS = 2048
 
 
+@kept(KEPT_TEXTS)
 def _redacted(text: str, mode: str) -> str:
     for pattern, render in _DETECTORS[mode]:
         text = pattern.sub(render, text)
     return text
-
-
-_kept = functools.lru_cache(maxsize=KEPT_TEXTS)(_redacted)
 
 
 def redact_message(msg: Mapping[str, Any], mode: str = "mask") -> dict[str, Any]:

@@ -8,7 +8,6 @@ query only touches the documents that contain one of its terms.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import re
@@ -20,7 +19,7 @@ from typing import Generic, TypeVar
 import jieba
 import numpy as np
 
-from ...short_texts import short
+from ...short_texts import kept
 
 # jieba logs "Building prefix dict..." to stderr at DEBUG level on first use.
 jieba.setLogLevel(logging.WARNING)
@@ -84,12 +83,13 @@ def tokenize(text: str) -> list[str]:
     after the response: the terms of the ``KEPT_TEXTS`` short texts
     (``short_texts``) read last are kept.
     """
-    return list(_kept_terms(text) if short(text) else _terms(text))
+    return list(_terms(text))
 
 
 KEPT_TEXTS = 4096
 
 
+@kept(KEPT_TEXTS)
 def _terms(text: str) -> tuple[str, ...]:
     text = _THOUSANDS_RE.sub("", unicodedata.normalize("NFKC", text).casefold())
     tokens: list[str] = []
@@ -103,9 +103,6 @@ def _terms(text: str) -> tuple[str, ...]:
             if term:
                 tokens.append(term)
     return tuple(tokens)
-
-
-_kept_terms = functools.lru_cache(maxsize=KEPT_TEXTS)(_terms)
 
 
 def dictionary_words(text: str) -> list[str]:
