@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,8 +28,26 @@ messages = st.fixed_dictionaries(
 )
 
 
-def described(memo: HistoryMemo, key: str, conv: list[dict[str, Any]], counter: TokenCounter) -> Any:
-    return asyncio.run(memo.describe(key, conv, counter))
+def described(memo: HistoryMemo, key: str, conv: list[dict[str, Any]], counter: TokenCounter, raw: bytes = b"") -> Any:
+    return asyncio.run(memo.describe(key, conv, counter, raw))
+
+
+# How clients write a body: the same messages in the same bytes each time, or in other bytes.
+ENCODERS = {
+    "compact": lambda body: json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+    "spaced": lambda body: json.dumps(body).encode(),
+    "indented": lambda body: json.dumps(body, indent=2).encode(),
+    "orjson": orjson.dumps,
+}
+
+
+def changed(conv: list[dict[str, Any]], kind: str, message: dict[str, Any], at: int) -> list[dict[str, Any]]:
+    """The next request's conversation: one message more, one edited, or cut short."""
+    if kind == "append":
+        return [*conv, message]
+    if kind == "edit" and conv:
+        return [*conv[: at % len(conv)], message, *conv[at % len(conv) + 1 :]]
+    return conv[: at % (len(conv) + 1)]
 
 
 def from_scratch(conv: list[dict[str, Any]]) -> tuple[list[Any], list[str]]:
@@ -41,17 +61,59 @@ def test_every_request_of_a_session_is_described_as_if_new(start: list[dict[str,
     memo = HistoryMemo(sessions=2, size=10_000)
     conv = start
     for kind, message, at in steps:
-        if kind == "append":
-            conv = [*conv, message]
-        elif kind == "edit" and conv:
-            conv = [*conv[: at % len(conv)], message, *conv[at % len(conv) + 1 :]]
-        else:
-            conv = conv[: at % (len(conv) + 1)]
+        conv = changed(conv, kind, message, at)
         conv = [dict(m) for m in conv]  # each request parses new objects
         history = described(memo, "s", conv, COUNTER)
         infos, chain = from_scratch(conv)
         assert (history.infos, history.chain) == (infos, chain)
         assert history.tokens == sum(i.tokens for i in infos)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(messages, max_size=6),
+    st.lists(st.tuples(st.sampled_from(["append", "edit", "cut"]), messages, st.integers(0, 10),
+                       st.sampled_from(sorted(ENCODERS)), st.sampled_from(["system", None])), max_size=8),
+)
+def test_every_body_of_a_session_is_described_as_if_new_whatever_its_bytes(
+    start: list[dict[str, Any]], steps: list[Any]
+) -> None:
+    """With the body's bytes given: bytes that resend the last body's, or not (another encoder, an edit, a
+    number that equals another in Python), and leading messages the memo is not given."""
+    memo = HistoryMemo(sessions=2, size=100_000)
+    conv = start
+    for kind, message, at, encoder, lead in steps:
+        conv = changed(conv, kind, message, at)
+        leading = [{"role": "system", "content": "be brief"}] if lead else []
+        raw = ENCODERS[encoder]({"model": "m", "messages": [*leading, *conv], "stream": True})
+        parsed = orjson.loads(raw)["messages"][len(leading):]  # each request parses new objects
+        history = described(memo, "s", parsed, COUNTER, raw)
+        infos, chain = from_scratch(conv)
+        assert (history.infos, history.chain) == (infos, chain)
+        assert history.tokens == sum(i.tokens for i in infos)
+        assert history.conv == parsed
+
+
+def test_a_body_that_resends_the_last_ones_bytes_is_described_from_where_it_ended() -> None:
+    memo, counter = HistoryMemo(), Counting()
+    first = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    raw = ENCODERS["orjson"]({"messages": first, "model": "m"})
+    described(memo, "s", orjson.loads(raw)["messages"], counter, raw)
+    again = [*first, {"role": "user", "content": "and now?"}]
+    raw = ENCODERS["orjson"]({"messages": again, "model": "other"})  # another model: the bytes before differ
+    history = described(memo, "s", orjson.loads(raw)["messages"], counter, raw)
+    assert counter.counted == ["hi", "hello", "and now?"]  # the resent two are not counted again
+    assert history.chain == chain_of(again) and history.sent is not None
+    kept = memo._seen["s"]
+    assert kept.conv == [] and kept.infos == history.infos  # kept by its bytes, not its objects
+    # The same messages in other bytes: compared as objects, then no longer cut.
+    raw = ENCODERS["indented"]({"messages": [*again, {"role": "user", "content": "ok"}]})
+    history = described(memo, "s", orjson.loads(raw)["messages"], counter, raw)
+    assert counter.counted == ["hi", "hello", "and now?", "hi", "hello", "and now?", "ok"]
+    assert history.sent is not None  # its objects were gone: described in full, and cut
+    raw = ENCODERS["spaced"]({"messages": [*again, {"role": "user", "content": "ok"}, {"role": "user", "content": "x"}]})
+    history = described(memo, "s", orjson.loads(raw)["messages"], counter, raw)
+    assert counter.counted[-1:] == ["x"] and history.reworded and history.sent is None
 
 
 class Counting(TokenCounter):

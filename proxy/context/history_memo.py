@@ -8,7 +8,14 @@ conversation is kept, and a request that starts with the messages last seen
 (the common case: one answer and one question more) describes only the
 messages after them.
 
-The comparison is list equality, done in C. It is exact for messages whose
+A body whose messages start with the last body's messages' bytes continues
+it (``resent_bytes``): one ``memcmp``. Once a session's bodies have done so,
+its message objects are not kept: they were the largest part of what was
+kept, and freeing them a request later, cold in memory, cost more than the
+comparison. Otherwise, or when the caller has no bytes to give (a body of
+another API, converted), the messages are compared: list equality, done in C
+(a client that sends the same messages in other bytes is not walked for them
+again). It is exact for messages whose
 values are all strings or null (most of a chat). Python holds ``1 == 1.0 ==
 True`` where their canonical JSON does not, so messages of other shapes (tool
 calls, parts, numbers) are compared by their memo key too. A history that is
@@ -17,12 +24,13 @@ is described in full, as if new.
 
 New messages of more than ``offload.INLINE_BYTES`` of text are described
 on a worker thread. Bounded: the conversations of at most ``SESSIONS``
-sessions and ``KEPT_BYTES`` of their messages' canonical JSON are kept, the
-least recently seen dropped first.
+sessions and ``KEPT_BYTES`` of their messages' canonical JSON and body bytes
+are kept, the least recently seen dropped first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -33,6 +41,7 @@ from ..hashing import GENESIS, canonical, chain_step, memo_key
 from ..offload import off_loop
 from ..tokens import TokenCounter
 from .planner import MsgInfo, msg_info
+from .resent_bytes import Sent, sent_messages
 
 SESSIONS = 10_000
 KEPT_BYTES = 16 * 1024 * 1024  # of canonical JSON: the objects kept take a few times that
@@ -42,13 +51,22 @@ KEPT_BYTES = 16 * 1024 * 1024  # of canonical JSON: the objects kept take a few 
 class History:
     """A conversation as described: per message its planner info (tokens included) and chain hash."""
 
-    conv: list[dict[str, Any]]  # the client's message objects, as they came
+    conv: list[dict[str, Any]]  # the client's message objects, as they came ([] once kept by their bytes)
     infos: list[MsgInfo]
     chain: list[str]
     tokens: int  # the messages' tokens, all together
     encoding: str  # what ``tokens`` were counted in
     shaped: tuple[tuple[int, Hashable], ...]  # (position, memo key) of the messages not all strings/null
     size: int  # bytes of the messages' canonical JSON
+    # The body's bytes cut around its messages, when the caller gave them and they may serve (else None):
+    # a body whose messages start with these resends them unchanged.
+    sent: Sent | None = None
+    reworded: bool = False  # the session's client resent its messages in other bytes: its bodies are not cut
+
+    @property
+    def kept(self) -> int:
+        """Bytes this description keeps of the conversation (its canonical JSON and body bytes)."""
+        return self.size + (len(self.sent) if self.sent is not None else 0)
 
 
 class HistoryMemo:
@@ -61,29 +79,57 @@ class HistoryMemo:
     def __len__(self) -> int:
         return len(self._seen)
 
-    async def describe(self, key: Hashable, conv: list[dict[str, Any]], counter: TokenCounter) -> History:
-        """``conv`` described, reusing what was described of the session's last conversation it continues."""
+    async def describe(
+        self, key: Hashable, conv: list[dict[str, Any]], counter: TokenCounter, raw: bytes = b""
+    ) -> History:
+        """``conv`` described, reusing what was described of the session's last conversation it continues.
+
+        ``raw``: the JSON body ``conv`` was parsed from, when ``conv`` is the end of its ``messages``
+        array as parsed (the messages after the leading ones); empty otherwise.
+        """
         seen = self._seen.get(key)
-        start = continued(seen, conv, counter.encoding.name) if seen is not None else 0
-        base = seen if start else None
-        history = await off_loop(sum(map(text_size, conv[start:])), extend, base, conv, counter)
+        cut, start, reworded = None, 0, False
+        if seen is not None:
+            encoding = counter.encoding.name
+            cut = resent(seen, conv, raw, encoding)
+            start = len(seen.infos) if cut is not None else continued(seen, conv, encoding)
+            reworded = bool(raw) and cut is None and start > 0 and (seen.sent is not None or seen.reworded)
+        # A body that does not resend the last one's bytes is cut (a walk about as long as reading its new
+        # text), unless it resent the last one's messages in other bytes: its client does not keep them.
+        walk = bool(raw) and cut is None and not reworded
+        work = sum(map(text_size, conv[start:])) + (len(raw) if walk else 0)
+        history = await off_loop(work, extend, seen if start else None, conv, counter, raw if walk else b"")
+        history = dataclasses.replace(history, sent=cut or history.sent, reworded=reworded)
         self.forget(key)
-        self._seen[key] = history
-        self.kept_bytes += history.size
+        # Kept by its bytes, a conversation's message objects are freed with its request, not cold a request later.
+        self._seen[key] = dataclasses.replace(history, conv=[]) if cut is not None else history
+        self.kept_bytes += history.kept
         while self._seen and (len(self._seen) > self.sessions or self.kept_bytes > self.size):
             _, dropped = self._seen.popitem(last=False)
-            self.kept_bytes -= dropped.size
+            self.kept_bytes -= dropped.kept
         return history
 
     def forget(self, key: Hashable) -> None:
         dropped = self._seen.pop(key, None)
         if dropped is not None:
-            self.kept_bytes -= dropped.size
+            self.kept_bytes -= dropped.kept
+
+
+def resent(seen: History, conv: Sequence[dict[str, Any]], raw: bytes, encoding: str) -> Sent | None:
+    """``raw`` cut around its messages (``sent_messages``) when they start with ``seen``'s, byte for byte;
+    else None."""
+    last = seen.sent
+    if last is None or seen.encoding != encoding or len(conv) < len(seen.infos) or not last.continued_by(raw):
+        return None
+    cut = sent_messages(raw, last)
+    return cut[0] if cut is not None and cut[1] else None
 
 
 def continued(seen: History, conv: Sequence[dict[str, Any]], encoding: str) -> int:
     """How many of ``conv``'s first messages are ``seen``'s, exactly (0: not a continuation)."""
     n = len(seen.conv)
+    if n < len(seen.infos):  # kept by their bytes: the objects are gone
+        return 0
     if seen.encoding != encoding or len(conv) < n or conv[:n] != seen.conv:
         return 0
     if any(memo_key(conv[position]) != key for position, key in seen.shaped):
@@ -101,9 +147,10 @@ def text_size(message: dict[str, Any]) -> int:
     return 0
 
 
-def extend(seen: History | None, conv: list[dict[str, Any]], counter: TokenCounter) -> History:
-    """``seen`` (the description of ``conv``'s first messages, or None) carried on over the rest of ``conv``."""
-    start = len(seen.conv) if seen is not None else 0
+def extend(seen: History | None, conv: list[dict[str, Any]], counter: TokenCounter, raw: bytes = b"") -> History:
+    """``seen`` (the description of ``conv``'s first messages, or None) carried on over the rest of ``conv``;
+    ``raw``: its body's bytes, as ``HistoryMemo.describe`` takes them, to be walked for its messages'."""
+    start = len(seen.infos) if seen is not None else 0
     infos = list(seen.infos) if seen is not None else []
     chain = list(seen.chain) if seen is not None else []
     shaped = list(seen.shaped) if seen is not None else []
@@ -121,4 +168,5 @@ def extend(seen: History | None, conv: list[dict[str, Any]], counter: TokenCount
         size += len(data)
         if any(value is not None and type(value) is not str for value in message.values()):
             shaped.append((position, memo_key(message)))
-    return History(conv, infos, chain, tokens, counter.encoding.name, tuple(shaped), size)
+    cut = sent_messages(raw) if raw else None
+    return History(conv, infos, chain, tokens, counter.encoding.name, tuple(shaped), size, cut and cut[0])

@@ -113,9 +113,12 @@ class WatermarkWindow:
         messages: list[dict[str, Any]],
         counter: TokenCounter,
         settings: TenantSettings,
+        raw: bytes = b"",
     ) -> View:
+        """The session's window over ``messages`` (``raw``: their body's bytes, as ``HistoryMemo.describe``
+        takes them)."""
         n = planner.split_leading(messages)
-        history = await self.histories.describe((tenant, session), messages[n:], counter)
+        history = await self.histories.describe((tenant, session), messages[n:], counter, raw)
         state = await self.sessions.longest_prefix(tenant, session, history.chain)
         budgets = planner.Budgets(
             settings.context.recent_window_tokens, settings.context.summary_budget_tokens

@@ -37,6 +37,9 @@ class ChatCall:
     # when the client sends it whole: only a whole history is compressed.
     provider_state: str | None = None
     offset: int = 0  # the session's conversation messages before this call's (a provider-held chain)
+    # The body's JSON bytes when ``messages`` is its ``messages`` array as parsed (chat completions), else
+    # empty: a resent history is told by its bytes (``context.resent_bytes``).
+    raw: bytes = b""
 
 
 @dataclass(frozen=True)

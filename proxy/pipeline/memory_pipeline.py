@@ -141,7 +141,7 @@ class MemoryPipeline:
     async def _view(self, call: ChatCall, counter: TokenCounter) -> View:
         """The session's window: the stored summaries apply only to a history the client sends whole."""
         st = call.tenant.settings
-        view = await self.context.view(call.tenant.id, call.session, call.messages, counter, st)
+        view = await self.context.view(call.tenant.id, call.session, call.messages, counter, st, call.raw)
         return view if st.context.enabled and call.provider_state is None else view.without_summaries()
 
     async def _recall_request(self, call: ChatCall, view: View) -> RecallRequest:

@@ -28,7 +28,7 @@ class CountingPipeline:
     async def prepare(self, call: ChatCall) -> Prepared:
         counter = self.counter(call.model)
         n = split_leading(call.messages)
-        history = await self.histories.describe((call.tenant.id, call.session), call.messages[n:], counter)
+        history = await self.histories.describe((call.tenant.id, call.session), call.messages[n:], counter, call.raw)
         tokens = sum(counter.messages(call.messages[:n])) + history.tokens + REPLY_PRIMING
         return Prepared(messages=None, tokens_in=tokens, tokens_forwarded=tokens)
 

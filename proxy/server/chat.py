@@ -111,7 +111,7 @@ class ChatEndpoint(Endpoint):
         memory_off = headers.get("x-paperclip-memory", "").strip().lower() == "off"
         large = len(raw) > MEMORY_MAX_BODY_BYTES and len(raw) - inline_media_bytes(body) > MEMORY_MAX_BODY_BYTES
         bypass = memory_off or large or not self._enabled(tenant)
-        shaped = await self.shape(scope, headers, tenant, body, size=len(raw), bypass=bypass)
+        shaped = await self.shape(scope, headers, tenant, body, raw=raw, bypass=bypass)
         # An unreadable body is not ours to judge: the upstream validates it and answers.
         return Incoming(tenant, shaped, raw, bypass or not shaped.readable, large)
 
@@ -152,14 +152,15 @@ class ChatEndpoint(Endpoint):
             hold(self.rt, incoming.call, reply, len(incoming.raw))
 
     async def shape(
-        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, raw: bytes, bypass: bool
     ) -> Shaped:
-        """The chat completions body: its ``messages`` are the pipeline's."""
+        """The chat completions body (``raw``, parsed: ``body``): its ``messages`` are the pipeline's."""
         found = body.get("messages")
         readable = isinstance(found, list) and all(map(isinstance, found, repeat(dict)))
         messages: list[dict[str, Any]] = found if readable and isinstance(found, list) else []
-        user, session = await user_and_session(headers, tenant, body, messages, size)
-        call = new_call(tenant, user, session, body, messages, headers, deployment_or_model(scope, body))
+        user, session = await user_and_session(headers, tenant, body, messages, len(raw))
+        call = new_call(tenant, user, session, body, messages, headers, deployment_or_model(scope, body),
+                        raw=raw if readable else b"")
         return Shaped(call, readable, lambda out: rebuild_body(body, out))
 
     def _enabled(self, tenant: Tenant) -> bool:

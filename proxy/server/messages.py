@@ -32,11 +32,11 @@ class MessagesEndpoint(ChatEndpoint):
     errors = ANTHROPIC_ERRORS
 
     async def shape(
-        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, raw: bytes, bypass: bool
     ) -> Shaped:
         conv = as_messages(body)
         messages = conv.messages if conv is not None else []
-        user, session = await user_and_session(headers, tenant, body, messages, size)
+        user, session = await user_and_session(headers, tenant, body, messages, len(raw))
         model = deployment_or_model(scope, body)
         call = new_call(tenant, user, session, body, messages, headers, model, api="messages")
 

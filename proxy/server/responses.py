@@ -28,11 +28,11 @@ class ResponsesEndpoint(ChatEndpoint):
     stop_at_done = False  # its streams have no [DONE]: relayed to their end
 
     async def shape(
-        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, size: int, bypass: bool
+        self, scope: Scope, headers: Mapping[str, str], tenant: Tenant, body: dict[str, Any], *, raw: bytes, bypass: bool
     ) -> Shaped:
         conv = as_messages(body)
         messages = conv.messages if conv is not None else []
-        user, session = await user_and_session(headers, tenant, body, messages, size)
+        user, session = await user_and_session(headers, tenant, body, messages, len(raw))
         held = provider_state(body)
         offset = 0
         previous = body.get("previous_response_id")

@@ -1,0 +1,102 @@
+"""A body cut around its messages: the cut is where the parser puts them, and a resend is told only by equal bytes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.context.resent_bytes import Sent, sent_messages
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=False, allow_infinity=False),
+    st.text(alphabet=st.sampled_from('ab "\\/{}[],:\n\té中\u2028'), max_size=8),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=12,
+)
+others = st.dictionaries(st.text(max_size=6).filter(lambda k: k != "messages"), values, max_size=3)
+ENCODERS = [
+    lambda body: json.dumps(body).encode(),
+    lambda body: json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+    lambda body: json.dumps(body, indent=2).encode(),
+    orjson.dumps,
+]
+
+
+def body_of(before: dict[str, Any], messages: list[Any], after: dict[str, Any]) -> dict[str, Any]:
+    return {**before, "messages": messages, **{k: v for k, v in after.items() if k not in before}}
+
+
+@settings(max_examples=300, deadline=None)
+@given(others, st.lists(values, max_size=5), others, st.sampled_from(range(len(ENCODERS))))
+def test_the_cut_is_where_the_parser_puts_the_messages(
+    before: dict[str, Any], messages: list[Any], after: dict[str, Any], encoder: int
+) -> None:
+    raw = ENCODERS[encoder](body_of(before, messages, after))
+    found = sent_messages(raw)
+    assert found is not None
+    cut, resent = found
+    assert not resent
+    assert cut.head.endswith(b"[") and cut.tail.lstrip(b" \n\t\r").startswith(b"]")
+    assert raw.startswith(cut.head + cut.messages) and raw.endswith(cut.tail)
+    assert json.loads(b"[" + cut.messages + b"]") == messages
+    between = raw[len(cut.head) + len(cut.messages) : len(raw) - len(cut.tail)]
+    assert between.strip() == b""  # nothing but space between the last message and the "]"
+
+
+@settings(max_examples=300, deadline=None)
+@given(others, st.lists(values, min_size=1, max_size=4), st.lists(values, max_size=3), others,
+       st.sampled_from(range(len(ENCODERS))), st.sampled_from(["none", "model", "tail", "edit", "encoder"]))
+def test_a_resend_is_told_by_equal_bytes_and_cut_as_if_new(
+    before: dict[str, Any], first: list[Any], more: list[Any], after: dict[str, Any], encoder: int, change: str
+) -> None:
+    last_raw = ENCODERS[encoder](body_of(before, first, after))
+    found = sent_messages(last_raw)
+    assert found is not None
+    messages = [*first, *more]
+    if change == "edit":
+        messages[0] = ["edited", messages[0]]
+    head = {**before, "model": "another"} if change == "model" else before
+    tail = {**after, "tools": [1, 2]} if change == "tail" else after
+    encode = ENCODERS[(encoder + 1) % len(ENCODERS)] if change == "encoder" else ENCODERS[encoder]
+    raw = encode(body_of(head, messages, tail))
+    again = sent_messages(raw, found[0])
+    assert again is not None
+    assert again[0] == sent_messages(raw)[0]  # type: ignore[index]  # the same cut as from scratch
+    if again[1]:  # resent: the last body's messages are the first of these, byte for byte
+        assert raw[len(again[0].head):].startswith(found[0].messages)
+        assert json.loads(b"[" + again[0].messages + b"]")[: len(first)] == first
+    if change in ("none", "model", "tail"):
+        assert again[1]
+    if change == "edit":
+        assert not again[1]
+
+
+def test_a_body_with_the_key_twice_or_no_array_has_no_cut() -> None:
+    for raw in (
+        b'{"messages": [{"a": 1}], "messages": [{"b": 2}]}',
+        b'{"messages": [{"a": 1}], "x": {"messages": 1}, "\\u006dessages": []}',
+        b'{"\\u006dessages": [], "messages": [{"a": 1}]}',
+        b'{"messages": {"a": 1}}',
+        b'{"model": "m"}',
+        b'[{"messages": []}]',
+        b'"messages"',
+    ):
+        assert sent_messages(raw) is None, raw
+    nested = b'{"x": {"messages": [1]}, "messages": [{"a": [1, {"b": "]"}]}, "c"]}'
+    found = sent_messages(nested)
+    assert found is not None and found[0].messages == b'{"a": [1, {"b": "]"}]}, "c"'
+
+
+def test_a_number_the_last_message_was_cut_from_is_not_a_resend() -> None:
+    found = sent_messages(b'{"messages": [{"a": 1}, 1]}')
+    assert found is not None and found[0].messages == b'{"a": 1}, 1'
+    again = sent_messages(b'{"messages": [{"a": 1}, 12]}', found[0])
+    assert again == (Sent(b'{"messages": [', b'{"a": 1}, 12', b"]}"), False)
+    assert found[0].continued_by(b'{"messages": [{"a": 1}, 12]}')  # only the walk tells
