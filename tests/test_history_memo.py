@@ -10,7 +10,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.context.history_memo import HistoryMemo
+from proxy.context.history_memo import RESENT_MIN_BYTES, HistoryMemo
 from proxy.context.planner import describe
 from proxy.hashing import chain_of
 from proxy.tokens import TokenCounter
@@ -80,7 +80,7 @@ def test_every_body_of_a_session_is_described_as_if_new_whatever_its_bytes(
 ) -> None:
     """With the body's bytes given: bytes that resend the last body's, or not (another encoder, an edit, a
     number that equals another in Python), and leading messages the memo is not given."""
-    memo = HistoryMemo(sessions=2, size=100_000)
+    memo = HistoryMemo(sessions=2, size=100_000, cut_from=0)
     conv = start
     for kind, message, at, encoder, lead in steps:
         conv = changed(conv, kind, message, at)
@@ -95,7 +95,7 @@ def test_every_body_of_a_session_is_described_as_if_new_whatever_its_bytes(
 
 
 def test_a_body_that_resends_the_last_ones_bytes_is_described_from_where_it_ended() -> None:
-    memo, counter = HistoryMemo(), Counting()
+    memo, counter = HistoryMemo(cut_from=0), Counting()
     first = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     raw = ENCODERS["orjson"]({"messages": first, "model": "m"})
     described(memo, "s", orjson.loads(raw)["messages"], counter, raw)
@@ -114,6 +114,16 @@ def test_a_body_that_resends_the_last_ones_bytes_is_described_from_where_it_ende
     raw = ENCODERS["spaced"]({"messages": [*again, {"role": "user", "content": "ok"}, {"role": "user", "content": "x"}]})
     history = described(memo, "s", orjson.loads(raw)["messages"], counter, raw)
     assert counter.counted[-1:] == ["x"] and history.reworded and history.sent is None
+
+
+def test_a_short_body_is_compared_as_objects_only() -> None:
+    memo = HistoryMemo()
+    conv = [{"role": "user", "content": "hi"}]
+    raw = ENCODERS["orjson"]({"messages": conv})
+    assert described(memo, "s", conv, COUNTER, raw).sent is None
+    long = [{"role": "user", "content": "x" * RESENT_MIN_BYTES}]
+    raw = ENCODERS["orjson"]({"messages": long})
+    assert described(memo, "s", long, COUNTER, raw).sent is not None
 
 
 class Counting(TokenCounter):

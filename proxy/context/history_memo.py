@@ -8,8 +8,8 @@ conversation is kept, and a request that starts with the messages last seen
 (the common case: one answer and one question more) describes only the
 messages after them.
 
-A body whose messages start with the last body's messages' bytes continues
-it (``resent_bytes``): one ``memcmp``. Once a session's bodies have done so,
+A body of ``RESENT_MIN_BYTES`` or more whose messages start with the last
+body's messages' bytes continues it (``resent_bytes``): one ``memcmp``. Once a session's bodies have done so,
 its message objects are not kept: they were the largest part of what was
 kept, and freeing them a request later, cold in memory, cost more than the
 comparison. Otherwise, or when the caller has no bytes to give (a body of
@@ -44,6 +44,9 @@ from .planner import MsgInfo, msg_info
 from .resent_bytes import Sent, sent_messages
 
 SESSIONS = 10_000
+# Bodies shorter than this are compared as objects only: a few dozen short messages take microseconds, less
+# than cutting a body that may never come again.
+RESENT_MIN_BYTES = 16 * 1024
 KEPT_BYTES = 16 * 1024 * 1024  # of canonical JSON: the objects kept take a few times that
 
 
@@ -70,9 +73,10 @@ class History:
 
 
 class HistoryMemo:
-    def __init__(self, sessions: int = SESSIONS, size: int = KEPT_BYTES) -> None:
+    def __init__(self, sessions: int = SESSIONS, size: int = KEPT_BYTES, cut_from: int = RESENT_MIN_BYTES) -> None:
         self.sessions = sessions
         self.size = size
+        self.cut_from = cut_from  # bytes of a body from which it is cut (``RESENT_MIN_BYTES``)
         self.kept_bytes = 0
         self._seen: OrderedDict[Hashable, History] = OrderedDict()
 
@@ -94,15 +98,19 @@ class HistoryMemo:
             cut = resent(seen, conv, raw, encoding)
             start = len(seen.infos) if cut is not None else continued(seen, conv, encoding)
             reworded = bool(raw) and cut is None and start > 0 and (seen.sent is not None or seen.reworded)
-        # A body that does not resend the last one's bytes is cut (a walk about as long as reading its new
-        # text), unless it resent the last one's messages in other bytes: its client does not keep them.
-        walk = bool(raw) and cut is None and not reworded
+        # A long body that does not resend the last one's bytes is cut (a walk about as long as reading its
+        # new text), unless it resent the last one's messages in other bytes: its client does not keep them.
+        walk = bool(raw) and len(raw) >= self.cut_from and cut is None and not reworded
         work = sum(map(text_size, conv[start:])) + (len(raw) if walk else 0)
         history = await off_loop(work, extend, seen if start else None, conv, counter, raw if walk else b"")
-        history = dataclasses.replace(history, sent=cut or history.sent, reworded=reworded)
+        kept = history
+        if cut is not None:  # kept by its bytes, its message objects are freed with their request, not cold later
+            history = dataclasses.replace(history, sent=cut)
+            kept = dataclasses.replace(history, conv=[])
+        elif reworded:
+            history = kept = dataclasses.replace(history, reworded=True)
         self.forget(key)
-        # Kept by its bytes, a conversation's message objects are freed with its request, not cold a request later.
-        self._seen[key] = dataclasses.replace(history, conv=[]) if cut is not None else history
+        self._seen[key] = kept
         self.kept_bytes += history.kept
         while self._seen and (len(self._seen) > self.sessions or self.kept_bytes > self.size):
             _, dropped = self._seen.popitem(last=False)
