@@ -89,6 +89,9 @@ def test_a_body_with_the_key_twice_or_no_array_has_no_cut() -> None:
         b'"messages"',
     ):
         assert sent_messages(raw) is None, raw
+    last = sent_messages(b'{"messages": [{"a": 1}], "x": 1}')
+    assert last is not None
+    assert sent_messages(b'{"messages": [{"a": 1}, {"b": 2}], "x": 1, "messages": []}', last[0]) is None
     nested = b'{"x": {"messages": [1]}, "messages": [{"a": [1, {"b": "]"}]}, "c"]}'
     found = sent_messages(nested)
     assert found is not None and found[0].messages == b'{"a": [1, {"b": "]"}]}, "c"'

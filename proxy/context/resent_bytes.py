@@ -73,7 +73,7 @@ def _cut(raw: bytes, last: Sent | None) -> tuple[Sent, bool] | None:
     if last is not None and raw.startswith(last.head):
         start = len(last.head)  # the keys before were walked in the last body
     else:
-        found = _keys(raw, _after_open(raw), until_messages=True)
+        found = _keys(raw, _after_open(raw))
         if found is None or raw[found] != _ARRAY:
             return None
         start = found + 1
@@ -83,7 +83,7 @@ def _cut(raw: bytes, last: Sent | None) -> tuple[Sent, bool] | None:
         resent, skipped = False, start
     close, end = _elements(raw, skipped, skipped)
     tail = raw[close:]
-    if (last is None or tail != last.tail) and _keys(raw, close + 1, until_messages=False) is not None:
+    if (last is None or tail != last.tail) and _keys(raw, close + 1) is not None:
         return None  # a second "messages" key after the array
     return Sent(raw[:start], raw[start:end], tail), resent
 
@@ -95,9 +95,9 @@ def _after_open(raw: bytes) -> int:
     return i + 1
 
 
-def _keys(raw: bytes, i: int, *, until_messages: bool) -> int | None:
-    """Walk an object's keys and values from ``i`` to its end: the offset of the value of its first
-    ``messages`` key (None: there is none). ``until_messages``: stop there (else walk on to the end)."""
+def _keys(raw: bytes, i: int) -> int | None:
+    """The offset of the value of the first ``messages`` key among an object's keys from ``i`` on (its
+    keys and values are walked to there, or to the object's end: None)."""
     while True:
         i = _end(_SPACE, raw, i)
         if raw[i] == _COMMA:
