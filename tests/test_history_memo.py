@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.context import history_memo
 from proxy.context.history_memo import RESENT_MIN_BYTES, HistoryMemo
 from proxy.context.planner import describe
 from proxy.hashing import chain_of
+from proxy.offload import INLINE_BYTES
 from proxy.tokens import TokenCounter
 
 COUNTER = TokenCounter("gpt-4o-mini")
@@ -159,3 +162,28 @@ def test_the_memo_keeps_few_sessions_and_bytes() -> None:
     assert memo.kept_bytes <= 200 and len(memo) == 2
     described(memo, "d", [{"role": "user", "content": "y" * 300}], COUNTER)
     assert memo.kept_bytes == 0 and len(memo) == 0  # one conversation larger than the bound is not kept
+
+
+def test_a_resend_with_much_left_to_walk_is_walked_off_the_event_loop(monkeypatch: Any) -> None:
+    """A body that resends the last one's messages but sends a long new tail (or long new messages) is
+    walked on a worker thread; the usual resend (one answer and one question more) on the loop."""
+    threads: list[str] = []
+    walk = history_memo.resent
+
+    def watched(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return walk(*args)
+
+    monkeypatch.setattr(history_memo, "resent", watched)
+    memo = HistoryMemo(cut_from=0)
+    conv = [{"role": "user", "content": "x" * 1000}]
+    body = {"messages": conv, "junk": [[0]]}
+    described(memo, "s", conv, COUNTER, ENCODERS["compact"](body))
+    conv = [*conv, {"role": "assistant", "content": "ok"}]
+    raw = ENCODERS["compact"]({"messages": conv, "junk": [[i] for i in range(INLINE_BYTES // 4)]})
+    assert described(memo, "s", orjson.loads(raw)["messages"], COUNTER, raw).sent is not None
+    conv = [*conv, {"role": "user", "content": "and?"}]
+    raw = ENCODERS["compact"]({"messages": conv, "junk": [[i] for i in range(INLINE_BYTES // 4)]})
+    assert described(memo, "s", orjson.loads(raw)["messages"], COUNTER, raw).sent is not None
+    assert threads[0] != threading.main_thread().name  # the long tail, walked on a worker
+    assert threads[1] == threading.main_thread().name  # the same tail again: only the new message walked

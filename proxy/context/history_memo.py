@@ -95,7 +95,9 @@ class HistoryMemo:
         cut, start, reworded = None, 0, False
         if seen is not None:
             encoding = counter.encoding.name
-            cut = resent(seen, conv, raw, encoding)
+            # What a resend leaves to walk (its new messages, a changed tail) may be long: off the loop then.
+            unread = seen.sent.unread(raw) if seen.sent is not None else 0
+            cut = await off_loop(unread, resent, seen, conv, raw, encoding)
             start = len(seen.infos) if cut is not None else continued(seen, conv, encoding)
             reworded = bool(raw) and cut is None and start > 0 and (seen.sent is not None or seen.reworded)
         # A long body that does not resend the last one's bytes is cut (a walk about as long as reading its

@@ -17,8 +17,11 @@ key of the top level is walked, and a body with the key twice has no
 the last body's, byte for byte (a model or a tool changed): a long list of
 tools is walked once, not on every request.
 
-The body has parsed as JSON already (``server.jsonbody``): the walk trusts its
-syntax and only finds where values end. Pure, on bytes.
+The walk is linear in the bytes it reads (possessive patterns give nothing back:
+a byte is read at most three times), partly in Python: the caller runs it off
+the event loop when those bytes are many (``offload``). The body has parsed as
+JSON already (``server.jsonbody``): the walk trusts its syntax and only finds
+where values end. Pure, on bytes.
 """
 
 from __future__ import annotations
@@ -53,6 +56,12 @@ class Sent:
 
     def __len__(self) -> int:
         return len(self.head) + len(self.messages) + len(self.tail)
+
+    def unread(self, raw: bytes) -> int:
+        """About how many bytes of ``raw`` a walk that resumes from this body reads: all but the messages
+        resent and a tail sent again."""
+        again = len(self.tail) if raw.endswith(self.tail) else 0
+        return max(0, len(raw) - len(self.head) - len(self.messages) - again)
 
     def continued_by(self, raw: bytes) -> bool:
         """Whether ``raw`` starts as this body did, through the end of its last message (so it may resend
