@@ -9,18 +9,18 @@ conversation is kept, and a request that starts with the messages last seen
 messages after them.
 
 A body of ``RESENT_MIN_BYTES`` or more whose messages start with the last
-body's messages' bytes continues it (``resent_bytes``): one ``memcmp``. Once a session's bodies have done so,
-its message objects are not kept: they were the largest part of what was
-kept, and freeing them a request later, cold in memory, cost more than the
-comparison. Otherwise, or when the caller has no bytes to give (a body of
-another API, converted), the messages are compared: list equality, done in C
-(a client that sends the same messages in other bytes is not walked for them
-again). It is exact for messages whose
-values are all strings or null (most of a chat). Python holds ``1 == 1.0 ==
-True`` where their canonical JSON does not, so messages of other shapes (tool
-calls, parts, numbers) are compared by their memo key too. A history that is
-not a continuation of the last one (an edit, a regenerated turn, another tab)
-is described in full, as if new.
+body's messages' bytes continues it (``resent_bytes``): one ``memcmp``. Once
+a session's bodies have done so, its message objects are not kept: they were
+the largest part of what was kept, and freeing them a request later, cold in
+memory, cost more than the comparison. Otherwise, or when the caller has no
+bytes to give (a body of another API, converted), the messages are compared:
+list equality, done in C (a client that sends the same messages in other
+bytes is not walked for them again). It is exact for messages whose values
+are all strings or null (most of a chat). Python holds ``1 == 1.0 == True``
+where their canonical JSON does not, so messages of other shapes (tool calls,
+parts, numbers) are compared by their memo key too. A history that is not a
+continuation of the last one (an edit, a regenerated turn, another tab) is
+described in full, as if new.
 
 New messages of more than ``offload.INLINE_BYTES`` of text are described
 on a worker thread. Bounded: the conversations of at most ``SESSIONS``
