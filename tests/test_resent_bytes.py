@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.context.resent_bytes import Sent, sent_messages
+from proxy.context.resent_bytes import Sent, resent_messages, sent_messages
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=False, allow_infinity=False),
@@ -39,10 +39,8 @@ def test_the_cut_is_where_the_parser_puts_the_messages(
     before: dict[str, Any], messages: list[Any], after: dict[str, Any], encoder: int
 ) -> None:
     raw = ENCODERS[encoder](body_of(before, messages, after))
-    found = sent_messages(raw)
-    assert found is not None
-    cut, resent = found
-    assert not resent
+    cut = sent_messages(raw)
+    assert cut is not None
     assert cut.head.endswith(b"[") and cut.tail.lstrip(b" \n\t\r").startswith(b"]")
     assert raw.startswith(cut.head + cut.messages) and raw.endswith(cut.tail)
     assert json.loads(b"[" + cut.messages + b"]") == messages
@@ -57,8 +55,8 @@ def test_a_resend_is_told_by_equal_bytes_and_cut_as_if_new(
     before: dict[str, Any], first: list[Any], more: list[Any], after: dict[str, Any], encoder: int, change: str
 ) -> None:
     last_raw = ENCODERS[encoder](body_of(before, first, after))
-    found = sent_messages(last_raw)
-    assert found is not None
+    last = sent_messages(last_raw)
+    assert last is not None
     messages = [*first, *more]
     if change == "edit":
         messages[0] = ["edited", messages[0]]
@@ -66,16 +64,16 @@ def test_a_resend_is_told_by_equal_bytes_and_cut_as_if_new(
     tail = {**after, "tools": [1, 2]} if change == "tail" else after
     encode = ENCODERS[(encoder + 1) % len(ENCODERS)] if change == "encoder" else ENCODERS[encoder]
     raw = encode(body_of(head, messages, tail))
-    again = sent_messages(raw, found[0])
-    assert again is not None
-    assert again[0] == sent_messages(raw)[0]  # type: ignore[index]  # the same cut as from scratch
-    if again[1]:  # resent: the last body's messages are the first of these, byte for byte
-        assert raw[len(again[0].head):].startswith(found[0].messages)
-        assert json.loads(b"[" + again[0].messages + b"]")[: len(first)] == first
+    again = resent_messages(raw, last)
+    assert sent_messages(raw) is not None
+    if again is not None:  # resent: the last body's messages are the first of these, byte for byte
+        assert again == sent_messages(raw)  # the same cut as from scratch
+        assert raw[len(again.head):].startswith(last.messages)
+        assert json.loads(b"[" + again.messages + b"]")[: len(first)] == first
     if change in ("none", "model", "tail"):
-        assert again[1]
+        assert again is not None
     if change == "edit":
-        assert not again[1]
+        assert again is None
 
 
 def test_a_body_with_the_key_twice_or_no_array_has_no_cut() -> None:
@@ -91,15 +89,16 @@ def test_a_body_with_the_key_twice_or_no_array_has_no_cut() -> None:
         assert sent_messages(raw) is None, raw
     last = sent_messages(b'{"messages": [{"a": 1}], "x": 1}')
     assert last is not None
-    assert sent_messages(b'{"messages": [{"a": 1}, {"b": 2}], "x": 1, "messages": []}', last[0]) is None
+    assert resent_messages(b'{"messages": [{"a": 1}, {"b": 2}], "x": 1, "messages": []}', last) is None
     nested = b'{"x": {"messages": [1]}, "messages": [{"a": [1, {"b": "]"}]}, "c"]}'
     found = sent_messages(nested)
-    assert found is not None and found[0].messages == b'{"a": [1, {"b": "]"}]}, "c"'
+    assert found is not None and found.messages == b'{"a": [1, {"b": "]"}]}, "c"'
 
 
 def test_a_number_the_last_message_was_cut_from_is_not_a_resend() -> None:
     found = sent_messages(b'{"messages": [{"a": 1}, 1]}')
-    assert found is not None and found[0].messages == b'{"a": 1}, 1'
-    again = sent_messages(b'{"messages": [{"a": 1}, 12]}', found[0])
-    assert again == (Sent(b'{"messages": [', b'{"a": 1}, 12', b"]}"), False)
-    assert found[0].continued_by(b'{"messages": [{"a": 1}, 12]}')  # only the walk tells
+    assert found is not None and found.messages == b'{"a": 1}, 1'
+    raw = b'{"messages": [{"a": 1}, 12]}'
+    assert raw.startswith(found.head + found.messages)  # its bytes start as the last body's did
+    assert resent_messages(raw, found) is None
+    assert sent_messages(raw) == Sent(b'{"messages": [', b'{"a": 1}, 12', b"]}")

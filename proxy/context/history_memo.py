@@ -41,7 +41,7 @@ from ..hashing import GENESIS, canonical, chain_step, memo_key
 from ..offload import off_loop
 from ..tokens import TokenCounter
 from .planner import MsgInfo, msg_info
-from .resent_bytes import Sent, sent_messages
+from .resent_bytes import Sent, resent_messages, sent_messages
 
 SESSIONS = 10_000
 # Bodies shorter than this are compared as objects only: a few dozen short messages take microseconds, less
@@ -126,13 +126,12 @@ class HistoryMemo:
 
 
 def resent(seen: History, conv: Sequence[dict[str, Any]], raw: bytes, encoding: str) -> Sent | None:
-    """``raw`` cut around its messages (``sent_messages``) when they start with ``seen``'s, byte for byte;
+    """``raw`` cut around its messages (``resent_messages``) when they start with ``seen``'s, byte for byte;
     else None."""
     last = seen.sent
-    if last is None or seen.encoding != encoding or len(conv) < len(seen.infos) or not last.continued_by(raw):
+    if not raw or last is None or seen.encoding != encoding or len(conv) < len(seen.infos):
         return None
-    cut = sent_messages(raw, last)
-    return cut[0] if cut is not None and cut[1] else None
+    return resent_messages(raw, last)
 
 
 def continued(seen: History, conv: Sequence[dict[str, Any]], encoding: str) -> int:
@@ -179,4 +178,4 @@ def extend(seen: History | None, conv: list[dict[str, Any]], counter: TokenCount
         if any(value is not None and type(value) is not str for value in message.values()):
             shaped.append((position, memo_key(message)))
     cut = sent_messages(raw) if raw else None
-    return History(conv, infos, chain, tokens, counter.encoding.name, tuple(shaped), size, cut and cut[0])
+    return History(conv, infos, chain, tokens, counter.encoding.name, tuple(shaped), size, cut)

@@ -58,27 +58,33 @@ class Sent:
         return len(self.head) + len(self.messages) + len(self.tail)
 
     def unread(self, raw: bytes) -> int:
-        """About how many bytes of ``raw`` a walk that resumes from this body reads: all but the messages
-        resent and a tail sent again."""
+        """About how many bytes of ``raw`` ``resent_messages`` reads when it resends this body's messages:
+        all but those messages and a tail sent again."""
         again = len(self.tail) if raw.endswith(self.tail) else 0
         return max(0, len(raw) - len(self.head) - len(self.messages) - again)
 
-    def continued_by(self, raw: bytes) -> bool:
-        """Whether ``raw`` starts as this body did, through the end of its last message (so it may resend
-        these messages: ``sent_messages`` tells)."""
-        return bool(self.messages) and raw.startswith(self.head) and raw.startswith(self.messages, len(self.head))
 
-
-def sent_messages(raw: bytes, last: Sent | None = None) -> tuple[Sent, bool] | None:
-    """``raw`` cut around its messages array, and whether that array starts with ``last``'s messages (not
-    empty); None when ``raw`` is not an object with one ``messages`` key whose value is an array."""
+def sent_messages(raw: bytes) -> Sent | None:
+    """``raw`` cut around its messages array; None when ``raw`` is not an object with one ``messages`` key
+    whose value is an array."""
     try:
-        return _cut(raw, last)
+        return _cut(raw, None)
     except (IndexError, ValueError):  # not the JSON object it was said to be
         return None
 
 
-def _cut(raw: bytes, last: Sent | None) -> tuple[Sent, bool] | None:
+def resent_messages(raw: bytes, last: Sent) -> Sent | None:
+    """``raw`` cut around its messages array when that array starts with ``last``'s messages (not empty),
+    byte for byte; else None (``sent_messages`` cuts it from scratch)."""
+    try:
+        return _cut(raw, last)
+    except (IndexError, ValueError):
+        return None
+
+
+def _cut(raw: bytes, last: Sent | None) -> Sent | None:
+    """``raw`` cut; with ``last``, only when it resends ``last``'s messages (the array's bytes before that
+    end are not walked, nor those before the array when they are ``last``'s)."""
     if last is not None and raw.startswith(last.head):
         start = len(last.head)  # the keys before were walked in the last body
     else:
@@ -86,15 +92,19 @@ def _cut(raw: bytes, last: Sent | None) -> tuple[Sent, bool] | None:
         if found is None or raw[found] != _ARRAY:
             return None
         start = found + 1
-    resent = last is not None and bool(last.messages) and raw.startswith(last.messages, start)
-    skipped = start + len(last.messages) if resent and last is not None else start
-    if resent and raw[_end(_SPACE, raw, skipped)] not in (_COMMA, _END):  # a number the old one was cut from
-        resent, skipped = False, start
+    skipped = start
+    if last is not None:
+        skipped += len(last.messages)
+        # Not a resend: other bytes, or a number the last body's was cut from ("1" of "12").
+        if not last.messages or not raw.startswith(last.messages, start) or (
+            raw[_end(_SPACE, raw, skipped)] not in (_COMMA, _END)
+        ):
+            return None
     close, end = _elements(raw, skipped, skipped)
     tail = raw[close:]
     if (last is None or tail != last.tail) and _keys(raw, close + 1) is not None:
         return None  # a second "messages" key after the array
-    return Sent(raw[:start], raw[start:end], tail), resent
+    return Sent(raw[:start], raw[start:end], tail)
 
 
 def _after_open(raw: bytes) -> int:
