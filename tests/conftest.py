@@ -119,10 +119,12 @@ class Proxy:
         # closed only when collected, and a collection that meets its socket first warns of it unclosed.
         self.clients: list[openai.OpenAI | anthropic.Anthropic | httpx.Client] = []
 
-    def close_clients(self) -> None:
+    def stop(self) -> None:
+        """Close the clients made here, then stop the server."""
         for made in self.clients:
             made.close()
         self.clients.clear()
+        self.server.stop()
 
     @property
     def url(self) -> str:
@@ -206,7 +208,6 @@ def storage_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) ->
 
 @pytest.fixture
 def make_proxy(upstream_url: str, tmp_path: Path, storage_url: str) -> Iterator[Callable[..., Proxy]]:
-    started: list[ServerThread] = []
     made: list[Proxy] = []
 
     def make(
@@ -221,9 +222,7 @@ def make_proxy(upstream_url: str, tmp_path: Path, storage_url: str) -> Iterator[
             raw["storage"]["url"] = storage_url
         settings = config.from_dict(raw, env={})
         app = create_app(settings) if pipeline is None else create_app(settings, pipeline=pipeline)
-        server = ServerThread(app, server_header=False, date_header=False).start()
-        started.append(server)
-        proxy = Proxy(server, app)
+        proxy = Proxy(ServerThread(app, server_header=False, date_header=False).start(), app)
         made.append(proxy)
         if wait_ready:
             proxy.wait_ready()
@@ -231,9 +230,7 @@ def make_proxy(upstream_url: str, tmp_path: Path, storage_url: str) -> Iterator[
 
     yield make
     for proxy in made:
-        proxy.close_clients()
-    for server in started:
-        server.stop()
+        proxy.stop()
 
 
 @pytest.fixture
@@ -288,5 +285,4 @@ def plain_proxy(
     proxy = Proxy(server, app)
     proxy.wait_ready()
     yield proxy
-    proxy.close_clients()
-    server.stop()
+    proxy.stop()

@@ -91,21 +91,17 @@ def outbound() -> Iterator[Callable[..., ConnectProxy]]:
 @pytest.fixture
 def paperclip(tmp_path: Path) -> Iterator[Callable[..., Proxy]]:
     """Paperclip in front of ``url`` with these upstream settings and this environment."""
-    started: list[ServerThread] = []
     made: list[Proxy] = []
 
     def make(url: str, env: dict[str, str] | None = None, **upstream: Any) -> Proxy:
-        raw = base_config(url, tmp_path / f"p{len(started)}.db", defaults={"upstream": upstream, **PLAIN})
+        raw = base_config(url, tmp_path / f"p{len(made)}.db", defaults={"upstream": upstream, **PLAIN})
         app = create_app(config.from_dict(raw, env=env or {}))
-        started.append(ServerThread(app, server_header=False, date_header=False).start())
-        made.append(Proxy(started[-1], app))
+        made.append(Proxy(ServerThread(app, server_header=False, date_header=False).start(), app))
         return made[-1]
 
     yield make
     for proxy in made:
-        proxy.close_clients()
-    for server in started:
-        server.stop()
+        proxy.stop()
 
 
 def chat_and_stream(proxy: Proxy) -> tuple[str, str]:

@@ -233,8 +233,7 @@ def flaky_proxy(upstream_url: str, tmp_path: Path) -> Iterator[tuple[Proxy, Flak
     proxy = Proxy(server, app)
     proxy.wait_ready()
     yield proxy, embedder
-    proxy.close_clients()
-    server.stop()
+    proxy.stop()
 
 
 def test_embedder_failure_falls_back_to_plain_forwarding(
