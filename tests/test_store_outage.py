@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from proxy.memory.recall.query import fragment_hash
 from proxy.store.interface import DatabaseUnavailable
 from proxy.store.postgres.pg_database import PgDatabase
-from proxy.store.sqlite.sqlite_database import Connection, Database
+from proxy.store.sqlite.sqlite_database import BUSY_TIMEOUT_MS, Connection, Database
 from tests.conftest import PROXY_KEY, Proxy
 from tests.pg import PgServer, a_server
 
@@ -241,3 +242,20 @@ async def test_a_write_to_a_sqlite_file_another_process_has_locked_gives_up_with
         other.close()
     await sqlite_db.bounded(2).write(lambda c: c.execute("INSERT INTO t VALUES (3)"))
     assert await sqlite_db.read(lambda c: [r[0] for r in c.execute("SELECT n FROM t ORDER BY n")]) == [1, 3]
+
+
+async def test_a_bounded_write_waits_for_the_lock_only_what_is_left_of_its_bound(sqlite_db: Database) -> None:
+    def busy(c: Connection) -> int:
+        return int(c.execute("PRAGMA busy_timeout").fetchone()[0])
+
+    assert await sqlite_db.bounded(2).write(busy) == 2000
+    assert await sqlite_db.bounded(2).write(busy) == 2000
+    assert await sqlite_db.write(busy) == BUSY_TIMEOUT_MS  # an unbounded write waits as long as ever
+    assert await sqlite_db.bounded(0.25).write(busy) == 300  # rounded up to the grid, never down
+    # Queued behind a write of half a second: what is left of its bound, not all of it.
+    ahead = asyncio.ensure_future(sqlite_db.write(lambda c: time.sleep(0.5)))
+    await asyncio.sleep(0.05)
+    left = await sqlite_db.bounded(2).write(busy)
+    await ahead
+    assert 1000 <= left <= 1600
+    assert await sqlite_db.bounded(2).write(busy) == 2000

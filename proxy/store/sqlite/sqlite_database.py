@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import math
 import sqlite3
 import threading
 import time
@@ -48,6 +49,9 @@ Connection = Any  # sqlite3.Connection or sqlean's equivalent: same API
 BUSY_TIMEOUT_MS = 30_000  # how long a call waits for another process's write lock
 QUICK_READ_S = 0.001  # of SQLite's work for a quick read on the caller's thread (see the docstring)
 QUICK_STEPS = 1_000  # virtual machine steps between two looks at the clock (a few µs)
+# A bounded write's wait for the lock is what is left of its bound, rounded up to this grid: a
+# write taken up at once finds the writer's busy timeout already set, and sets nothing.
+BUSY_GRID_MS = 100
 
 
 def _driver() -> Any:
@@ -90,6 +94,7 @@ class _Connections:
         self.readers = ThreadPoolExecutor(readers, thread_name_prefix="paperclip-db-reader")
         self.local = threading.local()
         self.write_conn: Connection | None = None
+        self.write_busy_ms = BUSY_TIMEOUT_MS  # the writer connection's busy timeout, as last set
         self.all: list[Connection] = []
         self.lock = threading.Lock()
         self.write_lock = threading.Lock()  # the writer connection: one transaction at a time
@@ -99,6 +104,12 @@ class _Connections:
             self.write_conn = connect(self.path)
             self.all.append(self.write_conn)
         return self.write_conn
+
+    def wait_for_lock(self, conn: Connection, ms: int) -> None:
+        """Set the writer connection's busy timeout to ``ms``, unless it is set so already."""
+        if ms != self.write_busy_ms:
+            conn.execute(f"PRAGMA busy_timeout = {ms}")
+            self.write_busy_ms = ms
 
     def reader_conn(self) -> Connection:
         return self._thread_conn("conn")
@@ -132,7 +143,7 @@ class Database:
     ``bounded(timeout_s)`` is the same database whose calls give up after
     ``timeout_s`` (``DatabaseUnavailable``), counted from the call: a write
     waits for another process's write lock only for what is left of that
-    time when the writer thread takes it up, and a call that has not finished
+    time when the writer thread takes it up (rounded up to ``BUSY_GRID_MS``), and a call that has not finished
     by then — queued behind others, or slow — is abandoned by its caller (one
     not yet started never runs; a write whose caller gave up rolls back
     rather than commit, so what the caller was told failed is not stored).
@@ -158,15 +169,13 @@ class Database:
         with self._conns.write_lock:
             conn = self._conns.writer_conn()
             if self.timeout_s is None:
+                self._conns.wait_for_lock(conn, BUSY_TIMEOUT_MS)
                 return _transaction(conn, fn)
             left = deadline.left() if deadline is not None else self.timeout_s
             if left <= 0:
                 raise DatabaseUnavailable(f"the SQLite database did not answer within {self.timeout_s:g} s")
-            conn.execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")
-            try:
-                return _transaction(conn, fn, deadline)
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conns.wait_for_lock(conn, math.ceil(left * 1000 / BUSY_GRID_MS) * BUSY_GRID_MS)
+            return _transaction(conn, fn, deadline)
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
         if self.timeout_s is None:
