@@ -19,6 +19,10 @@ name no calendar day or month (how many, in brackets: under ``--clock
 burst`` every session happened today, so a day a question names never came)
 and the memory block's tokens per question; no ``--half``:
 the whole file as one half.
+
+The replays run the proxy of the checkout this script is in (``python -m
+proxy`` from its root, where ``PYTHONPATH`` comes second): to measure another
+checkout, run that checkout's copy of this script.
 """
 
 from __future__ import annotations
