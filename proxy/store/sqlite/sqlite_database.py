@@ -143,10 +143,11 @@ class Database:
     ``bounded(timeout_s)`` is the same database whose calls give up after
     ``timeout_s`` (``DatabaseUnavailable``), counted from the call: a write
     waits for another process's write lock only for what is left of that
-    time when the writer thread takes it up (rounded up to ``BUSY_GRID_MS``), and a call that has not finished
-    by then — queued behind others, or slow — is abandoned by its caller (one
-    not yet started never runs; a write whose caller gave up rolls back
-    rather than commit, so what the caller was told failed is not stored).
+    time when the writer thread takes it up (rounded up to ``BUSY_GRID_MS``),
+    and a call that has not finished by then — queued behind others, or
+    slow — is abandoned by its caller (one not yet started never runs; a
+    write whose caller gave up rolls back rather than commit, so what the
+    caller was told failed is not stored).
     """
 
     def __init__(self, path: str, *, readers: int = 4) -> None:
