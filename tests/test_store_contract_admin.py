@@ -95,6 +95,35 @@ async def test_listings_page_users_and_list_sessions_items_and_tenants(stores: S
     assert [r.content for r in await stores.listings.important("acme", "bob", 0.5, 5)] == ["B"]
 
 
+async def test_sessions_keep_their_place_as_they_go_on(stores: Stores) -> None:
+    """A walk of a user's sessions page by page, while one it has passed and one ahead get new turns and a
+    new one begins: every session once, none skipped (the order is by when each began)."""
+    async def turn(session: str, n: int, created: float) -> None:
+        frag = NewFragment(f"h-{session}-{n}", "user", "hello", "hello", n, 1)
+        await stores.fragments.add("acme", "ana", session, [frag], np.stack([_vec(n)]), created=created)
+
+    for n, session in enumerate(("s-a", "s-b", "s-c", "s-d")):
+        await turn(session, 0, 100.0 + n)
+    first = (await stores.listings.sessions("acme", "ana"))[:1]
+    assert [s["id"] for s in first] == ["s-d"]
+    await turn("s-d", 1, 200.0)  # passed already
+    await turn("s-a", 1, 201.0)  # not reached yet: most recently active now
+    await turn("s-e", 0, 202.0)  # begun during the walk: before its start
+    seen = [first[0]["id"]]
+    while True:
+        rows = await stores.listings.sessions("acme", "ana")
+        ids = [s["id"] for s in rows]
+        rest = ids[ids.index(seen[-1]) + 1:][:1]
+        if not rest:
+            break
+        seen.extend(rest)
+    assert seen == ["s-d", "s-c", "s-b", "s-a"]
+    now = await stores.listings.sessions("acme", "ana")
+    assert now[0]["id"] == "s-e"
+    a = next(s for s in now if s["id"] == "s-a")
+    assert (a["first_seen"], a["last_seen"], a["fragments"]) == (100.0, 201.0, 2)
+
+
 async def test_recent_traces_filter_and_page_newest_first(stores: Stores) -> None:
     for n in range(3):
         await stores.traces.save("acme", "ana", "s", f"t{n}", {"degraded": "x" if n == 1 else None,

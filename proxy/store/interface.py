@@ -143,7 +143,14 @@ class Listings(Protocol):
         session: str | None = None, status: str | None = "active",
     ) -> list[StoredFragment]: ...
     async def important(self, tenant: str, user: str, floor: float, limit: int) -> list[ItemRow]: ...
-    async def sessions(self, tenant: str, user: str) -> list[dict[str, Any]]: ...
+    async def sessions(self, tenant: str, user: str) -> list[dict[str, Any]]:
+        """The user's sessions, the latest begun first (by ``first_seen``, then id).
+
+        A session keeps its place as it goes on, so a walk by ``after`` under
+        traffic neither repeats nor skips one: a session begun during it comes
+        before the walk's start.
+        """
+        ...
 
 
 class Usage(Protocol):

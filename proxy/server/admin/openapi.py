@@ -176,8 +176,9 @@ PATHS: dict[str, Schema] = {
     "/users/{user}/profile": {"get": _op("The standing facts that lead every memory block (`within_budget`: "
                                          "false for those past `profile_budget_tokens`, which follow the profile "
                                          "where the question's matches leave room)", "Profile", [_USER])},
-    "/users/{user}/sessions": {"get": _op("The user's sessions, latest first", "UserSessionList",
-                                          [_USER, *_PAGE])},
+    "/users/{user}/sessions": {"get": _op("The user's sessions, the latest begun first: a session keeps its "
+                                          "place as it goes on, so a walk by `after` neither repeats nor "
+                                          "skips one", "UserSessionList", [_USER, *_PAGE])},
     "/users/{user}/memories": {
         "get": _op("List (or with q, search) the user's memories", "MemoryList",
                    [_USER, *_PAGE, _param("q"), _param("status"), _param("type"), _param("all")]),

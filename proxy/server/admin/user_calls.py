@@ -24,7 +24,7 @@ async def list_users(call: AdminCall) -> Response:
 
 
 async def user_sessions(call: AdminCall) -> Response:
-    """The user's sessions, most recently active first."""
+    """The user's sessions, the latest begun first: a walk by ``after`` is not moved by new turns."""
     user = call.request.path_params["user"]
     ask = page_ask(call.request.query_params)
     rows = await call.admin.store.listings.sessions(call.tenant.id, user)

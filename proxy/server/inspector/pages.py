@@ -51,7 +51,9 @@ async def user_page(page: Page) -> Response:
                                                 status=None if status == "all" else status, kind=kind)
         memories = [r.public() for r in rows[: ask.limit]]
         more = str(memories[-1]["id"]) if len(rows) > ask.limit else None
-    sessions = (await admin.store.listings.sessions(page.tenant, user))[:20]
+    # A glance at what the user did last: by last activity (the paged lists keep the store's order).
+    every = await admin.store.listings.sessions(page.tenant, user)
+    sessions = sorted(every, key=lambda s: s["last_seen"], reverse=True)[:20]
     traces = await admin.store.traces.recent(page.tenant, user=user, limit=10)
     return page.render(
         "user.html", user=user, memories=memories, more=more, query=query, kind=kind, status=status,
@@ -61,7 +63,8 @@ async def user_page(page: Page) -> Response:
 
 
 async def conversations_page(page: Page) -> Response:
-    """The user's conversations, latest first, and a search of their turns (``?q=``)."""
+    """The user's conversations, the latest begun first (``Listings.sessions``), and a search of their turns
+    (``?q=``)."""
     q = page.request.query_params
     user, admin = page.request.path_params["user"], _admin(page)
     query = q.get("q", "").strip()

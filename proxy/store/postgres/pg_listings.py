@@ -82,7 +82,7 @@ class PgListingStore:
         return await self._items(sql, (tenant, user, floor, limit))
 
     async def sessions(self, tenant: str, user: str) -> list[dict[str, Any]]:
-        """The user's sessions, most recently active first (a user has tens to hundreds)."""
+        """The user's sessions, the latest begun first (``Listings.sessions``; a user has tens to hundreds)."""
         async with self.db.connection() as conn:
             return await _sessions(conn, tenant, user)
 
@@ -127,7 +127,7 @@ async def _sessions(conn: PgConnection, tenant: str, user: str) -> list[dict[str
                 SELECT session, min(created), max(created), 0, count(*)
                 FROM traces WHERE tenant = %s AND "user" = %s GROUP BY session
             ) AS activity
-            GROUP BY session ORDER BY last_seen DESC, session {_C} DESC
+            GROUP BY session ORDER BY first_seen DESC, session {_C} DESC
             """,
             (tenant, user, tenant, user),
         )

@@ -62,7 +62,7 @@ class ListingStore:
         )
 
     async def sessions(self, tenant: str, user: str) -> list[dict[str, Any]]:
-        """The user's sessions, most recently active first (a user has tens to hundreds)."""
+        """The user's sessions, the latest begun first (``Listings.sessions``; a user has tens to hundreds)."""
         return await self.db.read(lambda c: _sessions(c, tenant, user))
 
 
@@ -101,7 +101,7 @@ def _sessions(c: Connection, tenant: str, user: str) -> list[dict[str, Any]]:
             SELECT session, min(created), max(created), 0, count(*)
             FROM traces WHERE tenant = ? AND user = ? GROUP BY session
         )
-        GROUP BY session ORDER BY last_seen DESC, session DESC
+        GROUP BY session ORDER BY first_seen DESC, session DESC
         """,
         (tenant, user, tenant, user),
     ).fetchall()
