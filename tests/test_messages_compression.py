@@ -14,8 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
+import pytest
 
 from proxy.tokens import TokenCounter
+from tests.admin_helpers import teach
 from tests.conftest import ANTHROPIC_KEY, Proxy
 from tests.fake_upstream import FakeUpstream
 from tests.test_compression import CHAIN, WINDOW, sentence
@@ -111,12 +113,23 @@ def _results(message: dict[str, Any]) -> list[dict[str, Any]]:
     return _blocks(message, "tool_result")
 
 
+WORDS = "Also check the Porto group while you are at it."
+
+
+@pytest.mark.parametrize(("words_at", "memory"), [(None, False), (3, False), (3, True)],
+                         ids=["no words", "words beside results", "words beside results, memory on"])
 def test_one_task_of_many_tool_calls_stays_bounded_and_is_always_led_by_its_question(
-    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, words_at: int | None, memory: bool
 ) -> None:
     """An agent's single task: one question, then round after round of tool calls and results, with no new
-    user message. The rounds before the latest are compressed; the question leads every window."""
-    proxy = make_proxy(**SETTINGS)
+    user message. The rounds before the latest are compressed; the question leads every window. Words the
+    user types during the loop (a text block beside a round's results) are no exception: they cannot lead
+    a window, so once the loop has gone on past them they are compressed with their round. With memory on,
+    the block the words asked for goes into the latest user message, every window still led by the task."""
+    proxy = make_proxy(**{"defaults": {**SETTINGS["defaults"], "memory": {"enabled": memory}}})
+    if memory:
+        teach(proxy, "anonymous")  # a standing fact: the profile leads every block
+        upstream.requests.clear()
     question = "Find every booking of the Lisbon group and check each hotel's cancellation terms."
     with proxy.anthropic() as client:
         agent = Agent(proxy, client)
@@ -127,8 +140,9 @@ def test_one_task_of_many_tool_calls_stays_bounded_and_is_always_led_by_its_ques
                 {"type": "text", "text": f"Checking booking {i}."},
                 {"type": "tool_use", "id": f"toolu_{i}", "name": "lookup", "input": {"city": f"Lisbon {i}"}},
             ]}
+            words = [{"type": "text", "text": WORDS}] if i == words_at else []
             agent.messages.append({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": sentence(i, 40)},
+                {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": sentence(i, 40)}, *words,
             ]})
     sent = agent.counter.messages(agent.messages)
     assert sum(sent) > 4 * (WINDOW + CHAIN)  # the task outgrew the budgets many times over
@@ -144,3 +158,13 @@ def test_one_task_of_many_tool_calls_stays_bounded_and_is_always_led_by_its_ques
         assert answered <= calls and all(m["role"] != "user" or not _results(m) for m in body["messages"][:1])
         roles = [m["role"] for m in body["messages"]]
         assert all(a != b for a, b in itertools.pairwise(roles))  # turns alternate, as the API wants
+    if words_at is not None:  # the words reached the model: verbatim while recent, then to be summarised
+        sent_to = [json.dumps(r.json()["messages"]) for r in upstream.messages_requests()]
+        assert WORDS in sent_to[words_at + 1]
+        assert WORDS not in sent_to[-1] or memory  # (memory recalls them, as any compressed turn of the user's)
+        compressions = [r.json() for r in upstream.requests
+                        if r.path == "/v1/messages" and r not in upstream.messages_requests()]
+        assert any(WORDS in json.dumps(body) for body in compressions)
+    if memory:
+        last = upstream.messages_requests()[-1].json()["messages"]
+        assert "Zorblax" in json.dumps(last[-1]["content"]) and "Zorblax" not in json.dumps(last[:-1])

@@ -141,6 +141,8 @@ def conversations(draw: st.DrawFn) -> tuple[Budgets, list[list[MsgInfo]]]:
         for _ in range(draw(st.integers(0, 5))):  # an agent's tool loop: round after round, no new question
             conv.append(asst(draw(st.integers(10, 200)), calls=True))
             conv.extend(tool(size()) for _ in range(draw(st.integers(1, 3))))
+            if draw(st.integers(0, 3)) == 0:  # words sent beside the results (Anthropic's shape)
+                conv.append(MsgInfo(size(), "user", False, binds_previous=True))
             requests.append(list(conv))
         conv.append(asst(size()))
     return budgets, requests
@@ -170,8 +172,11 @@ def test_forwarded_size_is_bounded_by_the_budgets(
         )
         assert plan.forwarded_tokens(leading) <= bound
         assert not plan.over_watermark or next_compression(conv, plan.window_start, budgets) is None
-        # The latest user message is forwarded verbatim: in the window, or leading it inside a tool loop.
-        assert latest >= session.prefix_end or anchor(conv, session.prefix_end) == latest
+        # The latest user message is forwarded verbatim: in the window, or leading it inside a tool loop;
+        # words beside results until the loop goes on past them (they lead no window).
+        beside = conv[latest].binds_previous if latest < len(conv) else False
+        assert (latest >= session.prefix_end or anchor(conv, session.prefix_end) == latest
+                or (beside and latest < protected_start(conv)))
 
 
 @settings(max_examples=60, deadline=None)
@@ -212,8 +217,8 @@ def test_assemble_keeps_order_and_objects(
     window = out[n_leading + middle :]
     assert all(x is y for x, y in zip(window, verbatim, strict=True))
     latest = latest_user(conv_info)
-    if latest < len(conv):
-        assert any(m is conv[latest] for m in window)
+    if latest < len(conv) and (not conv_info[latest].binds_previous or latest >= protected_start(conv_info)):
+        assert any(m is conv[latest] for m in window)  # words beside results: until the loop goes on
     assert not window or window[0]["role"] == "user" or not conv_info[session.prefix_end].has_tool_calls
     again = assemble(leading, texts, verbatim)
     assert json.dumps(again).encode() == json.dumps(out).encode()
@@ -260,7 +265,8 @@ def test_inside_a_tool_loop_only_its_latest_round_is_protected_and_its_question_
     assert is_cut([user(1), bound, tool(1), bound, tool(1)], 3)
     split = [user(1), asst(1, True), tool(1), MsgInfo(1, "user", False, binds_previous=True), asst(1, True), tool(1)]
     assert not is_cut(split, 3) and anchor(split, 4) == 0  # words beside results never lead nor start a window
-    assert protected_start([*split, asst(1, True), tool(1)]) == 3  # and are never compressed while the latest
+    assert protected_start(split) == 1  # and stay in the tail, with the round they close, while the latest
+    assert protected_start([*split, asst(1, True), tool(1)]) == 6  # the loop goes on: its latest round is
 
 
 def test_cut_points_never_split_a_tool_call_group() -> None:

@@ -144,14 +144,19 @@ def protected_start(conv: Sequence[MsgInfo]) -> int:
     rounds before it may be compressed like any turns, and the latest user
     message, once inside the compressed prefix, is still forwarded verbatim,
     first in the window (``anchor``). So a task of hundreds of tool calls
-    costs a bounded number of tokens too.
+    costs a bounded number of tokens too. Words sent beside tool results
+    (typed during a loop, or a client's reminder) are no exception: they
+    cannot lead a window (their results would lose their call): while they
+    are the latest, the tail begins with the round they close; once the loop
+    goes on past them they are compressed with that round like the rounds
+    around them, and the question the loop serves leads the window.
     """
     latest = latest_user(conv)
-    if latest < len(conv) and conv[latest].binds_previous:
-        return latest  # words sent beside tool results go out with them, verbatim: they lead no window
     for b in range(len(conv) - 1, latest + 1, -1):
         if is_round(conv, b):
             return b
+    if latest < len(conv) and conv[latest].binds_previous:
+        return max(b for b in range(latest + 1) if is_cut(conv, b))  # the words with the round they close
     return latest
 
 

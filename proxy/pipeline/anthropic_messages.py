@@ -111,7 +111,6 @@ def rebuild(body: Mapping[str, Any], conv: ShapedBody, out: Sequence[dict[str, A
     Every other field keeps its value and its place; ``null`` stays ``null``.
     """
     origin = {id(m): o for m, o in zip(conv.items, conv.origins, strict=True)}
-    asked = latest_user_index(conv.items)  # the turn the pipeline puts the memory block in
     added: list[str] = []
     block: str | None = None
     messages: list[dict[str, Any]] = []
@@ -120,7 +119,7 @@ def rebuild(body: Mapping[str, Any], conv: ShapedBody, out: Sequence[dict[str, A
             continue
         if id(m) in origin:
             turn = origin[id(m)]
-        elif m.get("role") == "user" and asked is not None:
+        elif m.get("role") == "user" and (asked := _injected_into(conv.items, m)) is not None:
             block = _added_text(conv.items[asked].get("content"), m.get("content"))
             turn = conv.origins[asked]
         else:
@@ -162,6 +161,23 @@ def block_position(content: Sequence[Any]) -> int:
         at += 1
     marked = [i for i, b in enumerate(content) if isinstance(b, Mapping) and b.get("cache_control")]
     return max(at, marked[-1] + 1) if marked else at
+
+
+def _injected_into(items: Sequence[Mapping[str, Any]], changed: Mapping[str, Any]) -> int | None:
+    """Which of ``items`` ``cards.inject`` made ``changed`` of: the latest user message whose content
+    ``changed``'s ends with (a string) or holds part for part (blocks). Most often the latest user message;
+    when a loop has gone on past words sent beside results (compressed since), the question that leads the
+    window. Else the latest user message (``latest_user_index``)."""
+    after = changed.get("content")
+    for i in range(len(items) - 1, -1, -1):
+        before = items[i].get("content")
+        if items[i].get("role") != "user":
+            continue
+        if isinstance(after, str) and isinstance(before, str) and after.endswith(before):
+            return i
+        if isinstance(after, list) and isinstance(before, list) and {id(p) for p in before} <= {id(p) for p in after}:
+            return i
+    return latest_user_index(items)
 
 
 def _added_text(before: Any, after: Any) -> str:
