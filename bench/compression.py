@@ -6,11 +6,16 @@ request, ``speaker_a`` as user and ``speaker_b`` as assistant, a request per
 user turn. The real proxy serves on loopback in front of a fake upstream whose
 compression model answers after a fixed latency (background mode).
 
-``--agent`` replays one more conversation, through ``POST /v1/messages``
+``--agent`` replays two more conversations, through ``POST /v1/messages``
 (Anthropic's Messages API, the real ``anthropic`` SDK's request shape): 200
 turns of an agent loop built from the synthetic chat, each user turn asking,
 the model calling a tool, the tool's result (the chat's next assistant turn)
-and the model's answer; it is held to the same bound.
+and the model's answer; and one task of as many rounds (``agent-task-50``:
+the first question, then round after round of a tool call and its result
+with no new question, the user typing a few words beside the results of the
+fourth round, as one does in Claude Code). Both are held to the same bound,
+the task's with its question and its latest round in place of the latest
+user turn.
 
 Reported per conversation: forwarded / client tokens at turns 100, 200, 400
 and at the end; the worst request against the bound (window + summary budget
@@ -418,6 +423,53 @@ def replay_agent(h: Harness, name: str, pairs: list[tuple[str, str]], counter: T
     return result
 
 
+TASK_WORDS = "Also check the ones booked for next month while you are at it."
+
+
+def replay_task(h: Harness, name: str, pairs: list[tuple[str, str]], words_at: int, counter: TokenCounter) -> ConvResult:
+    """One task through ``/v1/messages``: the first question, then a round per pair (the model's tool
+    call, the pair's text as its result) with no new question, and the user's words typed beside the
+    results of round ``words_at``. Each request held to the bound with the question (which leads a window
+    begun inside the loop) and the latest round (call and result) in place of the latest user turn."""
+    result = ConvResult(name)
+    before = ModelCalls(h.calls.summaries, h.calls.merges)
+    system = "You are a helpful support assistant."
+    b = h.budgets
+    question = pairs[0][0]
+    messages: Messages = [{"role": "user", "content": question}]
+    previous: Messages = []
+    for n, (_, found) in enumerate(pairs):
+        added = h.added_s("messages")
+        body = {"model": MODEL, "max_tokens": 512, "system": system, "tools": [AGENT_TOOL], "messages": messages}
+        response = h.http.post("/v1/messages", json=body, headers={"x-paperclip-user": name})
+        response.raise_for_status()
+        added_ms = (h.added_s("messages") - added) * 1000
+        h.drain()
+        sent = json.loads(h.fake.messages_requests()[-1].body)
+        call = {"type": "tool_use", "id": f"toolu_{n}", "name": "lookup", "input": {"city": f"city {n}"}}
+        words = [{"type": "text", "text": TASK_WORDS}] if n == words_at else []
+        last_round = [{"role": "assistant", "content": [call]},
+                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": found},
+                                                   *words]}]
+        rounds = counter.messages([{"role": m["role"], "content": json.dumps(m["content"])} for m in messages[-2:]])
+        limit = (b.window + b.summary + b.memory + counter.text(system) + counter.text(question) + sum(rounds)) * 1.1
+        result.requests.append(Sample(
+            messages=len(messages),
+            tokens_in=int(response.headers["x-paperclip-tokens-in"]),
+            forwarded=int(response.headers["x-paperclip-tokens-forwarded"]),
+            bound=limit,
+            added_ms=added_ms,
+            prefix=json.dumps(sent["system"], ensure_ascii=False, separators=(",", ":")),
+            extends=sent["messages"][: len(previous)] == previous,
+        ))
+        previous = sent["messages"]
+        h.fake.requests.clear()
+        messages += last_round
+    result.summaries = h.calls.summaries - before.summaries
+    result.merges = h.calls.merges - before.merges
+    return result
+
+
 # --- report ---------------------------------------------------------------------------------
 
 
@@ -531,6 +583,10 @@ def run(
                 started = time.monotonic()
                 results.append(replay_agent(h, name, pairs, counter))
                 print(f"  memory {mode}: {name} replayed in {time.monotonic() - started:.0f} s", file=sys.stderr)
+                started = time.monotonic()
+                task = f"{name.split('-')[0]}-task-{len(pairs)}"
+                results.append(replay_task(h, task, pairs, 3, counter))
+                print(f"  memory {mode}: {task} replayed in {time.monotonic() - started:.0f} s", file=sys.stderr)
         finally:
             h.close()
     model = (
@@ -569,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--limit", type=int, default=None, help="replay only the first N conversations"
     )
     parser.add_argument("--agent", action="store_true",
-                        help="also a 200-turn tool-using conversation through /v1/messages")
+                        help="also a 200-turn tool-using conversation and a 50-round task through /v1/messages")
     parser.add_argument("--agent-only", action="store_true", help="only that one (no LoCoMo, no synthetic chat)")
     args = parser.parse_args(argv)
     if args.data is None and not args.agent_only:
