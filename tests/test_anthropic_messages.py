@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from proxy.context import assembly, planner
 from proxy.memory.recall.cards import inject
-from proxy.memory.recall.query import build_query, indexable
+from proxy.memory.recall.query import asked_index, build_query, indexable
 from proxy.pipeline.anthropic_messages import (
     as_messages,
     block_position,
@@ -165,6 +165,20 @@ def test_tool_results_are_never_the_users_words(body: dict[str, Any]) -> None:
     assert "result " not in texts  # tool results are not indexed as what the user said
     assert "Let me think." not in texts  # nor is the model's reasoning
     assert "result " not in build_query(conv.items)
+
+
+def test_a_clients_reminder_beside_tool_results_leaves_the_question_asked() -> None:
+    reminder = {"type": "text", "text": "<system-reminder>\nYour todo list is empty.\n</system-reminder>"}
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 256, "messages": [
+        {"role": "user", "content": "Check the weather in Paris."},
+        {"role": "assistant", "content": [{"type": "text", "text": "On it."},
+                                          {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "Sunny"}, reminder]},
+    ]}
+    conv = _conv(body)
+    assert [m["role"] for m in conv.items] == ["user", "assistant", "tool", "user"]
+    assert asked_index(conv.items) == 0 and build_query(conv.items) == "Check the weather in Paris."
+    assert indexable(conv.items) == [(0, "user", "Check the weather in Paris."), (1, "assistant", "On it.")]
 
 
 def test_what_the_user_says_beside_tool_results_is_theirs_and_the_block_follows_the_results() -> None:

@@ -63,15 +63,21 @@ def test_a_tool_loop_keeps_its_block_until_a_memory_it_shows_is_gone(proxy: Prox
     assert again != first and "blue carrier" in again
 
 
-def anthropic_round(proxy: Proxy, upstream: FakeUpstream, rounds: int) -> str:
-    """The same loop through Anthropic's Messages API (results come back in user messages); its block."""
+REMINDER = ("<system-reminder>\nThe TodoWrite tool hasn't been used recently. Consider using it to track "
+            "progress.\n</system-reminder>")
+
+
+def anthropic_round(proxy: Proxy, upstream: FakeUpstream, rounds: int, reminders: bool = False) -> str:
+    """The same loop through Anthropic's Messages API (results come back in user messages); its block.
+    ``reminders``: every result comes with a Claude Code reminder beside it (a text block)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
     for n in range(rounds):
+        beside = [{"type": "text", "text": REMINDER}] if reminders else []
         messages += [
             {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{n}", "name": "weather",
                                                "input": {"city": "Oslo"}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}",
-                                          "content": f"Round {n}: 12 degrees, dry."}]},
+                                          "content": f"Round {n}: 12 degrees, dry."}, *beside]},
         ]
     proxy.anthropic().messages.create(
         model="claude-sonnet-4-5", max_tokens=100, messages=messages,  # type: ignore[arg-type]
@@ -89,6 +95,17 @@ def test_a_messages_loop_keeps_its_block_too(proxy: Proxy, upstream: FakeUpstrea
     add(proxy, "tam", content="Tam's cat Zorblax travels in a blue carrier and gets carsick on trips.")
     assert anthropic_round(proxy, upstream, 1) == first
     assert anthropic_round(proxy, upstream, 3) == first
+
+
+def test_a_client_reminder_beside_the_results_asks_nothing_new(proxy: Proxy, upstream: FakeUpstream) -> None:
+    """Claude Code puts its reminders beside tool results: a message of no words of the user's own. The
+    question before it stands: the same block, found for the question, not for the model's last words."""
+    teach(proxy, "tam")
+    first = anthropic_round(proxy, upstream, 0)
+    assert "Zorblax" in first
+    add(proxy, "tam", content="Tam's cat Zorblax travels in a blue carrier and gets carsick on trips.")
+    assert anthropic_round(proxy, upstream, 1, reminders=True) == first
+    assert anthropic_round(proxy, upstream, 3, reminders=True) == first
 
 
 def scopes(fragments: Sequence[int], facts: dict[int, str], changed: frozenset[int] = frozenset(),

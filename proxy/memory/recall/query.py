@@ -63,9 +63,25 @@ def latest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
     return None
 
 
+def asked_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """The user message a request asks: the latest with words of its own (``words_of``), else the latest.
+
+    A message that only returns tool results with a client's context beside them (Claude Code's
+    reminders) asks nothing new: the question before it stands, as it does through a tool loop.
+    """
+    latest = None
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            if words_of(messages[i]):
+                return i
+            latest = i if latest is None else latest
+    return latest
+
+
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The latest user message, plus the previous assistant message when it is short or refers back."""
-    i = latest_user_index(messages)
+    """The question asked (``asked_index``), plus the assistant message before it when it is short or refers
+    back."""
+    i = asked_index(messages)
     if i is None:
         return ""
     question = words_of(messages[i])

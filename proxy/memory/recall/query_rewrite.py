@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from ...prompts import Prompts
-from .query import latest_user_index, words_of
+from .query import asked_index, words_of
 
 log = logging.getLogger("paperclip.memory")
 
@@ -33,8 +33,8 @@ MAX_REPLY_CHARS = 400
 
 
 def rewrite_prompt(prompts: Prompts, messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The rendered prompt for the latest user message; None when there is none to rewrite."""
-    i = latest_user_index(messages)
+    """The rendered prompt for the question asked (``asked_index``); None when there is none to rewrite."""
+    i = asked_index(messages)
     if i is None:
         return None
     message = words_of(messages[i])

@@ -9,7 +9,8 @@ broke the client's prompt cache from there on (Anthropic's, OpenAI's) on
 every round, and recall's CPU was spent again on the same question.
 
 So each session keeps its last recall with the question it answered: the
-query and the place of the user message it was read from. A request of the
+query and the place of the user message it was read from (``query.asked_index``:
+results with only a client's reminder beside them ask nothing new). A request of the
 session that asks the same (a round of the loop, or the same request sent
 again) is shown the same block while all of this holds: every memory it
 shows stands as shown (a turn still stored; a fact still active, with the

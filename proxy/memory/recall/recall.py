@@ -55,12 +55,12 @@ from .packing import SCAN_LIMIT, select
 from .profile import Profile, beyond, profile_of
 from .query import (
     Period,
+    asked_index,
     build_query,
     focus,
     fragment_hash,
     indexable,
     inflected,
-    latest_user_index,
     names_in,
     names_someone,
     periods_in,
@@ -140,7 +140,7 @@ async def recall_for(
     too (``question_memo``: an agent's tool loop keeps its block)."""
     mem = request.settings
     # A question of megabytes is read off the event loop (``offload``); a chat's, in place.
-    latest = latest_user_index(request.messages)
+    latest = asked_index(request.messages)
     size = len(text_of(request.messages[latest])) if latest is not None else 0
     query = extended_query(await off_loop(size, build_query, request.messages), request.rewrite)
     if not query.strip():
