@@ -80,6 +80,31 @@ def test_a_fact_told_through_a_responses_stream_is_recalled_through_chat(
         assert "peanuts" in str(upstream.chat_requests()[-1].json()["messages"][-1]["content"])
 
 
+def test_context_codex_adds_as_user_messages_is_not_the_users_words(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """Codex sends its AGENTS.md and environment as user messages before the user's own, resent every turn:
+    forwarded as sent, never recorded nor searched as the user's words."""
+    proxy = make_proxy()
+    agents = "# AGENTS.md instructions for /home/ada/shop\n\n<INSTRUCTIONS>\nI live in Lisbon. Run pytest.\n</INSTRUCTIONS>"
+    environment = "<environment_context>\n  <cwd>/home/ada/shop</cwd>\n  <shell>zsh</shell>\n</environment_context>"
+    said = [{"role": "user", "content": [{"type": "input_text", "text": text}]}
+            for text in (agents, environment, f"{QUESTION} My bike is a green Brompton.")]
+    with proxy.client() as client:
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": FACT}], user="ada")
+        proxy.drain()
+        raw = client.responses.with_raw_response.create(model="gpt-4o-mini", input=said, user="ada")  # type: ignore[arg-type]
+        proxy.drain()
+    assert int(raw.headers["x-paperclip-memories"]) >= 1
+    sent = forwarded(upstream)["input"]
+    assert [m["content"][0]["text"] for m in sent[:2]] == [agents, environment]  # as sent
+    stored = export(proxy, "ada")
+    texts = [f["text"] for f in stored["fragments"]]
+    assert any(t.endswith("My bike is a green Brompton.") for t in texts)
+    assert not any("Lisbon" in t or "cwd" in t or "AGENTS.md" in t for t in texts)
+    assert stored["items"] and not any("Lisbon" in i["content"] for i in stored["items"])
+
+
 def test_the_stream_is_relayed_event_for_event(plain_proxy: Proxy, direct: Any, upstream: FakeUpstream) -> None:
     def events(target: Any) -> list[str]:
         with target.client() as client, client.responses.stream(model="gpt-4o-mini", input="hi") as stream:

@@ -42,16 +42,23 @@ def text_of(message: Mapping[str, Any]) -> str:
     return ""
 
 
-# Context a client puts in the user's message, not the user's words: Claude Code's ``<system-reminder>``
-# elements (its CLAUDE.md files, the todo list, the file open in the editor), resent with every message.
-_CLIENT_CONTEXT = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.S)
+# Context a client puts in the user's message, not the user's words, resent with every message: Claude
+# Code's ``<system-reminder>`` elements (its CLAUDE.md files, the todo list, the file open in the editor);
+# Codex's AGENTS.md ("# AGENTS.md instructions for <dir>" and its ``<INSTRUCTIONS>``, or the older
+# ``<user_instructions>``) and ``<environment_context>`` (its directory, shell, sandbox).
+_CLIENT_CONTEXT = re.compile(
+    r"(?:<system-reminder>.*?</system-reminder>|<environment_context>.*?</environment_context>"
+    r"|<user_instructions>.*?</user_instructions>"
+    r"|# AGENTS\.md instructions for [^\n]*\s*<INSTRUCTIONS>.*?</INSTRUCTIONS>)\s*", re.S)
+# What each of those opens with: a text without any of them is left as it is, unsearched.
+_CONTEXT_OPENINGS = ("<system-reminder>", "<environment_context>", "<user_instructions>", "# AGENTS.md")
 
 
 def words_of(message: Mapping[str, Any]) -> str:
     """What a message says in its sender's own words: its text (``text_of``) without a memory block of ours
     (``strip_injected``) or the context a client added (``_CLIENT_CONTEXT``), stripped."""
     text = strip_injected(text_of(message))
-    if "<system-reminder>" in text:
+    if any(opening in text for opening in _CONTEXT_OPENINGS):
         text = _CLIENT_CONTEXT.sub("", text)
     return text.strip()
 
