@@ -20,6 +20,7 @@ from typing import Any
 from .config import Settings, TenantSettings
 from .errors import BadRequest, Forbidden, NotFound, Unauthorized
 from .hashing import canonical
+from .message_text import only_client_context
 
 CONTROL_PREFIX = "x-paperclip-"
 # Cookies whose names start with this are Paperclip's own (the inspector's session among them):
@@ -377,11 +378,15 @@ def user_id(value: str) -> str:
 def derive_session(tenant_id: str, user: str, messages: Sequence[Mapping[str, Any]]) -> str:
     """A stable session id for an unmodified client: tenant, user and the first non-system message.
 
+    A message that is all context a client added (``message_text.only_client_context``: Codex sends its
+    AGENTS.md and environment first, the same in every conversation of a folder) names no conversation:
+    the first message after it does (or it, when no other is there).
     This form is part of every stored session key: changing it starts every
     derived conversation afresh.
     """
+    conversation = [m for m in messages if m.get("role") not in ("system", "developer")]
     first: Mapping[str, Any] = next(
-        (m for m in messages if m.get("role") not in ("system", "developer")), {}
+        (m for m in conversation if not only_client_context(m)), conversation[0] if conversation else {}
     )
     h = hashlib.sha256()
     for part in (tenant_id.encode(), b"\0", user.encode(), b"\0", canonical(first)):

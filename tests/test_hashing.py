@@ -30,3 +30,19 @@ def test_message_and_chain_hashes_are_frozen() -> None:
 
 def test_a_derived_session_id_is_frozen() -> None:
     assert derive_session("acme", "ana", MESSAGES) == "s-11c3eb2e5c09cef2c99dd62ace67b6b1"
+
+
+def test_a_message_of_client_context_alone_names_no_conversation() -> None:
+    """Codex sends its AGENTS.md and environment first in every conversation of a folder: the user's first
+    message of their own names the conversation; one with words of its own keeps its frozen id."""
+    agents = {"role": "user", "content": [{"type": "input_text", "text": "# AGENTS.md instructions for /shop\n\n"
+                                                                         "<INSTRUCTIONS>\nUse pytest.\n</INSTRUCTIONS>"}]}
+    environment = {"role": "user", "content": "<environment_context>\n<cwd>/shop</cwd>\n</environment_context>"}
+    one = [agents, environment, {"role": "user", "content": "Why Postgres?"}]
+    other = [agents, environment, {"role": "user", "content": "Add a test."}]
+    assert derive_session("acme", "ana", one) != derive_session("acme", "ana", other)
+    assert derive_session("acme", "ana", one) == derive_session("acme", "ana", [*one, {"role": "assistant",
+                                                                                          "content": "Because."}])
+    assert derive_session("acme", "ana", [{"role": "system", "content": "x"}, agents, *MESSAGES[1:]]) == (
+        derive_session("acme", "ana", MESSAGES))
+    assert derive_session("acme", "ana", [agents]) != derive_session("acme", "ana", [environment])  # nothing else

@@ -43,9 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..memory.recall.query import periods_in, text_of
+from ..memory.recall.query import periods_in
 from ..memory.recall.recall import Recall
 from ..memory.redaction import redact
+from ..message_text import text_of
 from ..pipeline.pipeline_protocol import Prepared
 from .clocks import ClockName, at_clock
 from .harness import Harness, Mode, Options, open_harness

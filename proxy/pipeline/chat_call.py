@@ -12,7 +12,7 @@ from ..config.schema import MAX_RECORD_BYTES
 from ..content_coding import decode
 from ..errors import UndecodableBody
 from ..hashing import scrub
-from ..memory.recall.query import text_of
+from ..message_text import text_of
 from ..sse import assistant_text
 from ..tenancy import Tenant
 from .anthropic_messages import message_text, streamed_text

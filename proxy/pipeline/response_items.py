@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import json_bytes
-from ..memory.recall.query import latest_user_index, text_of
+from ..memory.recall.query import latest_user_index
+from ..message_text import text_of
 from ..sse import json_events
 from .shaped_body import ShapedBody
 

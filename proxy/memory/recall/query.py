@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...hashing import text_hash
+from ...message_text import text_of, without_client_context
 from ..search.bm25 import tokenize
 from .cards import strip_injected
 
@@ -27,40 +28,10 @@ _REFERS_BACK = re.compile(
 )
 
 
-def text_of(message: Mapping[str, Any]) -> str:
-    """The text of a message: a string content, or its text parts joined (other parts skipped)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, Mapping) and p.get("type") in ("text", "input_text", "output_text")
-        ]
-        return "\n".join(p for p in parts if p)
-    return ""
-
-
-# Context a client puts in the user's message, not the user's words, resent with every message: Claude
-# Code's ``<system-reminder>`` elements (its CLAUDE.md files, the todo list, the file open in the editor);
-# Codex's AGENTS.md ("# AGENTS.md instructions for <dir>" and its ``<INSTRUCTIONS>``, or the older
-# ``<user_instructions>``) and ``<environment_context>`` (its directory, shell, sandbox).
-_CLIENT_CONTEXT = re.compile(
-    r"(?:<system-reminder>.*?</system-reminder>|<environment_context>.*?</environment_context>"
-    r"|<user_instructions>.*?</user_instructions>"
-    r"|# AGENTS\.md instructions for [^\n]*\s*<INSTRUCTIONS>.*?</INSTRUCTIONS>)\s*", re.S)
-# What each of those opens with: a text without any of them is left as it is, unsearched.
-_CONTEXT_OPENINGS = ("<system-reminder>", "<environment_context>", "<user_instructions>", "# AGENTS.md")
-
-
 def words_of(message: Mapping[str, Any]) -> str:
     """What a message says in its sender's own words: its text (``text_of``) without a memory block of ours
-    (``strip_injected``) or the context a client added (``_CLIENT_CONTEXT``), stripped."""
-    text = strip_injected(text_of(message))
-    if any(opening in text for opening in _CONTEXT_OPENINGS):
-        text = _CLIENT_CONTEXT.sub("", text)
-    return text.strip()
+    (``strip_injected``) or the context a client added (``message_text.without_client_context``), stripped."""
+    return without_client_context(strip_injected(text_of(message)))
 
 
 def latest_user_index(messages: Sequence[Mapping[str, Any]]) -> int | None:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...config import Memory
+from ...message_text import text_of
 from ...offload import off_loop
 from ...store.records import Fragment, ItemRow
 from ...tokens import TokenCounter
@@ -64,7 +65,6 @@ from .query import (
     names_in,
     names_someone,
     periods_in,
-    text_of,
 )
 from .query_rewrite import extended_query
 from .question_memo import Asked, QuestionMemo
