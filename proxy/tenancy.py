@@ -384,10 +384,15 @@ def derive_session(tenant_id: str, user: str, messages: Sequence[Mapping[str, An
     This form is part of every stored session key: changing it starts every
     derived conversation afresh.
     """
-    conversation = [m for m in messages if m.get("role") not in ("system", "developer")]
-    first: Mapping[str, Any] = next(
-        (m for m in conversation if not only_client_context(m)), conversation[0] if conversation else {}
-    )
+    conversation = (m for m in messages if m.get("role") not in ("system", "developer"))
+    opening: Mapping[str, Any] | None = None
+    first: Mapping[str, Any] | None = None
+    for m in conversation:  # a long history is read only as far as its first words
+        opening = opening or m
+        if not only_client_context(m):
+            first = m
+            break
+    first = first or opening or {}
     h = hashlib.sha256()
     for part in (tenant_id.encode(), b"\0", user.encode(), b"\0", canonical(first)):
         h.update(part)
