@@ -156,7 +156,7 @@ def protected_start(conv: Sequence[MsgInfo]) -> int:
         if is_round(conv, b):
             return b
     if latest < len(conv) and conv[latest].binds_previous:
-        return max(b for b in range(latest + 1) if is_cut(conv, b))  # the words with the round they close
+        return next(b for b in range(latest, -1, -1) if is_cut(conv, b))  # the words with the round they close
     return latest
 
 
