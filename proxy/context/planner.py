@@ -145,11 +145,11 @@ def protected_start(conv: Sequence[MsgInfo]) -> int:
     message, once inside the compressed prefix, is still forwarded verbatim,
     first in the window (``anchor``). So a task of hundreds of tool calls
     costs a bounded number of tokens too. Words sent beside tool results
-    (typed during a loop, or a client's reminder) are no exception: they
-    cannot lead a window (their results would lose their call): while they
-    are the latest, the tail begins with the round they close; once the loop
-    goes on past them they are compressed with that round like the rounds
-    around them, and the question the loop serves leads the window.
+    (typed during a loop, or a client's reminder) are no exception. They
+    cannot lead a window, since their results would lose their call: while
+    they are the latest, the tail begins with the round they close; once the
+    loop goes on past them, they are compressed with that round like the
+    rounds around them, and the question the loop serves leads the window.
     """
     latest = latest_user(conv)
     for b in range(len(conv) - 1, latest + 1, -1):
