@@ -59,19 +59,25 @@ def asked_index(messages: Sequence[Mapping[str, Any]]) -> int | None:
 def build_query(messages: Sequence[Mapping[str, Any]]) -> str:
     """The question asked (``asked_index``), plus the assistant message before it when it is short or refers
     back."""
+    return asked_query(messages)[1]
+
+
+def asked_query(messages: Sequence[Mapping[str, Any]]) -> tuple[int | None, str]:
+    """Where the question asked is (``asked_index``) and the query read from it (``build_query``), in one
+    reading of the messages."""
     i = asked_index(messages)
     if i is None:
-        return ""
+        return None, ""
     question = words_of(messages[i])
     if not _needs_context(question):
-        return question
+        return i, question
     for j in range(i - 1, -1, -1):
         if messages[j].get("role") == "assistant":
             before = words_of(messages[j])
-            return f"{before}\n{question}" if before else question
+            return i, f"{before}\n{question}" if before else question
         if messages[j].get("role") == "user":
             break
-    return question
+    return i, question
 
 
 def _needs_context(question: str) -> bool:

@@ -56,12 +56,12 @@ from .packing import SCAN_LIMIT, select
 from .profile import Profile, beyond, profile_of
 from .query import (
     Period,
-    asked_index,
-    build_query,
+    asked_query,
     focus,
     fragment_hash,
     indexable,
     inflected,
+    latest_user_index,
     names_in,
     names_someone,
     periods_in,
@@ -140,14 +140,15 @@ async def recall_for(
     too (``question_memo``: an agent's tool loop keeps its block)."""
     mem = request.settings
     # A question of megabytes is read off the event loop (``offload``); a chat's, in place.
-    latest = asked_index(request.messages)
+    latest = latest_user_index(request.messages)
     size = len(text_of(request.messages[latest])) if latest is not None else 0
-    query = extended_query(await off_loop(size, build_query, request.messages), request.rewrite)
+    asked_at, plain = await off_loop(size, asked_query, request.messages)
+    query = extended_query(plain, request.rewrite)
     if not query.strip():
         return Recall(query, [], [], None)
     tenant, user = request.tenant, request.user
     session = (tenant, user, request.session)
-    asked = Asked(query, latest, mem)
+    asked = Asked(query, asked_at, mem)
     if memo is not None and (again := memo.last(session, asked)) is not None:
         turns, facts = await asyncio.gather(index.scope(tenant, user), items.scope(tenant, user) if items else _no_items())
         if facts is not None and mem.scope == "session":
