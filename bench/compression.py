@@ -382,6 +382,31 @@ def agent_turns(chat: Messages, turns: int) -> list[tuple[str, str]]:
     return pairs[: turns // 4]
 
 
+def send_messages(
+    h: Harness, name: str, system: str, messages: Messages, previous: Messages, bound: float
+) -> tuple[dict[str, Any], Messages, Sample]:
+    """One request through ``/v1/messages`` as the client sends it, drained: the reply's body, the messages
+    Paperclip forwarded and the request's sample (``previous``: what the request before it forwarded, for
+    ``extends``)."""
+    added = h.added_s("messages")
+    body = {"model": MODEL, "max_tokens": 512, "system": system, "tools": [AGENT_TOOL], "messages": messages}
+    response = h.http.post("/v1/messages", json=body, headers={"x-paperclip-user": name})
+    response.raise_for_status()
+    added_ms = (h.added_s("messages") - added) * 1000
+    h.drain()
+    sent = json.loads(h.fake.messages_requests()[-1].body)
+    h.fake.requests.clear()
+    return response.json(), sent["messages"], Sample(
+        messages=len(messages),
+        tokens_in=int(response.headers["x-paperclip-tokens-in"]),
+        forwarded=int(response.headers["x-paperclip-tokens-forwarded"]),
+        bound=bound,
+        added_ms=added_ms,
+        prefix=json.dumps(sent["system"], ensure_ascii=False, separators=(",", ":")),
+        extends=sent["messages"][: len(previous)] == previous,
+    )
+
+
 def replay_agent(h: Harness, name: str, pairs: list[tuple[str, str]], counter: TokenCounter) -> ConvResult:
     """An agent loop through ``/v1/messages``: question, tool call, tool result, answer (four turns
     a pair, two requests); each request held to the chat's bound."""
@@ -397,27 +422,11 @@ def replay_agent(h: Harness, name: str, pairs: list[tuple[str, str]], counter: T
                 call = messages[-1]["content"][0]
                 turn = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": found}]}
             messages.append(turn)
-            added = h.added_s("messages")
-            body = {"model": MODEL, "max_tokens": 512, "system": system, "tools": [AGENT_TOOL], "messages": messages}
-            response = h.http.post("/v1/messages", json=body, headers={"x-paperclip-user": name})
-            response.raise_for_status()
-            added_ms = (h.added_s("messages") - added) * 1000
-            h.drain()
-            messages.append({"role": "assistant", "content": response.json()["content"]})
-            sent = json.loads(h.fake.messages_requests()[-1].body)
             latest = counter.message({"role": "user", "content": json.dumps(turn["content"])})
             limit = (b.window + b.summary + b.memory + counter.text(system) + latest) * 1.1
-            result.requests.append(Sample(
-                messages=len(messages) - 1,
-                tokens_in=int(response.headers["x-paperclip-tokens-in"]),
-                forwarded=int(response.headers["x-paperclip-tokens-forwarded"]),
-                bound=limit,
-                added_ms=added_ms,
-                prefix=json.dumps(sent["system"], ensure_ascii=False, separators=(",", ":")),
-                extends=sent["messages"][: len(previous)] == previous,
-            ))
-            previous = sent["messages"]
-            h.fake.requests.clear()
+            reply, previous, sample = send_messages(h, name, system, messages, previous, limit)
+            messages.append({"role": "assistant", "content": reply["content"]})
+            result.requests.append(sample)
     result.summaries = h.calls.summaries - before.summaries
     result.merges = h.calls.merges - before.merges
     return result
@@ -439,32 +448,15 @@ def replay_task(h: Harness, name: str, pairs: list[tuple[str, str]], words_at: i
     messages: Messages = [{"role": "user", "content": question}]
     previous: Messages = []
     for n, (_, found) in enumerate(pairs):
-        added = h.added_s("messages")
-        body = {"model": MODEL, "max_tokens": 512, "system": system, "tools": [AGENT_TOOL], "messages": messages}
-        response = h.http.post("/v1/messages", json=body, headers={"x-paperclip-user": name})
-        response.raise_for_status()
-        added_ms = (h.added_s("messages") - added) * 1000
-        h.drain()
-        sent = json.loads(h.fake.messages_requests()[-1].body)
-        call = {"type": "tool_use", "id": f"toolu_{n}", "name": "lookup", "input": {"city": f"city {n}"}}
-        words = [{"type": "text", "text": TASK_WORDS}] if n == words_at else []
-        last_round = [{"role": "assistant", "content": [call]},
-                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": found},
-                                                   *words]}]
         rounds = counter.messages([{"role": m["role"], "content": json.dumps(m["content"])} for m in messages[-2:]])
         limit = (b.window + b.summary + b.memory + counter.text(system) + counter.text(question) + sum(rounds)) * 1.1
-        result.requests.append(Sample(
-            messages=len(messages),
-            tokens_in=int(response.headers["x-paperclip-tokens-in"]),
-            forwarded=int(response.headers["x-paperclip-tokens-forwarded"]),
-            bound=limit,
-            added_ms=added_ms,
-            prefix=json.dumps(sent["system"], ensure_ascii=False, separators=(",", ":")),
-            extends=sent["messages"][: len(previous)] == previous,
-        ))
-        previous = sent["messages"]
-        h.fake.requests.clear()
-        messages += last_round
+        _, previous, sample = send_messages(h, name, system, messages, previous, limit)
+        result.requests.append(sample)
+        call = {"type": "tool_use", "id": f"toolu_{n}", "name": "lookup", "input": {"city": f"city {n}"}}
+        words = [{"type": "text", "text": TASK_WORDS}] if n == words_at else []
+        messages += [{"role": "assistant", "content": [call]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": found},
+                                                  *words]}]
     result.summaries = h.calls.summaries - before.summaries
     result.merges = h.calls.merges - before.merges
     return result
