@@ -77,6 +77,29 @@ def test_users_sessions_and_traces(proxy: Proxy) -> None:
         assert_envelope(http.get("/paperclip/v1/traces", params={"degraded": "maybe"}), 400)
 
 
+def test_a_cursor_whose_row_is_gone_is_a_404_not_the_end_of_the_list(proxy: Proxy) -> None:
+    """A walk whose last row is deleted before its next page is told so, on a list read in memory (sessions)
+    and on one the store places by its row (traces): an empty page would pass for the end."""
+    sessions = [teach(proxy, "bob", fact=f"My locker number is {n}1{n}.") for n in range(3)]
+    for user in ("carol", "dave"):
+        teach(proxy, user)
+    with admin(proxy) as http:
+        first = http.get("/paperclip/v1/users/bob/sessions", params={"limit": "1"}).json()
+        assert first["has_more"] and first["last_id"] == sessions[-1]
+        traces = http.get("/paperclip/v1/traces", params={"limit": "1"}).json()
+        assert traces["has_more"] and traces["data"][0]["user"] == "dave"
+        assert http.delete(f"/paperclip/v1/sessions/{first['last_id']}").status_code == 200
+        assert http.delete("/paperclip/v1/users/dave").status_code == 200
+        for path, after in (("/paperclip/v1/users/bob/sessions", first["last_id"]),
+                            ("/paperclip/v1/traces", traces["last_id"])):
+            gone = http.get(path, params={"limit": "1", "after": after})
+            assert_envelope(gone, 404)
+            assert gone.json()["error"]["param"] == "after"
+        # The walk started again sees what is left; a cursor still there pages on.
+        assert [s["id"] for s in pages(proxy, "/paperclip/v1/users/bob/sessions", limit=1)] == sessions[1::-1]
+        assert {t["user"] for t in pages(proxy, "/paperclip/v1/traces", limit=1)} == {"bob", "carol"}
+
+
 def test_a_search_is_paginated_too(proxy: Proxy) -> None:
     ids = {add(proxy, "alice", content=f"Alice owns bicycle number {n}, a {colour} one.", key=f"user.bike.{n}")
            ["item"]["id"] for n, colour in enumerate(["red", "blue", "green", "black", "white"])}

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.errors import BadRequest
+from proxy.errors import BadRequest, NotFound
 from proxy.server.admin.pagination import PageAsk, after_cursor, page, page_ask
 
 
@@ -38,8 +38,11 @@ def test_has_more_and_edges(n: int, limit: int) -> None:
     assert body["last_id"] == (rows[min(n, limit) - 1]["id"] if n else None)
 
 
-def test_unknown_cursor_is_an_empty_page() -> None:
-    assert after_cursor([{"id": "a"}], PageAsk(5, "zz")) == []
+def test_unknown_cursor_is_a_404_naming_after() -> None:
+    with pytest.raises(NotFound) as gone:
+        after_cursor([{"id": "a"}], PageAsk(5, "zz"))
+    assert gone.value.param == "after"
+    assert after_cursor([{"id": "a"}, {"id": "b"}], PageAsk(5, "a")) == [{"id": "b"}]
 
 
 @pytest.mark.parametrize("limit", ["0", "101", "-1", "x", "1.5", "²", "٣", "9" * 5000])

@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse, Response
 from ...errors import BadRequest, NotFound
 from ..usage_ledger import combine
 from .admin_call import AdminCall
-from .pagination import after_cursor, page, page_ask
+from .pagination import after_cursor, cursor_gone, page, page_ask
 
 
 async def get_session(call: AdminCall) -> Response:
@@ -34,6 +34,8 @@ async def list_traces(call: AdminCall) -> Response:
         call.tenant.id, user=q.get("user") or None, session=q.get("session") or None,
         degraded=degraded if isinstance(degraded, bool) else None, after=ask.after, limit=ask.fetch,
     )
+    if ask.after is not None and not rows and await call.admin.store.traces.get(call.tenant.id, ask.after) is None:
+        raise cursor_gone(ask.after)  # the store places a cursor by its row: a pruned one would end the walk
     return JSONResponse(page(rows, ask))
 
 

@@ -3,7 +3,11 @@
 A page is asked of the store with ``limit + 1`` rows after the cursor: the
 extra row, never returned, is how ``has_more`` is known without a count.
 Cursors are the ``id`` of the last row of the previous page, so a row added
-or deleted between two calls neither repeats nor skips any other row.
+or deleted between two calls neither repeats nor skips any other row. A
+cursor whose own row is gone (deleted, forgotten or pruned since the page
+that named it) cannot be placed in a list ordered by anything but ids: it is
+a 404 naming ``after`` (``cursor_gone``), never an empty page that a walk
+would take for the end of the list.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import BadRequest
+from ...errors import BadRequest, NotFound
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
@@ -66,14 +70,25 @@ def after_cursor(
 ) -> list[dict[str, Any]]:
     """For a list built in memory (already sorted): the rows after the cursor, ``ask.fetch`` of them.
 
-    An unknown cursor gives an empty page rather than the first one again.
+    A cursor that is not among the rows is ``cursor_gone``.
     """
     ident = id_of or _id
     start = 0
     if ask.after is not None:
         ids = [ident(r) for r in rows]
-        start = ids.index(ask.after) + 1 if ask.after in ids else len(rows)
+        if ask.after not in ids:
+            raise cursor_gone(ask.after)
+        start = ids.index(ask.after) + 1
     return list(rows[start : start + ask.fetch])
+
+
+def cursor_gone(after: str) -> NotFound:
+    """The error for an ``after`` that names no row of the list (any more)."""
+    return NotFound(
+        f"No row {after!r} in this list: 'after' takes the last_id of a page, and that row is gone"
+        " (deleted since, or never in it). Start the walk again without 'after'.",
+        param="after",
+    )
 
 
 def _id(row: Mapping[str, Any]) -> str:
