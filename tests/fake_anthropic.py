@@ -58,7 +58,8 @@ def sse_events(body: dict[str, Any], text: str = ANSWER, *, stop: bool = True) -
     """A reply streamed as Anthropic streams it: message_start, one block's deltas, message_stop."""
     content, reason = content_for(body, text)
     done = message(body, content, reason)
-    start = {**done, "content": [], "stop_reason": None}
+    # As Anthropic streams: the input counted at the start with a placeholder output, the output at the end.
+    start = {**done, "content": [], "stop_reason": None, "usage": {**done["usage"], "output_tokens": 1}}
     out = [event("message_start", message=start), event("ping")]
     block = content[0]
     if block["type"] == "text":

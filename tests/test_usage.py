@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy.server.accounting import write_usage
-from proxy.server.usage_ledger import Billed, billed
+from proxy.server.usage_ledger import HEAD_BYTES, TAIL_BYTES, Billed, billed
 from tests.admin_helpers import admin, ask, teach
 from tests.conftest import Proxy, both_stores
 from tests.fake_upstream import FakeUpstream, chunk, sse, stream_response
@@ -49,6 +49,23 @@ def test_billed_reads_the_messages_api_names(prompt: int, completion: int, cache
              "cache_read_input_tokens": cached}
     message = {"type": "message", "content": [{"type": "text", "text": "hi"}], "usage": usage}
     assert billed(noise + json.dumps(message).encode()) == Billed(prompt, completion, cached)
+
+
+@given(counts, counts, counts, st.binary(max_size=200), st.integers(0, 3))
+def test_billed_reads_a_messages_api_stream_from_both_ends(
+    prompt: int, completion: int, cached: int, noise: bytes, gap: int
+) -> None:
+    """message_start carries the input and a placeholder output; the last message_delta the output alone."""
+    usage = {"input_tokens": prompt, "output_tokens": 1, "cache_creation_input_tokens": 0,
+             "cache_read_input_tokens": cached}
+    start = b"event: message_start\ndata: " + json.dumps(
+        {"type": "message_start", "message": {"id": "msg_1", "content": [], "usage": usage}}).encode() + b"\n\n"
+    delta = b"event: message_delta\ndata: " + json.dumps(
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": completion}}
+    ).encode() + b"\n\nevent: message_stop\ndata: {\"type\": \"message_stop\"}\n\n"
+    body = start + noise + b"x" * (5000 * gap) + delta
+    assert billed(body[-TAIL_BYTES:], body[:HEAD_BYTES]) == Billed(prompt, completion, cached)
+    assert billed(delta) is None  # the output alone, no start to take the input from
 
 
 @pytest.mark.parametrize("tail", [
@@ -134,6 +151,26 @@ def test_responses_api_usage_is_billed(proxy: Proxy) -> None:
     proxy.drain()
     row = {r["model"]: r for r in rows(proxy)}["gpt-4.1-mini"]
     assert (row["requests"], row["billed_requests"], row["prompt_tokens"], row["completion_tokens"]) == (1, 1, 10, 5)
+
+
+@pytest.mark.parametrize("words", [5, 4000])
+def test_a_streamed_messages_api_reply_is_billed_its_output(proxy: Proxy, upstream: FakeUpstream, words: int) -> None:
+    """Claude Code streams: the output is billed from the last message_delta, the input from message_start,
+    however long the reply between them."""
+    from tests.fake_anthropic import sse_events
+
+    async def long_reply(request: Request, body: dict[str, Any]) -> Response:
+        return stream_response(sse_events(body, " ".join(["word"] * words)))
+
+    upstream.routes["/v1/messages"] = long_reply
+    with proxy.anthropic().messages.stream(
+        model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "Tell me a long story."}]
+    ) as stream:
+        final = stream.get_final_message()
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (10, 5)
+    proxy.drain()
+    row = {r["model"]: r for r in rows(proxy)}["claude-sonnet-4-5"]
+    assert (row["billed_requests"], row["prompt_tokens"], row["completion_tokens"]) == (1, 10, 5)
 
 
 def test_model_labels_are_bounded(proxy: Proxy) -> None:

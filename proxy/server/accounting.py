@@ -48,6 +48,7 @@ class Finished:
     added_s: float | None = None
     upstream_s: float | None = None
     tail: bytes = b""  # the response's last bytes (for its usage), when not encoded
+    head: bytes = b""  # its first bytes (a Messages API stream's input count)
     content: str | None = None  # the latest user text, logged only with log_content
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -70,7 +71,7 @@ class Accounting:
             log.exception("accounting of a %s request failed", done.route)
 
     def _finish(self, done: Finished) -> None:
-        bill = billed(done.tail) if done.tail else None
+        bill = billed(done.tail, done.head) if done.tail else None
         if done.tenant is not None and done.tokens_in is not None:
             model = done.model or "unknown"
             self.ledger.note(

@@ -57,7 +57,7 @@ class Endpoint(abc.ABC):
         outcome = await run(exchange, receive, send)
         done.upstream_s = time.perf_counter() - done.started - done.added_s
         if not outcome.content_encoding:
-            done.tail = outcome.tail  # where the upstream reports its usage
+            done.tail, done.head = outcome.tail, outcome.head  # where the upstream reports its usage
         done.status = status_label(outcome)
         return outcome
 

@@ -38,7 +38,7 @@ from starlette.types import Message, Receive, Send
 from ..errors import OPENAI_ERRORS, ClientGone, ErrorShape, PaperclipError, PayloadTooLarge
 from ..upstream.clients import translate
 from ..upstream.headers import response_headers
-from .usage_ledger import TAIL_BYTES
+from .usage_ledger import HEAD_BYTES, TAIL_BYTES
 
 log = logging.getLogger("paperclip.relay")
 
@@ -67,6 +67,7 @@ class Outcome:
     body: bytearray = field(default_factory=bytearray)  # empty when longer than the capture limit
     content_encoding: str | None = None
     tail: bytes = b""  # the last TAIL_BYTES of the body, where the upstream reports its usage
+    head: bytes = b""  # the first HEAD_BYTES (a Messages API stream reports its input count there)
     complete: bool = False  # the whole response reached the client
 
     @property
@@ -165,6 +166,8 @@ async def _relay(ex: Exchange, response: httpx.Response, send: Send, outcome: Ou
     try:
         async for chunk in chunks:
             outcome.tail = (outcome.tail + chunk)[-TAIL_BYTES:]
+            if len(outcome.head) < HEAD_BYTES:
+                outcome.head += chunk[: HEAD_BYTES - len(outcome.head)]
             if capturing:
                 capturing = _capture(outcome.body, chunk, ex.capture_limit)
             if lines:

@@ -1,12 +1,17 @@
-"""The upstream's own ``usage``: read from the end of a response, added up per tenant, model and day.
+"""The upstream's own ``usage``: read from the ends of a response, added up per tenant, model and day.
 
 ``billed`` is pure: it finds the last ``"usage"`` object in the response's
 last bytes (a non-stream body ends with it; a stream with
 ``stream_options.include_usage`` sends it in the last chunk before
 ``[DONE]``; the Responses API's ``response.completed`` event carries it near
 its end, named ``input_tokens`` / ``output_tokens``, as Anthropic's Messages
-API names them, ``cache_read_input_tokens`` its cached ones). The ledger adds counts in memory on the request path (a dict
-update) and writes them to the store after the response, in batches.
+API names them, ``cache_read_input_tokens`` its cached ones). A Messages API
+stream splits it: ``message_start``, the first event, carries the input (and
+a placeholder output), and the last ``message_delta`` the output, often
+alone. So the response's first bytes are kept too, and a last usage with an
+output but no input takes its input from the first usage of the head. The
+ledger adds counts in memory on the request path (a dict update) and writes
+them to the store after the response, in batches.
 """
 
 from __future__ import annotations
@@ -15,15 +20,17 @@ import datetime as dt
 import functools
 import json
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from ..store.interface import Usage
 from ..store.sqlite.sqlite_usage import COUNTS
 
-# Bytes of the response kept for finding its usage: the usage chunk is ~300 bytes.
+# Bytes of the response kept for finding its usage: the usage chunk is ~300 bytes; Anthropic's message_start,
+# the first event of a stream, is ~500 (more with a long model name or id).
 TAIL_BYTES = 4096
+HEAD_BYTES = 2048
 _KEY = b'"usage"'
 _DECODER = json.JSONDecoder()
 
@@ -35,18 +42,35 @@ class Billed:
     cached_tokens: int = 0
 
 
-def billed(tail: bytes) -> Billed | None:
-    """The last well-formed ``"usage": {...}`` with integer token counts in ``tail``, else None."""
-    end = len(tail)
-    while (at := tail.rfind(_KEY, 0, end)) >= 0:
-        end = at
-        found = _parse(tail[at + len(_KEY) :])
-        if found is not None:
-            return found
+def billed(tail: bytes, head: bytes = b"") -> Billed | None:
+    """The last well-formed ``"usage": {...}`` with integer token counts in ``tail``, else None; one with an
+    output count alone (Anthropic's ``message_delta``) takes its input from the first usage in ``head``."""
+    for value in _usages(tail, last_first=True):
+        prompt, completion, cached = _counts(value)
+        if completion is None:
+            continue
+        if prompt is not None:
+            return Billed(prompt, completion, cached or 0)
+        if "output_tokens" not in value:
+            continue
+        start = next((c for v in _usages(head, last_first=False) if (c := _counts(v))[0] is not None), None)
+        if start is not None:
+            assert start[0] is not None
+            return Billed(start[0], completion, cached if cached is not None else start[2] or 0)
     return None
 
 
-def _parse(rest: bytes) -> Billed | None:
+def _usages(buf: bytes, *, last_first: bool) -> Iterator[dict[str, Any]]:
+    """The JSON objects named ``"usage"`` in ``buf``, from its end or from its start."""
+    bound = len(buf) if last_first else 0
+    while (at := (buf.rfind(_KEY, 0, bound) if last_first else buf.find(_KEY, bound))) >= 0:
+        bound = at if last_first else at + len(_KEY)
+        value = _parse(buf[at + len(_KEY) :])
+        if value is not None:
+            yield value
+
+
+def _parse(rest: bytes) -> dict[str, Any] | None:
     text = rest.decode("utf-8", "replace").lstrip()
     if not text.startswith(":"):
         return None
@@ -54,18 +78,21 @@ def _parse(rest: bytes) -> Billed | None:
         value, _ = _DECODER.raw_decode(text[1:].lstrip())
     except ValueError:
         return None
-    if not isinstance(value, dict):
-        return None
+    return value if isinstance(value, dict) else None
+
+
+def _counts(value: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
+    """(prompt, completion, cached) of a usage object, each None when missing or not a count (a missing
+    completion is 0)."""
     # Chat Completions names the counts prompt/completion; the Responses API input/output.
     chat = "prompt_tokens" in value
     prompt = value.get("prompt_tokens" if chat else "input_tokens")
     completion = value.get("completion_tokens" if chat else "output_tokens", 0)
-    if not _count(prompt) or not _count(completion):
-        return None
     details = value.get("prompt_tokens_details" if chat else "input_tokens_details")
     # Anthropic's Messages API names its cache hits at the top of its usage.
-    cached = details.get("cached_tokens", 0) if isinstance(details, dict) else value.get("cache_read_input_tokens", 0)
-    return Billed(prompt, completion, cached if _count(cached) else 0)
+    cached = details.get("cached_tokens", 0) if isinstance(details, dict) else value.get("cache_read_input_tokens")
+    return (prompt if _count(prompt) else None, completion if _count(completion) else None,
+            cached if _count(cached) else None)
 
 
 def _count(value: Any) -> TypeGuard[int]:
