@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -366,13 +367,40 @@ def resolve_user(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
         candidates.append(metadata.get("user_id"))
     for value in candidates:
         if isinstance(value, str) and value.strip():
-            return user_id(value)
+            return user_id(claude_code_user(value) or value)
     return ANONYMOUS
 
 
 def user_id(value: str) -> str:
     """The one form a user id is stored and looked up in: without surrounding spaces."""
     return value.strip()
+
+
+# Claude Code's ``metadata.user_id``: ``user_<device>_account_<account uuid, or nothing>_session_<uuid>``, and
+# since v2.1.78 the JSON ``{"device_id": ..., "account_uuid": ..., "session_id": ...}``.
+_CLAUDE_CODE_ID = re.compile(r"(user_[0-9a-f]{16,128}_account_[0-9a-f-]{0,64})_session_[0-9a-zA-Z-]{1,64}")
+
+
+def claude_code_user(value: str) -> str | None:
+    """The user in Claude Code's ``metadata.user_id``, which also names the run: ``user_<device>_account_<account>``
+    in both of its forms, without the session. None for any other value.
+
+    Each ``claude`` run sends a new session id in it, so taken whole it would make every run a new user with
+    no memories; the device and account are who is there.
+    """
+    text = value.strip()
+    if (found := _CLAUDE_CODE_ID.fullmatch(text)) is not None:
+        return found.group(1)
+    if not text.startswith("{") or '"session_id"' not in text:
+        return None
+    try:
+        ids = json.loads(text)
+    except ValueError:
+        return None
+    device, account = (ids.get("device_id"), ids.get("account_uuid")) if isinstance(ids, dict) else (None, None)
+    if not isinstance(device, str) or not device.strip() or not isinstance(account, str | None):
+        return None
+    return f"user_{device.strip()}_account_{(account or '').strip()}"
 
 
 def derive_session(tenant_id: str, user: str, messages: Sequence[Mapping[str, Any]]) -> str:

@@ -261,6 +261,11 @@ USER_SOURCES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
     ("from-user", {"user": "from-user", "safety_identifier": "from-safety", "metadata": {"user_id": "from-meta"}}, {}),
     ("from-safety", {"safety_identifier": "from-safety", "metadata": {"user_id": "from-meta"}}, {}),
     ("from-meta", {"metadata": {"user_id": "from-meta"}}, {}),
+    # Claude Code's, in both forms: the device and account, not the run it names too.
+    (f"user_{'ab' * 32}_account_", {"metadata": {"user_id": f"user_{'ab' * 32}_account__session_0a1b-2c3d"}}, {}),
+    (f"user_{'ab' * 32}_account_9f0e", {"metadata": {"user_id": json.dumps(
+        {"device_id": "ab" * 32, "account_uuid": "9f0e", "session_id": "2c4e1cf0"})}}, {}),
+    ("user_abc_session_x", {"user": "user_abc_session_x"}, {}),  # not Claude Code's: taken whole
     ("anonymous", {"metadata": {"other": "x"}}, {}),
     ("anonymous", {"user": "  ", "metadata": {"user_id": 42}}, {}),
 ]

@@ -75,6 +75,25 @@ def test_a_fact_told_through_messages_is_recalled_through_chat_and_responses(
         assert "peanuts" in str(upstream.responses_requests()[-1].json()["input"])
 
 
+DEVICE = "5dd07c33da27e6d2968d94ea20bf47a7b090b6b158b82328d54da2909a108e84"
+
+
+def test_claude_code_runs_of_one_device_are_one_user(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
+    """Claude Code names its run in ``metadata.user_id`` (two forms, by version): every run is the same user."""
+    proxy = make_proxy()
+    tell(proxy, f"user_{DEVICE}_account__session_d2e70091-3007-41a3-a916-cb8b0d3098de")
+    user = f"user_{DEVICE}_account_"
+    assert "Biscuit is allergic to peanuts" in json.dumps(export(proxy, user))
+    later_run = json.dumps({"device_id": DEVICE, "account_uuid": "", "session_id": "2c4e1cf0-7a67-4d2e-9a4b"})
+    with proxy.anthropic() as client:
+        raw = client.messages.with_raw_response.create(
+            model=MODEL, max_tokens=64, metadata={"user_id": later_run}, messages=[{"role": "user", "content": QUESTION}],
+        )
+    assert int(raw.headers["x-paperclip-memories"]) >= 1
+    sent = forwarded(upstream)
+    assert "peanuts" in json.dumps(sent["messages"][-1]) and sent["metadata"] == {"user_id": later_run}
+
+
 def test_a_fact_told_through_chat_is_recalled_as_a_text_block_of_the_latest_user_message(
     make_proxy: Callable[..., Proxy], upstream: FakeUpstream
 ) -> None:
