@@ -235,6 +235,16 @@ def test_split_leading_counts_only_the_leading_run() -> None:
     assert split_leading([{"role": "user"}, {"role": "system"}]) == 0
 
 
+def test_a_clients_context_at_the_start_leads_with_the_system_messages() -> None:
+    """Codex's AGENTS.md and environment come as user messages before the first words: never summarised."""
+    agents = {"role": "user", "content": [{"type": "input_text", "text":
+              "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\nNever touch vendor/.\n</INSTRUCTIONS>"}]}
+    env = {"role": "user", "content": "<environment_context>\n  <cwd>/repo</cwd>\n</environment_context>"}
+    words = {"role": "user", "content": "<environment_context><cwd>/repo</cwd></environment_context> Fix the bug."}
+    assert split_leading([{"role": "developer", "content": "x"}, agents, env, words, env]) == 3
+    assert split_leading([words, agents]) == 0  # context after the first words is the conversation's
+
+
 def test_describe_marks_tool_calls_of_assistants_only() -> None:
     msgs: list[dict[str, Any]] = [
         {"role": "assistant", "tool_calls": [{"id": "c1"}]},

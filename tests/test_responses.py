@@ -105,6 +105,30 @@ def test_context_codex_adds_as_user_messages_is_not_the_users_words(
     assert stored["items"] and not any("Lisbon" in i["content"] for i in stored["items"])
 
 
+def test_codexs_context_is_forwarded_whole_however_long_the_task(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """The AGENTS.md and environment messages lead the input like a system prompt: compression summarises the
+    task's turns after them, never them."""
+    proxy = make_proxy(defaults={"context": {"recent_window_tokens": 120, "summary_budget_tokens": 100}})
+    agents = "# AGENTS.md instructions for /repo\n\n<INSTRUCTIONS>\nNever touch vendor/.\n</INSTRUCTIONS>"
+    environment = "<environment_context>\n  <cwd>/repo</cwd>\n  <shell>bash</shell>\n</environment_context>"
+    items: list[Any] = [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Sandboxed."}]},
+                        *({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+                          for text in (agents, environment))]
+    with proxy.client() as client:
+        for i in range(8):
+            items.append({"role": "user", "content": f"Task {i}: rename f{i} to g{i} in module m{i}, carefully."})
+            client.responses.create(model="gpt-4o-mini", input=items, user="ada")
+            proxy.drain()
+            items.append({"type": "message", "role": "assistant",
+                          "content": [{"type": "output_text", "text": f"Renamed f{i} to g{i} in m{i}."}]})
+    sent = forwarded(upstream)["input"]
+    assert sent[:3] == items[:3]  # as sent, in their place
+    assert "Summary of the earlier conversation" in json.dumps(sent[3])
+    assert items[3] not in sent  # the task's first turn, summarised
+
+
 def test_the_stream_is_relayed_event_for_event(plain_proxy: Proxy, direct: Any, upstream: FakeUpstream) -> None:
     def events(target: Any) -> list[str]:
         with target.client() as client, client.responses.stream(model="gpt-4o-mini", input="hi") as stream:

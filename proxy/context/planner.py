@@ -43,6 +43,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..message_text import only_client_context
+
 LEADING_ROLES = frozenset({"system", "developer"})
 # Legacy `function` messages answer a legacy `function_call` like `tool` messages answer `tool_calls`.
 RESULT_ROLES = frozenset({"tool", "function"})
@@ -104,9 +106,17 @@ class WindowPlan:
 
 
 def split_leading(messages: Sequence[Mapping[str, Any]]) -> int:
-    """How many messages at the very start have role system or developer."""
+    """How many messages at the very start frame the conversation: role system or developer, or a user
+    message of a client's context alone (Codex's AGENTS.md and environment: ``only_client_context``).
+
+    They are forwarded as sent and never summarised: the agent's project instructions must reach the
+    model whole on every request, however long the task, as its system prompt does.
+    """
     n = 0
-    while n < len(messages) and messages[n].get("role") in LEADING_ROLES:
+    while n < len(messages) and (
+        messages[n].get("role") in LEADING_ROLES
+        or (messages[n].get("role") == "user" and only_client_context(messages[n]))
+    ):
         n += 1
     return n
 
