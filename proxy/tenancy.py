@@ -427,6 +427,15 @@ def derive_session(tenant_id: str, user: str, messages: Sequence[Mapping[str, An
     return "s-" + h.hexdigest()[:32]
 
 
+def conversation_session(tenant_id: str, user: str, conversation: str) -> str:
+    """The session of a Responses API ``conversation`` (the provider holds its items): one per conversation
+    id, whatever each request sends (only its new items)."""
+    h = hashlib.sha256()
+    for part in (tenant_id.encode(), b"\0", user.encode(), b"\0conversation\0", conversation.encode()):
+        h.update(part)
+    return "s-" + h.hexdigest()[:32]
+
+
 def resolve_session(
     headers: Mapping[str, str], tenant_id: str, user: str, messages: Sequence[Mapping[str, Any]]
 ) -> str:

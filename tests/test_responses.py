@@ -202,6 +202,32 @@ def test_previous_response_id_keeps_the_session_and_is_not_compressed(
         assert [f["position"] for f in sorted(fragments, key=lambda f: f["position"])] == [0, 1, 2]
 
 
+@pytest.mark.parametrize("conversation", ["conv_68a1", {"id": "conv_68a1"}])
+def test_a_conversation_the_provider_holds_is_one_session_and_its_turns_are_not_recalled_into_it(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream, conversation: Any
+) -> None:
+    """With ``conversation``, each request sends only its new items: the session is the conversation's, and
+    its earlier turns, which the provider adds itself, are not injected back as memories."""
+    proxy = make_proxy()
+    sessions = []
+    with proxy.client() as client:
+        for text in (FACT, "What should I pack for the weekend?", "And what should I cook on Sunday?"):
+            raw = client.responses.with_raw_response.create(
+                model="gpt-4o-mini", input=text, conversation=conversation, user="mia")
+            proxy.drain()
+            sessions.append(raw.headers["x-paperclip-session"])
+            sent = forwarded(upstream)
+            assert sent["conversation"] == conversation
+            assert f"User: {FACT}" not in json.dumps(sent["input"])  # the profile may say it; the turn is held
+    assert len(set(sessions)) == 1
+    fragments = [f for f in export(proxy, "mia")["fragments"] if f["session"] == sessions[0]]
+    # Three turns and their answers in order (the fake's answers are one text, stored once, at 1).
+    assert sorted(f["position"] for f in fragments) == [0, 1, 2, 4]
+    with proxy.client() as client:  # a fresh chat of hers recalls it
+        raw = client.responses.with_raw_response.create(model="gpt-4o-mini", input=QUESTION, user="mia")
+    assert int(raw.headers["x-paperclip-memories"]) >= 1
+
+
 def test_tool_calls_with_their_outputs(make_proxy: Callable[..., Proxy], upstream: FakeUpstream) -> None:
     proxy = make_proxy()
     with proxy.client() as client:

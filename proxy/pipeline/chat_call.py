@@ -37,6 +37,9 @@ class ChatCall:
     # when the client sends it whole: only a whole history is compressed.
     provider_state: str | None = None
     offset: int = 0  # the session's conversation messages before this call's (a provider-held chain)
+    # The key under which the place reached after this call is kept for the next call of the same
+    # provider-held ``conversation`` (``responses.conversation_key``), as a response's id is for a chain.
+    chain_key: str | None = None
     # The body's JSON bytes when ``messages`` is its ``messages`` array as parsed (chat completions), else
     # empty: a resent history is told by its bytes (``context.resent_bytes``).
     raw: bytes = b""

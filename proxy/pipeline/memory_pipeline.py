@@ -193,9 +193,10 @@ class MemoryPipeline:
         answer = await off_loop(len(reply.body), reply_answer, call, reply)
         if answer is None:
             return  # a failed Responses API call: nothing of it is recorded
-        if answer.id is not None and self.responses is not None:
+        if self.responses is not None:
             upto = call.offset + len(plan.view.conv) + 1
-            await self.responses.save(call.tenant.id, call.user, answer.id, call.session, upto)
+            for chain in (k for k in (answer.id, call.chain_key) if k is not None):
+                await self.responses.save(call.tenant.id, call.user, chain, call.session, upto)
         if st.memory.enabled and plan.recall is not None and plan.recall.touched and self.items is not None:
             # Recall never writes: the injected items' access is recorded here, after the response.
             await self.items.touch(call.tenant.id, call.user, plan.recall.touched)
