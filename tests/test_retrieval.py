@@ -47,9 +47,16 @@ def forwarded(upstream: FakeUpstream) -> list[dict[str, Any]]:
 
 
 def block_of(messages: Sequence[dict[str, Any]]) -> str:
-    text = str([m.get("content") for m in messages])
-    start = text.find(BLOCK_START)
-    return "" if start < 0 else text[start : text.find(BLOCK_END) + len(BLOCK_END)]
+    """The memory block as forwarded (its own text, not a repr of it: its tokens are what the budget bounds)."""
+    for m in messages:
+        content = m.get("content")
+        parts = [content] if isinstance(content, str) else [p.get("text", "") for p in content or []
+                                                             if isinstance(p, dict)]
+        for text in parts:
+            start = text.find(BLOCK_START)
+            if start >= 0:
+                return str(text[start : text.find(BLOCK_END) + len(BLOCK_END)])
+    return ""
 
 
 def long_history(fact: str, filler: Callable[[int], tuple[str, str]], pairs: int = 150) -> list[dict[str, Any]]:
