@@ -14,6 +14,9 @@ block only: a fact counts as recalled when one of its phrasings appears; a
 forbidden phrase (a superseded value) must never appear. After each scenario
 an unrelated question in a fresh chat of the same user counts the cards
 injected outside the profile (``GET .../profile``), which should be none.
+A fact recalled only inside cards marked as changed counts too (``current
+values only marked``): a mark is a hedge, and one on what still holds would
+let a model doubt it, so a mark that catches more changes must not raise it.
 
 The file has two halves. ``scenarios`` is the tuning half, the cases the
 rules were written against. ``frozen`` was written before any rule for it,
@@ -161,6 +164,7 @@ class Result:
     kind: str = "tuning"
     old_as_current: bool = False  # a forbidden value in a card not marked as changed
     moment_standing: bool = False  # a moment phrase in the user's profile
+    current_marked: int = 0  # facts recalled only in cards marked as changed: a hedge on what still holds
 
 
 @dataclass
@@ -266,6 +270,7 @@ def score(s: Scenario, block: str, unrelated_block: str, profile: Sequence[str] 
         kind=s.kind,
         old_as_current=presented_as_current(block, s.forbid),
         moment_standing=any(p.lower() in standing for p in s.moment),
+        current_marked=sum(ok and not presented_as_current(block, alts) for alts, ok in zip(s.expect, found, strict=True)),
     )
 
 
@@ -414,6 +419,7 @@ def summary(results: Sequence[Result], stand_in: str = "rules") -> dict[str, Any
             "recall": round(sum(r.recalled for r in rs) / facts, 3) if facts else None,
             "superseded_injected": sum(r.superseded_injected for r in rs),
             "old_values_as_current": sum(r.old_as_current for r in rs),
+            "current_values_marked": sum(r.current_marked for r in rs),
             "unrelated_with_cards": sum(r.unrelated_cards > 0 for r in rs),
         }
 
@@ -437,6 +443,7 @@ def frozen_summary(results: Sequence[Result]) -> dict[str, dict[str, Any]]:
             "changed": sum(r.kind == "changed" for r in rs),
             "moments_made_standing": sum(r.moment_standing for r in rs if r.kind == "moment"),
             "moments": sum(r.kind == "moment" for r in rs),
+            "current_values_marked": sum(r.current_marked for r in rs),
             "unrelated_with_cards": sum(r.unrelated_cards > 0 for r in rs),
         }
 
@@ -461,13 +468,13 @@ def markdown(results: Sequence[Result]) -> str:
             title,
             "",
             "| scenarios | n | recall | superseded injected | old values as current "
-            "| unrelated questions given cards |",
-            "|---|---|---|---|---|---|",
+            "| current values only marked | unrelated questions given cards |",
+            "|---|---|---|---|---|---|---|",
         ]
         for name, row in summary(tuning, stand_in).items():
             lines.append(
                 f"| {name} | {row['scenarios']} | {row['recall']} | {row['superseded_injected']} "
-                f"| {row['old_values_as_current']} | {row['unrelated_with_cards']} |"
+                f"| {row['old_values_as_current']} | {row['current_values_marked']} | {row['unrelated_with_cards']} |"
             )
         missed = [f"{r.id} ({', '.join(r.missing)})" for r in tuning if r.missing]
         leaked = [r.id for r in tuning if r.superseded_injected]
@@ -480,14 +487,15 @@ def markdown(results: Sequence[Result]) -> str:
             "rules = no usable model.",
             "",
             "| stand-in | cases | n | standing facts recalled | new values recalled | old values as current "
-            "| moments made standing | unrelated questions given cards |",
-            "|---|---|---|---|---|---|---|---|",
+            "| current values only marked | moments made standing | unrelated questions given cards |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for stand_in, rows in frozen.items():
             for name, row in rows.items():
                 lines.append(
                     f"| {stand_in} | {name} | {row['cases']} | {row['standing_recalled']} | "
                     f"{row['new_values_recalled']} | {row['old_values_as_current']} of {row['changed']} | "
+                    f"{row['current_values_marked']} | "
                     f"{row['moments_made_standing']} of {row['moments']} | {row['unrelated_with_cards']} |"
                 )
         # Which cases missed is not named: whoever reads it could no longer write rules blind to them.
