@@ -308,6 +308,17 @@ def test_the_latest_user_message_is_never_compressed() -> None:
     assert next_compression(conv, 2, B) is None
 
 
+def test_an_item_it_cannot_read_is_never_summarised() -> None:
+    """A Responses API item_reference (or any role it does not read): ranges end before it, and a
+    compaction that opens the input leads it."""
+    reference = describe([{"role": "item_reference", "content": None}], [0])[0]
+    assert reference.carried and not user(1).carried
+    conv = [user(200), asst(200), reference, user(200), asst(200), user(200), asst(200), user(10)]
+    assert next_compression(conv, 0, B) == (0, 2)
+    assert next_compression(conv, 2, B) is None  # over the watermark, but the rest stays as sent
+    assert split_leading([{"role": "compaction", "content": None}, {"role": "developer"}, {"role": "user"}]) == 2
+
+
 def test_a_tool_group_travels_whole_rather_than_leave_a_scrap() -> None:
     conv = [user(100), asst(50, True), tool(400), tool(400), asst(100), user(100)]
     assert next_compression(conv, 0, B) == (0, 4)  # 950 tokens, not the 100 before the group

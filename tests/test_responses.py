@@ -129,6 +129,33 @@ def test_codexs_context_is_forwarded_whole_however_long_the_task(
     assert items[3] not in sent  # the task's first turn, summarised
 
 
+def test_items_it_cannot_read_are_forwarded_however_long_the_input(
+    make_proxy: Callable[..., Proxy], upstream: FakeUpstream
+) -> None:
+    """A compaction (the conversation before it, encrypted) and an item_reference hold what Paperclip cannot
+    read: a summary of them would be empty. The compaction leads the input; nothing from the reference on is
+    summarised; the turns between them are."""
+    proxy = make_proxy(defaults={"context": {"recent_window_tokens": 120, "summary_budget_tokens": 100}})
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA" + "x" * 40}
+    reference = {"type": "item_reference", "id": "msg_earlier"}
+    items: list[Any] = [compaction]
+    with proxy.client() as client:
+        for i in range(8):
+            items.append({"role": "user", "content": f"Step {i}: rename f{i} to g{i} in module m{i}, carefully."})
+            if i == 5:
+                items.append(reference)
+            client.responses.create(model="gpt-4o-mini", input=items, user="ada")
+            proxy.drain()
+            items.append({"type": "message", "role": "assistant",
+                          "content": [{"type": "output_text", "text": f"Renamed f{i} to g{i} in m{i}."}]})
+    sent = forwarded(upstream)["input"]
+    assert sent[0] == compaction and reference in sent
+    assert "Summary of the earlier conversation" in json.dumps(sent[1])
+    assert items[1] not in sent  # the first step, summarised
+    # From the reference on, as sent (the latest user message with the memory block before its words).
+    assert sent[sent.index(reference) : -1] == items[items.index(reference) : -2]
+
+
 def test_the_stream_is_relayed_event_for_event(plain_proxy: Proxy, direct: Any, upstream: FakeUpstream) -> None:
     def events(target: Any) -> list[str]:
         with target.client() as client, client.responses.stream(model="gpt-4o-mini", input="hi") as stream:

@@ -46,6 +46,10 @@ from typing import Any
 from ..message_text import only_client_context
 
 LEADING_ROLES = frozenset({"system", "developer"})
+# The roles of messages Paperclip reads. Any other stands for an item it carries but cannot read (the
+# Responses API's ``compaction``, ``item_reference``): never summarised, since a summary of it would be
+# empty and the model would lose what it held.
+READ_ROLES = frozenset({*LEADING_ROLES, "user", "assistant", "tool", "function", "reasoning"})
 # Legacy `function` messages answer a legacy `function_call` like `tool` messages answer `tool_calls`.
 RESULT_ROLES = frozenset({"tool", "function"})
 # A Responses API reasoning item belongs to the output item after it: never cut between them.
@@ -70,6 +74,7 @@ class MsgInfo:
     role: str
     has_tool_calls: bool  # an assistant message whose tool_calls (or function_call) is non-empty, or reasoning
     binds_previous: bool = False  # BINDS_PREVIOUS: no range ends right before it
+    carried: bool = False  # not a role it reads (``READ_ROLES``): no range holds it
 
 
 @dataclass(frozen=True)
@@ -106,8 +111,9 @@ class WindowPlan:
 
 
 def split_leading(messages: Sequence[Mapping[str, Any]]) -> int:
-    """How many messages at the very start frame the conversation: role system or developer, or a user
-    message of a client's context alone (Codex's AGENTS.md and environment: ``only_client_context``).
+    """How many messages at the very start frame the conversation: role system or developer, a user
+    message of a client's context alone (Codex's AGENTS.md and environment: ``only_client_context``), or
+    an item it cannot read (``READ_ROLES``: a compaction that stands for the conversation before it).
 
     They are forwarded as sent and never summarised: the agent's project instructions must reach the
     model whole on every request, however long the task, as its system prompt does.
@@ -115,6 +121,7 @@ def split_leading(messages: Sequence[Mapping[str, Any]]) -> int:
     n = 0
     while n < len(messages) and (
         messages[n].get("role") in LEADING_ROLES
+        or messages[n].get("role") not in READ_ROLES
         or (messages[n].get("role") == "user" and only_client_context(messages[n]))
     ):
         n += 1
@@ -125,7 +132,8 @@ def msg_info(message: Mapping[str, Any], tokens: int) -> MsgInfo:
     role = str(message.get("role", ""))
     calls = role == "assistant" and bool(message.get("tool_calls") or message.get("function_call"))
     calls = calls or role in BOUND_TO_NEXT_ROLES
-    return MsgInfo(tokens=tokens, role=role, has_tool_calls=calls, binds_previous=message.get(BINDS_PREVIOUS) is True)
+    return MsgInfo(tokens=tokens, role=role, has_tool_calls=calls, binds_previous=message.get(BINDS_PREVIOUS) is True,
+                   carried=role not in READ_ROLES)
 
 
 def describe(messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> list[MsgInfo]:
@@ -280,12 +288,13 @@ def next_compression(
 
 
 def _range_limit(conv: Sequence[MsgInfo], prefix_end: int, budgets: Budgets) -> int:
-    """Ranges end at or before the verbatim tail (``protected_start``) and a fresh giant in the window."""
+    """Ranges end at or before the verbatim tail (``protected_start``), a fresh giant in the window and the
+    first item it cannot read (``carried``) after the prefix: from there on the window stays verbatim."""
     limit = protected_start(conv)
     giant = fresh_giant(conv, budgets)
     if giant is not None and giant >= prefix_end:
         limit = min(limit, giant)
-    return limit
+    return next((i for i in range(prefix_end, limit) if conv[i].carried), limit)
 
 
 def _candidate_ends(conv: Sequence[MsgInfo], start: int, limit: int) -> Iterator[tuple[int, int]]:
