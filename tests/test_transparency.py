@@ -142,7 +142,7 @@ def test_default_mode_forwards_numbers_json_loads_reads_past_json_as_they_came(
     assert r.status_code == 200
     seen = last_chat(upstream).body
     assert "Zorblax" in json.loads(seen)["messages"][-1]["content"]  # changed, so written again
-    assert b'"x_nan":NaN' in seen and b'"x_inf":-Infinity' in seen
+    assert b'"x_nan":NaN' in seen and b'"x_inf":-1e999' in seen  # valid JSON stays valid, as its digits came
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
