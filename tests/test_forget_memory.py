@@ -187,6 +187,8 @@ def test_a_turn_restates_a_memory_when_close_in_meaning_and_naming_a_word_of_it(
     ("The user's cat Zorblax is allergic to peanuts.", "My cat can't eat peanuts.", 0.7, True),
     ("The user's sister lives in Lisbon.", "My sister moved to Lisbon last year.", 0.8, True),
     ("用户对花生过敏。", "我对花生过敏，千万别放。", 0.82, True),
+    ("用户对虾过敏。", "吃虾会让我浑身起红疹。", 0.71, True),  # 对虾 is one word to the segmenter, 虾 another
+    ("用户对虾过敏。", "我妹妹吃虾会起红疹。", 0.75, False),
 ])
 def test_a_fact_of_someone_or_something_else_never_restates_a_memory(
     memory: str, text: str, cosine: float, said: bool

@@ -71,6 +71,7 @@ _WORD = re.compile(r"[^\W_][\w'’-]*")
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|I’m|I’ve|I’d|I’ll|me|my|mine|myself|we|we're|our|us)\b|我|咱", re.I)
 _IN_CARE = re.compile(rf"(?:{CARE})$", re.I)
 _OTHERS_ZH = re.compile(rf"{SOMEONE_ELSE_ZH}|{ZH_CARE}")
+_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def restates(memory: str, text: str, cosine: float | None) -> bool:
@@ -91,12 +92,21 @@ def restates(memory: str, text: str, cosine: float | None) -> bool:
     low = memory.lower()
     others, _ = subjects(memory)
     for sentence in _SENTENCE.findall(text):
-        if terms.isdisjoint(tokenize(sentence)):
+        if not _shares_a_word(terms, tokenize(sentence)):
             continue
         people, names = subjects(sentence)
         if not all(_mentions(low, s) for s in people | names):
             continue
         if not others or people & others or not _FIRST_PERSON.search(sentence):
+            return True
+    return False
+
+
+def _shares_a_word(terms: set[str], others: Iterable[str]) -> bool:
+    """Whether ``others`` names a word of ``terms``; a Chinese word also when one holds the other, since the
+    segmenter cuts a word by its neighbours: 用户对虾过敏 gives 对虾 (a prawn), 吃虾会起疹子 gives 虾."""
+    for word in others:
+        if word in terms or (_CJK.match(word) and any(_CJK.match(t) and (word in t or t in word) for t in terms)):
             return True
     return False
 
