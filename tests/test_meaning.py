@@ -58,6 +58,9 @@ def test_the_users_own_statements_are_read(said: str) -> None:
 
 @pytest.mark.parametrize("said", [
     "Am I allergic to anything?",  # a question
+    "what car do I drive",  # a question, as chat asks it: no mark
+    "Recommend a neighbourhood near my home.",  # a request to the assistant
+    "how often should I water my plants",
     "My friend lives in Paris.",  # someone else's fact: no "I", "we", "me" or "us", and "my" owns a person
     "Our office moved to the fifth floor.",  # ... or a body of people
     "My younger sister is vegan.",

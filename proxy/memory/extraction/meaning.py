@@ -71,7 +71,7 @@ import numpy.typing as npt
 from ...offload import off_loop
 from ..lifecycle import CHANGE_SAID, LOOSELY_READ
 from ..memory_schema import STANDS_BY_DEFAULT, TYPE_OF_CATEGORY, USER, Category, MemoryItem
-from .rule_patterns import chinese, for_now, subject_dropped, supposed, with_subject
+from .rule_patterns import asking, chinese, for_now, subject_dropped, supposed, with_subject
 from .rules import Said
 
 EXAMPLES = Path(__file__).with_name("standing_examples.json")
@@ -161,7 +161,7 @@ def statement(sentence: str, *, owner: bool = True) -> bool:
     or owns something in it), in 2 to ``MAX_WORDS`` words, not asking, not supposing, not of a time that ends
     soon or of one moment past."""
     text = sentence.strip()
-    if not text or text.endswith("?") or chinese(text):
+    if not text or asking(text) or chinese(text):
         return False
     speaks = (_SPEAKER.search(text) is not None or (owner and speaks_of_self(text))
               or (subject_dropped(text) is not None and not _LISTENER.search(text)))

@@ -390,6 +390,26 @@ _EN_OPENS_ASKING = re.compile(r"^(?:(?:so|and|but|ok|okay|hey|hi|well|also|oh|um
 _EN_ASKS_NEXT = re.compile(r"(?:(?:[,;:]|\s[-–—])\s*(?:(?:so|and|but|then|now|well|also)\s+)?|\s+(?:so|and|but)\s+)"
                            r"(?=" + _EN_ASKING + ")", re.I)
 _ZH_CLAUSE = re.compile(r"[，,；;]")
+# Chat asks without a question mark too: a question word that is no clause's subject ("what car do I drive";
+# not "what I love most is hiking", nor an exclamation: "what a day!"), a verb put before its subject ("do I
+# need a visa"), or a request to the assistant ("recommend a place near my home"). None of these states a
+# fact of the speaker's.
+_EN_ASKS_UNMARKED = re.compile(
+    r"^(?:(?:so|and|but|ok|okay|hey|hi|well|also|oh|um|please)[,\s]+)*(?:"
+    r"(?:what|which|where|when|who|whose|how|why)\b(?!\s+(?:I|we|my|our|a|an)\b)"
+    r"|(?:do|does|did|can|could|should|would|will|shall|is|are|am|was|were|have|has)\s+"
+    r"(?:I|you|we|they|he|she|it|there|my|your|our)\b"
+    r"|(?:recommend|suggest|tell (?:me|us)|find|give (?:me|us)|help (?:me|us)|show (?:me|us)|write|draft|plan"
+    r"|list|explain|book|summari[sz]e|translate|compare|describe)\b)", re.I)
+
+
+def asking(sentence: str) -> bool:
+    """Whether ``sentence`` asks (a question or a request) rather than states: its mark (?, ？, 吗), or, in
+    English, how it opens (``_EN_ASKS_UNMARKED``)."""
+    text = sentence.strip()
+    if text.endswith(("?", "？", "吗")):
+        return True
+    return not chinese(text) and not text.endswith("!") and _EN_ASKS_UNMARKED.match(text) is not None
 
 
 def premise(sentence: str) -> str | None:

@@ -22,6 +22,7 @@ from .rule_patterns import (
     RULES,
     RuleHit,
     allergy,
+    asking,
     expiry,
     for_now,
     lasts_days,
@@ -97,7 +98,7 @@ def _hits(
     dropped subject, put back: ``rule_patterns.subject_dropped``)."""
     seen: set[str] = set()
     # A question or a supposition states nothing; "Can you remind me to...?" is still a request.
-    question = sentence.endswith(("?", "？", "吗"))
+    question = asking(sentence)
     for pattern, rule in _ALL_RULES:
         if question and rule is not remind:
             continue
