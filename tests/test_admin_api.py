@@ -133,6 +133,9 @@ def test_patch_reembeds_and_history_says_who(proxy: Proxy) -> None:
             assert_envelope(http.patch(path, json=bad), 400)
         assert_envelope(http.patch(f"{MEMORIES.format(user='bob')}/{item['id']}", json={"importance": 1}), 404)
         assert_envelope(http.get(f"{MEMORIES.format(user='bob')}/{item['id']}/history"), 404)
+        assert_envelope(http.get(f"{path}/history", params={"after": "x"}), 400)  # not the whole history again
+        later = http.get(f"{path}/history", params={"after": str(history[0]["id"])}).json()["data"]
+        assert [e["id"] for e in later] == [history[1]["id"]]
     assert [(e["event"], e["by"]) for e in history] == [("created", "admin:acme"), ("edited", "admin:acme")]
     assert history[1]["detail"]["content"] == {
         "from": "Alice drinks green tea every morning.", "to": "Alice drinks black coffee every morning."}

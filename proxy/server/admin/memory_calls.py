@@ -117,7 +117,9 @@ async def memory_history(call: AdminCall) -> Response:
     if events is None:
         raise _missing(call.request)
     ask = page_ask(call.request.query_params, default=100)
-    after = (row_id(ask.after) or 0) if ask.after else 0
+    after = row_id(ask.after) if ask.after else 0
+    if after is None:
+        raise BadRequest("'after' must be the id of an event of this history.", param="after")
     return JSONResponse(page([e for e in events if e["id"] > after][: ask.fetch], ask, item=item))
 
 
