@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.memory.extraction.rule_patterns import premise
+from proxy.memory.extraction.asking import premise
 from proxy.memory.extraction.rules import read_turns, rule_extract
 
 NOW = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

@@ -52,7 +52,8 @@ from collections.abc import Sequence
 
 from ..lifecycle import LOOSELY_READ
 from ..memory_schema import TYPE_OF_CATEGORY, USER, Category, MemoryItem
-from .rule_patterns import HAN, ZH_ASKED, chinese, for_now, speaker_unsaid, supposed
+from .asking import ZH_ASKED
+from .rule_patterns import HAN, chinese, for_now, speaker_unsaid, supposed
 from .rules import Said
 
 KEY = "user.statements"

@@ -71,7 +71,8 @@ import numpy.typing as npt
 from ...offload import off_loop
 from ..lifecycle import CHANGE_SAID, LOOSELY_READ
 from ..memory_schema import STANDS_BY_DEFAULT, TYPE_OF_CATEGORY, USER, Category, MemoryItem
-from .rule_patterns import asking, chinese, for_now, subject_dropped, supposed, with_subject
+from .asking import asking
+from .rule_patterns import chinese, for_now, subject_dropped, supposed, with_subject
 from .rules import Said
 
 EXAMPLES = Path(__file__).with_name("standing_examples.json")

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from ..memory_schema import STANDS_BY_DEFAULT, MemoryItem
 from .activity_patterns import ACTIVITY_RULES
+from .asking import asking, premise
 from .health_patterns import HEALTH_RULES
 from .item_parser import Turn, strip_blocks
 from .life_patterns import LIFE_RULES
@@ -22,11 +23,9 @@ from .rule_patterns import (
     RULES,
     RuleHit,
     allergy,
-    asking,
     expiry,
     for_now,
     lasts_days,
-    premise,
     remind,
     speaker_unsaid,
     subject_dropped,
