@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from proxy.tenancy import passthrough_scope
-from tests.admin_helpers import admin, ask, teach
+from tests.admin_helpers import FACT, admin, ask, chat_turn_by_turn, teach
 from tests.conftest import ADMIN_KEY, PROXY_KEY, UPSTREAM_KEY, Proxy, base_config, both_stores
 from tests.fake_upstream import FakeUpstream
 from tests.test_admin import GLOBEX_ADMIN, MEMORIES, add, assert_envelope, two_tenants
@@ -98,6 +98,23 @@ def test_a_cursor_whose_row_is_gone_is_a_404_not_the_end_of_the_list(proxy: Prox
         # The walk started again sees what is left; a cursor still there pages on.
         assert [s["id"] for s in pages(proxy, "/paperclip/v1/users/bob/sessions", limit=1)] == sessions[1::-1]
         assert {t["user"] for t in pages(proxy, "/paperclip/v1/traces", limit=1)} == {"bob", "carol"}
+
+
+def test_forgetting_a_conversation_keeps_what_another_one_said_too(proxy: Proxy, upstream: FakeUpstream) -> None:
+    """The same words said in two chats are stored once, in the first: forgetting it moves them to the second."""
+    chat_turn_by_turn(proxy, "ivy", "chat-a", FACT, "Thanks, that is all.")
+    chat_turn_by_turn(proxy, "ivy", "chat-b", "Good morning!", FACT, "Thanks, that is all.")
+    proxy.drain()
+    with admin(proxy) as http:
+        assert http.delete("/paperclip/v1/sessions/chat-a").status_code == 200
+        said = http.get("/paperclip/v1/users/ivy/fragments", params={"session": "chat-b"}).json()["data"]
+    assert FACT in [f["text"] for f in said]
+    ask(proxy, "ivy")
+    assert "Zorblax" in str(upstream.chat_requests()[-1].json()["messages"][-1]["content"])
+    with admin(proxy) as http:
+        assert http.delete("/paperclip/v1/sessions/chat-b").status_code == 200
+    ask(proxy, "ivy")
+    assert "Zorblax" not in str(upstream.chat_requests()[-1].json()["messages"])
 
 
 def test_a_search_is_paginated_too(proxy: Proxy) -> None:

@@ -165,6 +165,25 @@ async def test_a_forgotten_session_takes_its_turns_summaries_traces_and_memories
     assert await stores.forgetting.session("acme", "s1") == dict.fromkeys(counts, 0)
 
 
+async def test_a_turn_said_again_in_another_session_stays_when_the_first_is_forgotten(stores: Stores) -> None:
+    """A text is stored once for the user (by its hash): said again in s2, it is noted as said there too. So
+    forgetting s1 moves the turn to s2, at its place there, with the memory drawn from it; a text said only
+    in s1 goes, and forgetting s2 then takes the turn too."""
+    await _chat(stores, "ana", "s1")
+    again = [NewFragment("h0", "user", TURNS[0][1], TURNS[0][1].lower(), 3, 5),
+             NewFragment("c1", "user", "Good morning.", "good morning.", 4, 3)]
+    assert await stores.fragments.add("acme", "ana", "s2", again, np.stack([_vec(0), _vec(9)])) == 1
+    drawn = await add_item(stores.items, "acme", "ana", "s1", _item("user.allergy", "Shellfish", ("h0",)), _vec(1))
+    await stores.forgetting.session("acme", "s1")
+    kept = await stores.listings.fragments("acme", "ana", after=None, limit=10, session="s2")
+    assert [(f.text, f.position) for f in kept] == [(TURNS[0][1], 3), ("Good morning.", 4)]
+    left = {r.id: r for r in await stores.items.all("acme", "ana")}
+    assert (left[drawn].session, left[drawn].fragment_hashes) == ("s2", ["h0"])
+    assert sorted(await _active_texts(stores, "ana")) == ["Good morning.", TURNS[0][1]]
+    await stores.forgetting.session("acme", "s2")
+    assert await _active_texts(stores, "ana") == [] and await stores.items.all("acme", "ana") == []
+
+
 async def test_a_changed_fact_hides_every_turn_that_said_it(stores: Stores) -> None:
     frags = [NewFragment(f"h{i}", "user", f"I live in Boston, part {i}", f"boston {i}", i, 5) for i in range(3)]
     await stores.fragments.add("acme", "ana", "s1", frags, np.stack([_vec(i) for i in range(3)]))

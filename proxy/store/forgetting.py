@@ -7,6 +7,12 @@
 - A forgotten turn (a fragment deleted by hand, or every turn of a forgotten
   session) takes the memories drawn only from forgotten turns; a memory also
   said elsewhere stays, and no longer names the turns that are gone.
+- A text is stored once per user, in the session that said it first; each
+  other session that said it is noted with its place (``SIGHTINGS``: hash,
+  session, position, no text). A forgotten session's turn that another
+  session said too is not forgotten: it moves to that session, at its place
+  there (``rehomed``), with the memories drawn from it. A deleted turn, or a
+  purged one, takes its sightings with it: the user asked to forget the text.
 - What a purge deletes leaves its digest behind (``forgotten_turns``: the
   session and the hash, no text), so an app that resends the conversation,
   as every chat app does, does not make Paperclip store those turns again.
@@ -26,6 +32,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 
 FORGOTTEN = "forgotten"
+# The other sessions that said a stored text, and where.
+SIGHTINGS = "fragment_sightings"
 # Tables a forgotten session's rows are deleted from, beside its fragments and items.
 SESSION_TABLES = ("summaries", "prefixes", "traces", "response_sessions")
 # A session's summary chain: what a purge of one of its turns deletes whole.
@@ -34,6 +42,19 @@ CHAIN_TABLES = ("summaries", "prefixes")
 # texts cut short, never shorter than this. Shorter texts ("Thanks!") hold nothing to find.
 TRACE_NEEDLE_CHARS = 60
 MIN_TRACE_NEEDLE_CHARS = 12
+
+
+def rehomed(
+    turns: Iterable[tuple[int, str]], sightings: Iterable[tuple[str, str, int]], session: str
+) -> dict[int, tuple[str, int]]:
+    """Of a forgotten ``session``'s ``turns`` (id, hash), those another session said too, by ``sightings``
+    (hash, session, position): each id with the session and place it moves to (the first such session by
+    name, then place: any will do, and the same one every time)."""
+    elsewhere: dict[str, tuple[str, int]] = {}
+    for digest, other, position in sorted(sightings, key=lambda s: (s[1], s[2])):
+        if other != session:
+            elsewhere.setdefault(digest, (other, position))
+    return {turn_id: elsewhere[digest] for turn_id, digest in turns if digest in elsewhere}
 
 
 def drawn_only_from(

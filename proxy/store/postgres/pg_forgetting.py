@@ -11,7 +11,15 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..forgetting import CHAIN_TABLES, FORGOTTEN, SESSION_TABLES, drawn_only_from, trace_needles
+from ..forgetting import (
+    CHAIN_TABLES,
+    FORGOTTEN,
+    SESSION_TABLES,
+    SIGHTINGS,
+    drawn_only_from,
+    rehomed,
+    trace_needles,
+)
 from ..records import Forgot
 from .pg_coordination import bump_generation
 from .pg_database import PgConnection, PgDatabase
@@ -78,6 +86,7 @@ class PgForgetStore:
             for user in users:
                 turns = await rows_of(conn, f"SELECT {TURN} FROM fragments WHERE {WHO} AND session = %s",
                                     (tenant, user, session))
+                turns = await _rehome(conn, tenant, user, session, turns)
                 counts["traces"] += await _purge(conn, tenant, user, turns)
                 deleted = await _items_after(conn, tenant, user, {t["hash"] for t in turns}, session,
                                              delete_drawn=True)
@@ -91,12 +100,34 @@ class PgForgetStore:
         return counts
 
 
+async def _rehome(
+    conn: PgConnection, tenant: str, user: str, session: str, turns: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``sqlite_forgetting._rehome``: the forgotten session's turns another session said too move there."""
+    found = await rows_of(conn, f"SELECT hash, session, position FROM {SIGHTINGS} WHERE {WHO} AND hash = ANY(%s)",
+                          (tenant, user, [t["hash"] for t in turns]))
+    moves = rehomed(((int(t["id"]), t["hash"]) for t in turns),
+                    [(r["hash"], r["session"], int(r["position"])) for r in found], session)
+    for t in turns:
+        if int(t["id"]) in moves:
+            other, position = moves[int(t["id"])]
+            await conn.execute("UPDATE fragments SET session = %s, position = %s WHERE id = %s",
+                               (other, position, t["id"]))
+            await conn.execute(f"DELETE FROM {SIGHTINGS} WHERE {WHO} AND hash = %s AND session = %s",
+                               (tenant, user, t["hash"], other))
+    await conn.execute(f"DELETE FROM {SIGHTINGS} WHERE {WHO} AND session = %s", (tenant, user, session))
+    return [t for t in turns if int(t["id"]) not in moves]
+
+
 async def _purge(
     conn: PgConnection, tenant: str, user: str, turns: Sequence[dict[str, Any]], also: Iterable[str] = ()
 ) -> int:
-    """Delete ``turns``, keep their digests, delete the traces holding their text; returns how many traces went."""
+    """Delete ``turns`` and their sightings, keep their digests, delete the traces holding their text; returns
+    how many traces went."""
     if turns:
         await conn.execute("DELETE FROM fragments WHERE id = ANY(%s)", (ids_of(turns),))
+        await conn.execute(f"DELETE FROM {SIGHTINGS} WHERE {WHO} AND hash = ANY(%s)",
+                           (tenant, user, [t["hash"] for t in turns]))
         async with conn.cursor() as cur:
             await cur.executemany(
                 'INSERT INTO forgotten_turns (tenant, "user", session, hash) VALUES (%s, %s, %s, %s)'

@@ -70,7 +70,17 @@ class PgFragmentStore:
                 scope_lock_key(tenant, user), tenant, user, session, now,
                 *(value for row in rows for value in row),
             ))
-            return max(int(cur.rowcount), 0)
+            added = max(int(cur.rowcount), 0)
+            if added < len(rows):  # some said before in another session: this one said them too (SIGHTINGS)
+                await conn.execute(
+                    'INSERT INTO fragment_sightings (tenant, "user", hash, session, position)'
+                    " SELECT %s, %s, v.h, %s, v.p FROM unnest(%s::text[], %s::integer[]) AS v (h, p)"
+                    " WHERE EXISTS (SELECT 1 FROM fragments f WHERE f.tenant = %s AND f.\"user\" = %s"
+                    " AND f.hash = v.h AND f.session != %s) ON CONFLICT DO NOTHING",
+                    (tenant, user, session, [f.hash for f in fragments], [f.position for f in fragments],
+                     tenant, user, session),
+                )
+            return added
 
     async def knn(self, tenant: str, user: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(fragment id, cosine similarity), nearest first."""

@@ -275,6 +275,20 @@ async def m015_forgotten_turns(conn: PgConnection) -> None:
     """)
 
 
+async def m017_fragment_sightings(conn: PgConnection) -> None:
+    # The other sessions that said a stored text, and where (sqlite_migrations.m017_fragment_sightings).
+    await _script(conn, """
+        CREATE TABLE fragment_sightings (
+            tenant TEXT NOT NULL,
+            "user" TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            session TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            PRIMARY KEY (tenant, "user", hash, session)
+        )
+    """)
+
+
 async def m016_utf8_user_names(conn: PgConnection) -> None:
     # SQLite's m016: users named in UTF-8 in the header but stored as its latin-1 reading get the name meant.
     await _utf8_names(conn, "user")
@@ -297,6 +311,7 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("014_utf8_session_names", m014_utf8_session_names),
     ("015_forgotten_turns", m015_forgotten_turns),
     ("016_utf8_user_names", m016_utf8_user_names),
+    ("017_fragment_sightings", m017_fragment_sightings),
 ]
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:

@@ -17,6 +17,7 @@ from psycopg.rows import dict_row
 
 from .. import user_export as fmt
 from .. import user_restore as plan
+from ..forgetting import SIGHTINGS
 from .pg_coordination import bump_generation, lock_scope
 from .pg_database import PgConnection, PgDatabase
 
@@ -140,6 +141,7 @@ async def _forget(conn: PgConnection, tenant: str, user: str) -> dict[str, int]:
         counts[table] = int(cur.rowcount)
     cur = await conn.execute(f"DELETE FROM forgotten_turns WHERE {_WHO}", (tenant, user))
     counts["forgotten_turns"] = int(cur.rowcount)
+    await conn.execute(f"DELETE FROM {SIGHTINGS} WHERE {_WHO}", (tenant, user))
     cur = await conn.execute(
         "DELETE FROM extraction_cursors WHERE tenant = %s AND session = ANY(%s)", (tenant, sessions)
     )

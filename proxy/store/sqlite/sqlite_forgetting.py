@@ -12,7 +12,15 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..forgetting import CHAIN_TABLES, FORGOTTEN, SESSION_TABLES, drawn_only_from, trace_needles
+from ..forgetting import (
+    CHAIN_TABLES,
+    FORGOTTEN,
+    SESSION_TABLES,
+    SIGHTINGS,
+    drawn_only_from,
+    rehomed,
+    trace_needles,
+)
 from ..records import Forgot
 from .sqlite_database import Connection, Database
 from .sqlite_fragments import TURN, bump_generation, ids_of, rows_in, source_turns
@@ -90,6 +98,7 @@ def _session(c: Connection, tenant: str, session: str) -> dict[str, int]:
         turns = c.execute(
             f"SELECT {TURN} FROM fragments WHERE tenant = ? AND user = ? AND session = ?", (tenant, user, session)
         ).fetchall()
+        turns = _rehome(c, tenant, user, session, turns)
         counts["traces"] += _purge(c, tenant, user, turns)
         deleted = _items_after(c, tenant, user, {t["hash"] for t in turns}, session, delete_drawn=True)
         counts["fragments"] += len(turns)
@@ -101,12 +110,30 @@ def _session(c: Connection, tenant: str, session: str) -> dict[str, int]:
     return counts
 
 
+def _rehome(c: Connection, tenant: str, user: str, session: str, turns: Sequence[Any]) -> list[Any]:
+    """Move the forgotten ``session``'s turns another session said too to that session (``rehomed``), drop
+    the session's own sightings; returns the turns left to forget."""
+    found = rows_in(c, f"SELECT hash, session, position FROM {SIGHTINGS} WHERE tenant = ? AND user = ? AND hash IN",
+                    [t["hash"] for t in turns], (tenant, user))
+    moves = rehomed(((int(t["id"]), t["hash"]) for t in turns), [(r[0], r[1], int(r[2])) for r in found], session)
+    for t in turns:
+        if int(t["id"]) in moves:
+            other, position = moves[int(t["id"])]
+            c.execute("UPDATE fragments SET session = ?, position = ? WHERE id = ?", (other, position, t["id"]))
+            c.execute(f"DELETE FROM {SIGHTINGS} WHERE tenant = ? AND user = ? AND hash = ? AND session = ?",
+                      (tenant, user, t["hash"], other))
+    c.execute(f"DELETE FROM {SIGHTINGS} WHERE tenant = ? AND user = ? AND session = ?", (tenant, user, session))
+    return [t for t in turns if int(t["id"]) not in moves]
+
+
 def _purge(c: Connection, tenant: str, user: str, turns: Sequence[Any], also: Iterable[str] = ()) -> int:
-    """Delete ``turns`` and their vectors, keep their digests, delete the traces holding their text.
-    Returns how many traces went."""
+    """Delete ``turns`` and their vectors and sightings, keep their digests, delete the traces holding their
+    text. Returns how many traces went."""
     ids = ids_of(turns)
     rows_in(c, "DELETE FROM vec_fragments WHERE rowid IN", ids)
     rows_in(c, "DELETE FROM fragments WHERE id IN", ids)
+    rows_in(c, f"DELETE FROM {SIGHTINGS} WHERE tenant = ? AND user = ? AND hash IN", [t["hash"] for t in turns],
+            (tenant, user))
     c.executemany(
         "INSERT OR IGNORE INTO forgotten_turns (tenant, user, session, hash) VALUES (?, ?, ?, ?)",
         [(tenant, user, t["session"], t["hash"]) for t in turns],

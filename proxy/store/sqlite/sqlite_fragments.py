@@ -77,6 +77,13 @@ class FragmentStore:
                         (cur.lastrowid, np.asarray(vec, dtype=np.float32).tobytes(), scope),
                     )
                     added += 1
+                else:  # said before in another session: this one said it too (``forgetting.SIGHTINGS``)
+                    c.execute(
+                        "INSERT OR IGNORE INTO fragment_sightings (tenant, user, hash, session, position)"
+                        " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM fragments WHERE tenant = ? AND user = ?"
+                        " AND hash = ? AND session != ?)",
+                        (tenant, user, frag.hash, session, frag.position, tenant, user, frag.hash, session),
+                    )
             return added
 
         return await self.db.write(write)

@@ -343,6 +343,24 @@ def m016_utf8_user_names(conn: Connection) -> None:
     _utf8_names(conn, "user")
 
 
+def m017_fragment_sightings(conn: Connection) -> None:
+    # A text is stored once per user (by its hash), in the session that said it first; the other sessions
+    # that said it, and where, are noted here, so forgetting the first moves the turn to one of them
+    # (store/forgetting.py). No text: a digest and a place.
+    _script(conn,
+        """
+        CREATE TABLE fragment_sightings (
+            tenant TEXT NOT NULL,
+            user TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            session TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            PRIMARY KEY (tenant, user, hash, session)
+        )
+        """
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -360,6 +378,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("014_forgotten_turns", m014_forgotten_turns),
     ("015_ids_never_reused", m015_ids_never_reused),
     ("016_utf8_user_names", m016_utf8_user_names),
+    ("017_fragment_sightings", m017_fragment_sightings),
 ]
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import user_export as fmt
 from .. import user_restore as plan
+from ..forgetting import SIGHTINGS
 from ..records import scope_of
 from ..user_export import EXPORT_VERSION as EXPORT_VERSION
 from .sqlite_database import Connection, Database
@@ -139,6 +140,7 @@ def _forget(c: Connection, tenant: str, user: str) -> dict[str, int]:
     for table in _OWNED:
         counts[table] = c.execute(f"DELETE FROM {table} WHERE tenant = ? AND user = ?", who).rowcount
     counts["forgotten_turns"] = c.execute("DELETE FROM forgotten_turns WHERE tenant = ? AND user = ?", who).rowcount
+    c.execute(f"DELETE FROM {SIGHTINGS} WHERE tenant = ? AND user = ?", who)
     counts["extraction_cursors"] = sum(
         c.execute(
             "DELETE FROM extraction_cursors WHERE tenant = ? AND session = ?", (tenant, s)
