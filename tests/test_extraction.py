@@ -106,6 +106,19 @@ def test_parse_items_normalises_a_models_deviations_and_drops_only_what_holds_no
     assert (paris.importance, paris.source, paris.expires_at, paris.turns) == (0.5, "inferred", "2026-11-09", (5,))
 
 
+def test_a_fact_given_an_expiry_and_no_standing_does_not_stand() -> None:
+    """A moment a model files under a standing category ("a headache today": health) with its expiry but no
+    ``standing`` shapes no answer past it; one it calls standing, or one without an expiry, stands."""
+    entries = [
+        {"type": "entity", "category": "health", "content": "The user has a pounding headache today.",
+         "expires_at": "2026-11-03"},
+        {"type": "entity", "category": "health", "content": "The user is allergic to penicillin."},
+        {"type": "entity", "category": "health", "content": "The user is pregnant.", "standing": True,
+         "expires_at": "2027-05-01"},
+    ]
+    assert [i.standing for i in parse_items(json.dumps(entries)) or []] == [False, True, True]
+
+
 @pytest.mark.parametrize(
     ("said", "category", "source", "key"),
     [

@@ -11,8 +11,8 @@ A model's small deviations are normalised here, never a reason to drop a fact:
 a category or type in another case or by another name (``"Medical"``,
 ``"person"``), a category it did not know (``other``), ``"source": "user"``,
 a key in another case or with spaces, a standing left out (the category's
-``STANDS_BY_DEFAULT``), numbers as strings or out of range (clamped), turns
-as ``"3, 4"``. Only an entry without ``content`` holds no fact to keep.
+``STANDS_BY_DEFAULT``, unless the fact has an expiry: a time that ends),
+numbers as strings or out of range (clamped), turns as ``"3, 4"``. Only an entry without ``content`` holds no fact to keep.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def normalise(entry: dict[str, Any]) -> dict[str, Any]:
     out.update(
         type=kind,
         category=category,
-        standing=_standing(entry.get("standing"), category),
+        standing=_standing(entry.get("standing"), category, expires is not None),
         content=content,
         key=clean_key(entry.get("key")) or derive_key(category, content),
         about=_about(entry.get("about")),
@@ -201,14 +201,16 @@ def _category(value: Any) -> Category | None:
     return "other" if word else None
 
 
-def _standing(value: Any, category: Category) -> bool:
+def _standing(value: Any, category: Category, expires: bool) -> bool:
+    """``standing`` as given, else the category's default; a fact given an expiry and no standing is of a
+    time that ends ("a headache today", "in Paris this week"): it shapes no answer past it."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float):
         return bool(value)
     if isinstance(value, str) and value.strip():
         return value.strip().lower() in _TRUE
-    return STANDS_BY_DEFAULT[category]
+    return STANDS_BY_DEFAULT[category] and not expires
 
 
 def _about(value: Any) -> str:
