@@ -195,6 +195,16 @@ def test_the_turns_of_replaced_guesses_are_those_no_live_fact_was_read_from_too(
     assert replaced_guess_turns(live, stored) == {"h1"}  # a sure fact's turns went with it (the store hid them)
 
 
+@pytest.mark.parametrize("chat", [
+    ("Quick note: I'm vegan, no animal products at all.", "Quick note: the kids' school pickup moved to 4pm now."),
+    ("你好！先说一下，我是素食者。", "跟你说个消息，我们搬到了成都。"),
+    ("Just so you know, I use a wheelchair.", "Just so you know, I switched banks, Monzo now."),
+])
+def test_a_change_marks_by_the_words_of_what_changed_not_by_how_the_news_is_told(chat: tuple[str, str]) -> None:
+    """Chat opens news alike ("quick note:", "跟你说"): the change's topic is the clause that says it."""
+    assert turns_changed_later(said(*chat), place, rare) == frozenset()
+
+
 def test_a_turn_shares_no_topic_through_a_word_many_turns_say() -> None:
     seats = said("I always book a window seat.", "These days I take the aisle seat.")
     assert turns_changed_later(seats, place, rare) == {1}

@@ -79,6 +79,11 @@ _ADDED = re.compile(r"\b(?:too|also|as well|another|either|additionally|besides)
 # Words of a statement's kind, not of its topic: "the user likes hiking" and "I now like jazz" speak of two things.
 _ANY_TOPIC = frozenset({"user", "users", "like", "likes", "love", "loves", "enjoy", "enjoys", "prefer", "prefers",
                         "用户", "喜欢", "爱"})
+# Words of how news is told in chat, not of what it is about ("Quick note:", "FYI", "Just so you know",
+# "跟你说个消息", "先说一下", "提醒一下"): two statements told alike share them whatever they say.
+_TELLING = frozenset({"quick", "note", "notes", "fyi", "btw", "heads", "head", "update", "updates", "news", "know",
+                      "tell", "told", "say", "said", "mention", "mentioned", "hey", "hi", "hello", "anyway",
+                      "说", "先说", "跟", "告诉", "消息", "好消息", "一下", "提醒", "你好", "顺便", "对了"})
 
 
 class Stated(ItemFacts, Protocol):
@@ -263,8 +268,9 @@ def _topic(fact: Stated, terms: Iterable[str]) -> tuple[str | None, frozenset[st
 
 
 def _topic_words(terms: Iterable[str]) -> frozenset[str]:
-    """The search terms that say what a statement is about: not its kind (``_ANY_TOPIC``) nor a cue word."""
-    return frozenset(t for t in terms if t not in _ANY_TOPIC and not _cue(t))
+    """The search terms that say what a statement is about: not its kind (``_ANY_TOPIC``), nor how it is
+    told (``_TELLING``), nor a cue word."""
+    return frozenset(t for t in terms if t not in _ANY_TOPIC and t not in _TELLING and not _cue(t))
 
 
 @functools.lru_cache(maxsize=4096)
