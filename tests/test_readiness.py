@@ -41,7 +41,7 @@ def test_a_database_deleted_while_running_is_reported_and_memory_steps_aside(
     assert "memory layer off" in caplog.text and "deleted" in caplog.text
 
 
-def test_a_database_that_cannot_be_opened_is_not_starting_forever(
+def test_a_database_that_cannot_be_opened_says_why(
     make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path
 ) -> None:
     blocker = tmp_path / "a-file"
@@ -55,6 +55,28 @@ def test_a_database_that_cannot_be_opened_is_not_starting_forever(
     assert "could not start" in body["reason"]
     with proxy.http() as http:
         assert http.post("/v1/chat/completions", json=HI).headers["x-paperclip-degraded"] == "memory_unavailable"
+
+
+def test_a_database_that_answers_only_after_the_start_is_used_without_a_restart(
+    make_proxy: Callable[..., Proxy], upstream_url: str, tmp_path: Path
+) -> None:
+    """SPEC §9: a database down when the proxy starts (its volume not mounted yet) is tried again."""
+    later = tmp_path / "mounted-later"
+    later.write_text("a file where the folder will be")
+    proxy = make_proxy(base_config(upstream_url, later / "p.db"), wait_ready=False)
+    deadline = time.monotonic() + 30
+    while "reason" not in (body := readyz(proxy).json()):
+        assert time.monotonic() < deadline, body
+        time.sleep(0.05)
+    assert readyz(proxy).status_code == 503 and "trying again" in body["reason"]
+    with proxy.http() as http:
+        assert http.post("/v1/chat/completions", json=HI).headers["x-paperclip-degraded"] == "memory_unavailable"
+    later.unlink()
+    while readyz(proxy).status_code != 200:
+        assert time.monotonic() < deadline + 30
+        time.sleep(0.1)
+    with proxy.http() as http:
+        assert "x-paperclip-degraded" not in http.post("/v1/chat/completions", json=HI).headers
 
 
 def test_database_problem_names_what_is_wrong(tmp_path: Path) -> None:

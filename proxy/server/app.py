@@ -37,7 +37,7 @@ from .messages import MessagesEndpoint
 from .passthrough import PassthroughEndpoint
 from .readiness import FileIdentity, check_database
 from .responses import ResponsesEndpoint
-from .runtime import Offline, Ready, Runtime, StoreDown, build_runtime
+from .runtime import Offline, Ready, Runtime, Starting, StoreDown, build_runtime
 from .startup import serve_memory, settle_heap
 
 log = logging.getLogger("paperclip")
@@ -136,8 +136,8 @@ def routes(rt: Runtime, tools: MemoryTools) -> list[BaseRoute]:
         checks = rt.memory.checks()
         ok = all(checks.values())
         payload: dict[str, object] = {"ready": ok, "checks": checks}
-        if isinstance(rt.memory.state, Offline | StoreDown):
-            payload["reason"] = rt.memory.state.reason
+        if isinstance(state := rt.memory.state, Offline | StoreDown | Starting) and state.reason is not None:
+            payload["reason"] = state.reason
         return JSONResponse(payload, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:

@@ -10,7 +10,9 @@ The memory layer's state is a value that changes as a whole (``MemoryStatus``):
 
 ``StoreDown``: the database stopped answering (``readiness.watch_store``
 pings it); requests go out plainly until it answers again, then the same
-``Ready`` serves on. ``Offline`` is for good, until a restart.
+``Ready`` serves on. A database that does not answer at start keeps the
+layer ``Starting`` with the reason (``startup.start_memory`` tries it again
+until it answers). ``Offline`` is for good, until a restart.
 
 ``Ready`` without a layer is a proxy that needs none (no tenant has memory
 or context on) or a test's own pipeline. Nothing else of a ``Runtime``
@@ -40,7 +42,10 @@ log = logging.getLogger("paperclip.readiness")
 
 @dataclass(frozen=True)
 class Starting:
-    """The database and the embedding model are still loading; requests are forwarded meanwhile."""
+    """The database and the embedding model are still loading; requests are forwarded meanwhile.
+    ``reason``: why the database is not open yet, while it is tried again."""
+
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,11 @@ class MemoryStatus:
 
     def ready(self, pipeline: Pipeline, layer: MemoryLayer | None = None, database_file: object = None) -> None:
         self.state = Ready(pipeline, layer, database_file)
+
+    def waiting(self, reason: str) -> None:
+        """Still starting: the database did not answer (``reason``), and is tried again."""
+        if isinstance(self.state, Starting):
+            self.state = Starting(reason)
 
     def offline(self, reason: str) -> None:
         """Step aside for good (until a restart); said once in the log."""
@@ -133,6 +143,8 @@ class MemoryStatus:
             return MemoryUnavailable(f"The memory layer is off: {state.reason}.")
         if isinstance(state, StoreDown):
             return StoreUnavailable(f"The database does not answer: {state.reason}.")
+        if isinstance(state, Starting) and state.reason is not None:
+            return MemoryUnavailable(f"The memory layer could not start yet: {state.reason}.")
         return MemoryNotReady("The memory layer is not ready yet; try again shortly.")
 
     def checks(self) -> dict[str, bool]:
@@ -141,7 +153,8 @@ class MemoryStatus:
         return {
             "config": True,
             "database": isinstance(state, Ready),
-            "embedding": isinstance(state, Ready | StoreDown) or (isinstance(state, Offline) and state.layer is not None),
+            "embedding": isinstance(state, Ready | StoreDown) or (isinstance(state, Offline) and state.layer is not None)
+            or (isinstance(state, Starting) and state.reason is not None),
         }
 
 

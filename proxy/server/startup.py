@@ -15,14 +15,17 @@ from ..pipeline.bounded_pipeline import BoundedPipeline
 from ..pipeline.chat_call import ChatCall, Reply
 from ..pipeline.memory_layer import assemble
 from ..prompts import Prompts
-from ..store import connect, urls
+from ..store import Store, connect, urls
 from ..tokens import encoding_for
 from ..upstream.compression_client import compression_calls
 from .readiness import FileIdentity, identity, watch_store
-from .runtime import Ready, Runtime
+from .runtime import Ready, Runtime, Starting
 
 log = logging.getLogger("paperclip.startup")
 
+# A database that does not answer at start is tried again this often, doubling up to the max.
+CONNECT_RETRY_S = 1.0
+CONNECT_RETRY_MAX_S = 30.0
 YOUNG_OBJECTS = 20_000  # the collector's first threshold once serving (Python's default: 700)
 
 
@@ -41,11 +44,11 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
         await asyncio.to_thread(_warm_up)
         configured = [t.memory.rerank for t in (settings.defaults, *settings.tenants)]
         rerankers = await asyncio.to_thread(load_rerankers, configured)
-        store = await connect(settings.storage.url, embedder.dim)
     except Exception as exc:
         log.exception("the memory layer could not start; serving as a plain proxy")
         runtime.memory.offline(f"the memory layer could not start: {exc}")
         return
+    store = await _connected(runtime, settings.storage.url, embedder.dim)
     try:
         layer = assemble(
             store, embedder, prompts, runtime.metrics, compression_calls(runtime.upstreams), rerankers,
@@ -62,6 +65,24 @@ async def start_memory(runtime: Runtime, embedder: Embedder | None = None) -> No
         return
     log.info("memory layer ready (embedding %s, dim %d)", settings.embedding.model, embedder.dim)
     runtime.background.spawn("record", record_held(runtime))
+
+
+async def _connected(runtime: Runtime, url: str, dim: int) -> Store:
+    """The store, once its database answers: a database down when the proxy starts (its container still
+    starting, a network not up yet) is tried again, ``CONNECT_RETRY_S`` apart, doubling to
+    ``CONNECT_RETRY_MAX_S``; meanwhile requests go out plainly (SPEC §9: it recovers without a restart)."""
+    delay = CONNECT_RETRY_S
+    while True:
+        try:
+            return await connect(url, dim)
+        except Exception as exc:
+            if runtime.memory.state == Starting():
+                log.exception("the memory layer could not start: the database does not answer; trying again")
+            else:
+                log.warning("the database still does not answer (%s); trying again in %.0f s", exc, delay)
+            runtime.memory.waiting(f"the memory layer could not start: {exc}; trying again every {delay:.0f} s")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, CONNECT_RETRY_MAX_S)
 
 
 def hold(runtime: Runtime, call: ChatCall, reply: Reply, body_size: int) -> None:
