@@ -117,6 +117,20 @@ def test_forgetting_a_conversation_keeps_what_another_one_said_too(proxy: Proxy,
     assert "Zorblax" not in str(upstream.chat_requests()[-1].json()["messages"])
 
 
+def test_two_users_of_one_session_name_both_have_their_facts_extracted(proxy: Proxy) -> None:
+    """X-Paperclip-Session takes any string: two users who send the same one ("main") each get their memories
+    (the extraction cursor is the user's session's, not the name's)."""
+    for user, fact in (("uma", "I am allergic to penicillin, remember that."),
+                       ("vic", "I am allergic to sesame seeds, remember that.")):
+        chat_turn_by_turn(proxy, user, "main", fact, "Tell me about trains in spring.",
+                          "Tell me about the weather in spring.", "Thanks, that is all for now.")
+        proxy.drain()
+    with admin(proxy) as http:
+        for user, word in (("uma", "penicillin"), ("vic", "sesame")):
+            memories = http.get(MEMORIES.format(user=user)).json()["data"]
+            assert any(word in m["content"].lower() for m in memories), (user, memories)
+
+
 def test_a_search_is_paginated_too(proxy: Proxy) -> None:
     ids = {add(proxy, "alice", content=f"Alice owns bicycle number {n}, a {colour} one.", key=f"user.bike.{n}")
            ["item"]["id"] for n, colour in enumerate(["red", "blue", "green", "black", "white"])}

@@ -18,6 +18,7 @@ from proxy.memory.search.embedder import HashEmbedder
 from proxy.metrics import Metrics
 from proxy.prompts import Prompts
 from proxy.store import Store, open_store
+from proxy.store.records import cursor_key
 from tests.conftest import Proxy
 from tests.fake_upstream import FakeUpstream, completion
 from tests.test_structured_memories import fast, forwarded_last_user, items
@@ -49,6 +50,9 @@ def extractor(store: Store) -> Extractor:
     return Extractor(store.items, store.cursors, Prompts.load(), embed, Metrics())
 
 
+KEY = cursor_key("u", "s")  # user u's session s
+
+
 async def catch_up(ex: Extractor, model: Model) -> int:
     return await ex.catch_up("t", "u", "s", TURNS, len(TURNS), model, every=4, pii="keep", dedup_cosine=0.9)
 
@@ -58,7 +62,7 @@ async def test_concurrent_records_of_one_session_extract_each_turn_once(tmp_path
     try:
         added = await asyncio.gather(*(catch_up(extractor(store), model) for _ in range(6)))
         assert model.calls == 1 and sorted(added) == [0] * 5 + [1]
-        assert await store.cursors.cursor("t", "s") == len(TURNS)
+        assert await store.cursors.cursor("t", KEY) == len(TURNS)
         assert await catch_up(extractor(store), model) == 0 and model.calls == 1  # nothing new: no call
     finally:
         store.close()
@@ -86,7 +90,7 @@ async def test_a_failed_extraction_leaves_its_turns_to_the_next_record(tmp_path:
         failing = Extractor(store.items, store.cursors, Prompts.load(), broken, Metrics())
         with pytest.raises(RuntimeError):
             await catch_up(failing, model)
-        assert await store.cursors.cursor("t", "s") == 0
+        assert await store.cursors.cursor("t", KEY) == 0
         assert await catch_up(extractor(store), model) == 1
     finally:
         store.close()
@@ -95,11 +99,11 @@ async def test_a_failed_extraction_leaves_its_turns_to_the_next_record(tmp_path:
 async def test_the_claim_of_a_dead_process_is_taken_over_once_its_lease_ends(tmp_path: Path) -> None:
     store, model = open_store(str(tmp_path / "d.db"), 16), Model()
     try:
-        assert await store.cursors.claim("t", "s", 0, "alive", lease_s=60)
+        assert await store.cursors.claim("t", KEY, 0, "alive", lease_s=60)
         assert await catch_up(extractor(store), model) == 0  # held by a live claim
-        assert await store.cursors.claim("t", "s", 0, "dead", lease_s=-1) is False  # cannot steal a live one
-        await store.cursors.release("t", "s", "alive")
-        assert await store.cursors.claim("t", "s", 0, "dead", lease_s=-1)  # taken, then its process died
+        assert await store.cursors.claim("t", KEY, 0, "dead", lease_s=-1) is False  # cannot steal a live one
+        await store.cursors.release("t", KEY, "alive")
+        assert await store.cursors.claim("t", KEY, 0, "dead", lease_s=-1)  # taken, then its process died
         assert await catch_up(extractor(store), model) == 1 and model.calls == 1
     finally:
         store.close()

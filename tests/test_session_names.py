@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import psycopg
 
+from proxy.store.records import cursor_key
 from proxy.store.session_names import meant
 from proxy.store.sqlite import sqlite_migrations
 from tests.conftest import ADMIN_KEY, PROXY_KEY, Proxy, both_stores
@@ -122,9 +123,23 @@ def test_a_renamed_key_that_is_already_taken_keeps_its_old_name() -> None:
     conn, before = migrated_before("013_utf8_session_names")
     for session in ("café", "cafÃ©", "caf\u00c3\u00a9-alone"):
         conn.execute("INSERT INTO extraction_cursors (tenant, session, upto) VALUES ('t', ?, 1)", (session,))
-    assert sqlite_migrations.apply(conn) == [name for name, _ in sqlite_migrations.MIGRATIONS[before:]]  # type: ignore[arg-type]
+    sqlite_migrations.MIGRATIONS[before][1](conn)  # type: ignore[arg-type]  # (018 keys cursors by user)
     names = sorted(r[0] for r in conn.execute("SELECT session FROM extraction_cursors"))
     assert names == sorted(["café", "café-alone", "cafÃ©"])  # "cafÃ©" could not become a second "café"
+
+
+def test_a_sessions_cursor_becomes_each_of_its_users() -> None:
+    """018: two users who sent one session name shared one cursor; each now has it, and an ownerless one goes."""
+    conn, _ = migrated_before("018_cursors_by_user")
+    insert = ("INSERT INTO fragments (tenant, user, session, hash, role, text, terms, position, tokens, created)"
+              " VALUES ('t', ?, 'main', ?, 'user', 'hi', 'hi', 0, 1, 0)")
+    for user, digest in (("ann", "h1"), ("bob", "h2")):
+        conn.execute(insert, (user, digest))
+    for session in ("main", "forgotten"):
+        conn.execute("INSERT INTO extraction_cursors (tenant, session, upto) VALUES ('t', ?, 5)", (session,))
+    sqlite_migrations.apply(conn)  # type: ignore[arg-type]
+    rows = set(conn.execute("SELECT session, upto FROM extraction_cursors").fetchall())
+    assert rows == {(cursor_key("ann", "main"), 5), (cursor_key("bob", "main"), 5)}
 
 
 USERS = ("José", "张伟")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from proxy.store.records import Forgot, ItemWrite, NewFragment, NewItem, SummaryRow
+from proxy.store.records import Forgot, ItemWrite, NewFragment, NewItem, SummaryRow, cursor_key
 from tests.store_backends import DIM, Stores, add_item
 
 
@@ -122,8 +122,8 @@ async def _fill(stores: Stores, user: str) -> None:
     summary = SummaryRow("sum-1", 0, "they talked", 3, 0, 2)
     await stores.sessions.save_prefix("acme", user, "s1", "c1", 2, [summary], [summary])
     await stores.traces.save("acme", user, "s1", "t1", {"why": "x"})
-    assert await stores.cursors.claim("acme", "s1", 0, "x", 30)
-    await stores.cursors.finish("acme", "s1", "x", 2)
+    assert await stores.cursors.claim("acme", cursor_key(user, "s1"), 0, "x", 30)
+    await stores.cursors.finish("acme", cursor_key(user, "s1"), "x", 2)
 
 
 async def test_export_forget_and_restore_round_trip(stores: Stores) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from proxy.store import user_restore as plan
+from proxy.store.records import cursor_key
 
 
 def _item(item_id: int, key: str, superseded_by: int | None = None) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def test_the_scope_is_locked_before_its_first_fragment_and_every_row_is_counted_
     assert counts == {"fragments": 2, "items": 3, "summaries": 1, "prefixes": 0, "traces": 0}
     assert [s.table for s in seen if isinstance(s, plan.Insert)] == ["fragments"] * 2 + ["items"] * 3 + ["summaries"]
     assert all(s.vector is not None for s in seen if isinstance(s, plan.Insert) and s.table != "summaries")
-    assert plan.Cursor("s1", 4) in seen
+    assert plan.Cursor(cursor_key("u1", "s1"), 4) in seen
 
 
 def test_rows_already_there_are_skipped_and_history_points_at_the_new_ids() -> None:

@@ -103,6 +103,12 @@ def generation_key(tenant: str, user: str) -> str:
     return hashlib.sha256(scope_of(tenant, user).encode()).hexdigest()
 
 
+def cursor_key(user: str, session: str) -> str:
+    """The key of a user's session in ``extraction_cursors``: a session's name is any string a client sends
+    (``X-Paperclip-Session: main``), so two users may send one; each is mined on their own."""
+    return "u-" + hashlib.sha256(f"{user}\0{session}".encode()).hexdigest()[:32]
+
+
 # An item row's columns, as ``item_row`` reads them (and as a user's export lists them).
 ITEM_COLUMNS = (
     "id, session, type, category, standing, about, key, content, importance, confidence, source, expires_at, status,"

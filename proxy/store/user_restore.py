@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import user_export as fmt
+from .records import cursor_key
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class Supersede:
 
 @dataclass(frozen=True)
 class Cursor:
-    """The session's extraction cursor is at least ``upto``."""
+    """The user's session's extraction cursor (``key``: ``records.cursor_key``) is at least ``upto``."""
 
     session: str
     upto: int
@@ -92,7 +93,7 @@ def steps(user: str, data: Mapping[str, Any], item_vectors: np.ndarray, fragment
         for p in session["prefixes"]:
             counts["prefixes"] += yield Insert("prefixes", fmt.RESTORED_PREFIX, fmt.prefix_values(user, name, p))
         if session["extraction_cursor"] is not None:
-            yield Cursor(name, session["extraction_cursor"])
+            yield Cursor(cursor_key(user, name), session["extraction_cursor"])
     for trace in data["traces"]:
         counts["traces"] += yield Insert("traces", fmt.RESTORED_TRACE, fmt.trace_values(user, trace))
     return counts

@@ -28,7 +28,7 @@ from ...offload import off_loop
 from ...prompts import Prompts
 from ...store import lease
 from ...store.interface import ExtractionCursors, Fragments, Items
-from ...store.records import ItemRow
+from ...store.records import ItemRow, cursor_key
 from ..lifecycle import Decision, ExistingItem
 from ..memory_schema import MemoryItem, example_reply, is_guess, prompt_fields, response_format
 from ..recall.query import fragment_hash
@@ -114,21 +114,22 @@ class Extractor:
         conversation, the turn, on any replica — is never extracted again, nor
         is a purged turn a client sends again. Returns how many items were added.
         """
-        done = await self.cursors.cursor(tenant, session)
+        key = cursor_key(user, session)  # the user's session: two users may send one name
+        done = await self.cursors.cursor(tenant, key)
         if length - done <= 0 or length - done < every:
             return 0
         owner = "extract-" + uuid.uuid4().hex
         extracted = False
 
         async def claim(ttl_s: float) -> bool:
-            return await self.cursors.claim(tenant, session, done, owner, ttl_s)
+            return await self.cursors.claim(tenant, key, done, owner, ttl_s)
 
         async def end() -> None:
             # The cursor moves only past mined turns; otherwise they go to the next claimant.
             if extracted:
-                await self.cursors.finish(tenant, session, owner, length)
+                await self.cursors.finish(tenant, key, owner, length)
             else:
-                await self.cursors.release(tenant, session, owner)
+                await self.cursors.release(tenant, key, owner)
 
         # Renewed while the extraction runs; a process killed mid-way holds the turns for seconds.
         async with lease.held(f"extract:{tenant}:{session}", claim, end) as mine:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..legacy_schema import legacy_schema
+from ..records import cursor_key
 from ..session_names import meant, names, rename, tables
 from . import pg_vectors
 from .pg_item_history import item_history
@@ -289,6 +290,22 @@ async def m017_fragment_sightings(conn: PgConnection) -> None:
     """)
 
 
+async def m018_cursors_by_user(conn: PgConnection) -> None:
+    # sqlite_migrations.m018_cursors_by_user: a session's cursor becomes each of its users'.
+    cur = await conn.execute("SELECT tenant, session, upto FROM extraction_cursors")
+    for tenant, session, upto in await cur.fetchall():
+        owners = await (await conn.execute(
+            'SELECT "user" FROM fragments WHERE tenant = %s AND session = %s'
+            ' UNION SELECT "user" FROM items WHERE tenant = %s AND session = %s', (tenant, session, tenant, session),
+        )).fetchall()
+        await conn.execute("DELETE FROM extraction_cursors WHERE tenant = %s AND session = %s", (tenant, session))
+        for (user,) in owners:
+            await conn.execute(
+                "INSERT INTO extraction_cursors (tenant, session, upto) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                (tenant, cursor_key(str(user), session), upto),
+            )
+
+
 async def m016_utf8_user_names(conn: PgConnection) -> None:
     # SQLite's m016: users named in UTF-8 in the header but stored as its latin-1 reading get the name meant.
     await _utf8_names(conn, "user")
@@ -312,6 +329,7 @@ MIGRATIONS: list[tuple[str, Callable[[PgConnection], Awaitable[None]]]] = [
     ("015_forgotten_turns", m015_forgotten_turns),
     ("016_utf8_user_names", m016_utf8_user_names),
     ("017_fragment_sightings", m017_fragment_sightings),
+    ("018_cursors_by_user", m018_cursors_by_user),
 ]
 
 async def migrate(conn: PgConnection, dim: int | None) -> list[str]:

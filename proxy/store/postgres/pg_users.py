@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 from .. import user_export as fmt
 from .. import user_restore as plan
 from ..forgetting import SIGHTINGS
+from ..records import cursor_key
 from .pg_coordination import bump_generation, lock_scope
 from .pg_database import PgConnection, PgDatabase
 
@@ -67,7 +68,7 @@ class PgUserStore:
             fragments = await _one(
                 conn, "SELECT count(*) FROM fragments WHERE tenant = %s AND session = %s", (tenant, session)
             )
-            cursor = await _cursor(conn, tenant, session)
+            cursor = await _cursor(conn, tenant, users, session)
         return fmt.activity(users, int(fragments or 0), cursor)
 
 
@@ -111,12 +112,14 @@ async def _session(conn: PgConnection, tenant: str, user: str, session: str) -> 
         conn, f"SELECT {fmt.SUMMARY_COLUMNS} FROM summaries WHERE {_WHO} AND session = %s"
         " ORDER BY start, level", key,
     )
-    return fmt.session_part(session, await _cursor(conn, tenant, session), summaries, prefixes)
+    return fmt.session_part(session, await _cursor(conn, tenant, [user], session), summaries, prefixes)
 
 
-async def _cursor(conn: PgConnection, tenant: str, session: str) -> int | None:
+async def _cursor(conn: PgConnection, tenant: str, users: Sequence[str], session: str) -> int | None:
+    """How far ``session`` was mined: the furthest of ``users``' cursors of it."""
     found = await _one(
-        conn, "SELECT upto FROM extraction_cursors WHERE tenant = %s AND session = %s", (tenant, session)
+        conn, "SELECT max(upto) FROM extraction_cursors WHERE tenant = %s AND session = ANY(%s)",
+        (tenant, [cursor_key(u, session) for u in users]),
     )
     return None if found is None else int(found)
 
@@ -143,7 +146,8 @@ async def _forget(conn: PgConnection, tenant: str, user: str) -> dict[str, int]:
     counts["forgotten_turns"] = int(cur.rowcount)
     await conn.execute(f"DELETE FROM {SIGHTINGS} WHERE {_WHO}", (tenant, user))
     cur = await conn.execute(
-        "DELETE FROM extraction_cursors WHERE tenant = %s AND session = ANY(%s)", (tenant, sessions)
+        "DELETE FROM extraction_cursors WHERE tenant = %s AND session = ANY(%s)",
+        (tenant, [cursor_key(user, s) for s in sessions]),
     )
     counts["extraction_cursors"] = int(cur.rowcount)
     # Every replica's in-memory index of the user sees this on its next search and drops the rows.

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from ..legacy_schema import LegacySchema, legacy_schema
+from ..records import cursor_key
 from ..session_names import meant, names, rename, tables
 from .sqlite_database import Connection
 from .sqlite_edits import ITEM_TRIGGERS
@@ -361,6 +362,22 @@ def m017_fragment_sightings(conn: Connection) -> None:
     )
 
 
+def m018_cursors_by_user(conn: Connection) -> None:
+    """A session's extraction cursor becomes each of its users' (``records.cursor_key``): a session's name is
+    any string a client sends, and two users who sent one shared one cursor, so the second was never mined.
+    A cursor of a session nothing is stored of any more names no user, and goes."""
+    for tenant, session, upto in conn.execute("SELECT tenant, session, upto FROM extraction_cursors").fetchall():
+        owners = conn.execute(
+            "SELECT user FROM fragments WHERE tenant = ? AND session = ?"
+            " UNION SELECT user FROM items WHERE tenant = ? AND session = ?", (tenant, session, tenant, session),
+        ).fetchall()
+        conn.execute("DELETE FROM extraction_cursors WHERE tenant = ? AND session = ?", (tenant, session))
+        conn.executemany(
+            "INSERT OR IGNORE INTO extraction_cursors (tenant, session, upto) VALUES (?, ?, ?)",
+            [(tenant, cursor_key(str(user), session), upto) for (user,) in owners],
+        )
+
+
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("001_sessions", m001_sessions),
     ("002_fragments", m002_fragments),
@@ -379,6 +396,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("015_ids_never_reused", m015_ids_never_reused),
     ("016_utf8_user_names", m016_utf8_user_names),
     ("017_fragment_sightings", m017_fragment_sightings),
+    ("018_cursors_by_user", m018_cursors_by_user),
 ]
 
 

@@ -20,10 +20,10 @@ import numpy as np
 from .. import user_export as fmt
 from .. import user_restore as plan
 from ..forgetting import SIGHTINGS
-from ..records import scope_of
+from ..records import cursor_key, scope_of
 from ..user_export import EXPORT_VERSION as EXPORT_VERSION
 from .sqlite_database import Connection, Database
-from .sqlite_fragments import bump_generation
+from .sqlite_fragments import bump_generation, rows_in
 
 _OWNED = fmt.OWNED
 
@@ -103,14 +103,14 @@ def _session(c: Connection, tenant: str, user: str, session: str) -> dict[str, A
         c, f"SELECT {fmt.SUMMARY_COLUMNS} FROM summaries WHERE tenant = ? AND user = ? AND session = ?"
         " ORDER BY start, level", key,
     )
-    return fmt.session_part(session, _cursor(c, tenant, session), summaries, prefixes)
+    return fmt.session_part(session, _cursor(c, tenant, [user], session), summaries, prefixes)
 
 
-def _cursor(c: Connection, tenant: str, session: str) -> int | None:
-    row = c.execute(
-        "SELECT upto FROM extraction_cursors WHERE tenant = ? AND session = ?", (tenant, session)
-    ).fetchone()
-    return None if row is None else int(row[0])
+def _cursor(c: Connection, tenant: str, users: Sequence[str], session: str) -> int | None:
+    """How far ``session`` was mined: the furthest of ``users``' cursors of it."""
+    rows = rows_in(c, "SELECT upto FROM extraction_cursors WHERE tenant = ? AND session IN",
+                   [cursor_key(u, session) for u in users], (tenant,))
+    return max((int(r[0]) for r in rows), default=None)
 
 
 def _sessions(c: Connection, tenant: str, user: str) -> list[str]:
@@ -143,7 +143,7 @@ def _forget(c: Connection, tenant: str, user: str) -> dict[str, int]:
     c.execute(f"DELETE FROM {SIGHTINGS} WHERE tenant = ? AND user = ?", who)
     counts["extraction_cursors"] = sum(
         c.execute(
-            "DELETE FROM extraction_cursors WHERE tenant = ? AND session = ?", (tenant, s)
+            "DELETE FROM extraction_cursors WHERE tenant = ? AND session = ?", (tenant, cursor_key(user, s))
         ).rowcount
         for s in sessions
     )
@@ -209,4 +209,4 @@ def _activity(c: Connection, tenant: str, session: str) -> dict[str, Any] | None
     fragments = c.execute(
         "SELECT count(*) FROM fragments WHERE tenant = ? AND session = ?", (tenant, session)
     ).fetchone()[0]
-    return fmt.activity(users, int(fragments), _cursor(c, tenant, session))
+    return fmt.activity(users, int(fragments), _cursor(c, tenant, users, session))
