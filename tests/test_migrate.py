@@ -110,10 +110,14 @@ async def test_migrate_refuses_what_it_cannot_copy(tmp_path: Path) -> None:
         (["--from", "postgresql://a/b", "--to", "postgresql://c/d"], "--from must be a sqlite:/// URL"),
         (["--from", f"sqlite:///{tmp_path / 'none.db'}", "--to", "postgresql://c/d"], "no database at"),
         (["--from", f"sqlite:///{tmp_path / 'none.db'}", "--to", "mysql://c/d"], "--to must be"),
+        # a PostgreSQL that does not answer: one line, no traceback
+        (["--from", f"sqlite:///{tmp_path / 'src.db'}", "--to", f"postgresql://u:@/nodb?host={tmp_path / 'no-pg'}"],
+         "cannot connect to PostgreSQL"),
     ]
+    open_store(str(tmp_path / "src.db"), 4).close()
     for args, message in cases:
         done = await asyncio.to_thread(
             subprocess.run, [sys.executable, "-m", "proxy", "migrate", *args],
             cwd=REPO, capture_output=True, text=True, timeout=60,
         )
-        assert done.returncode == 2 and message in done.stderr, done.stderr
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr

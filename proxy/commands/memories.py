@@ -32,6 +32,7 @@ from ..memory.search.embedder import Embedder, Vectors, load_embedder
 from ..memory.search.fragment_index import FragmentIndex
 from ..server.admin.pagination import LIMIT_RANGE, MAX_LIMIT, page_limit
 from ..store import connect, urls
+from ..store.interface import DatabaseUnavailable
 from ..store.records import FRAGMENT_STATUSES, ItemRow, StoredFragment
 from ..tokens import TokenCounter
 from .config_commands import CONFIG_HELP
@@ -141,7 +142,10 @@ def _import(args: argparse.Namespace, settings: Settings, tenant: TenantSettings
     if not isinstance(user, str) or not user:
         return fail(f"{args.file} names no user: pass --user")
     args.user = user
-    return asyncio.run(_run(args, settings, tenant, raw))
+    try:
+        return asyncio.run(_run(args, settings, tenant, raw))
+    except DatabaseUnavailable as exc:
+        return fail(f"{exc} (storage.url)")
 
 
 async def _run(

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from ..store import urls
+from ..store.interface import DatabaseUnavailable
 from ..store.transfer import Count, transfer
 
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     bars = _Bars()
     try:
         counts = asyncio.run(transfer(path, args.target, bars.update))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, DatabaseUnavailable) as exc:
         return _fail(str(exc))
     finally:
         bars.close()

@@ -123,7 +123,11 @@ class PgDatabase:
         from psycopg.types import TypeInfo
         from psycopg_pool import AsyncConnectionPool
 
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        try:
+            first = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        except psycopg.OperationalError as exc:  # not reached, refused, no such database: said in one line
+            raise DatabaseUnavailable(f"cannot connect to PostgreSQL: {' '.join(str(exc).split())}") from exc
+        async with first as conn:
             await pg_schema.migrate(conn, dim)
             info = await TypeInfo.fetch(conn, "vector")
         if info is None:
