@@ -29,6 +29,10 @@ def test_compose_runs_replicas_on_pgvector_behind_the_balancer() -> None:
     assert services["lb"]["ports"] == ["8787:8787"]
     nginx = (DEPLOY / "nginx.conf").read_text()
     assert "server paperclip:8787" in nginx and "proxy_buffering off" in nginx
+    # Each browser's own address reaches the replicas (the sign-in limits are per address), and only the
+    # balancer, the one way in, is trusted to say it.
+    assert "proxy_set_header X-Forwarded-For $remote_addr;" in nginx
+    assert replica["environment"]["FORWARDED_ALLOW_IPS"] == "*" and "ports" not in replica
 
 
 def test_the_replicas_config_is_the_shipped_one_on_postgresql_whatever_the_image_sets() -> None:
