@@ -68,6 +68,14 @@ def test_the_warnings_say_what_happens_to_requests() -> None:
     assert [text for lvl, text in banner.lines(keyless) if lvl == logging.WARNING] == [
         "tenant acme has no upstream key (upstream.api_key is unset): its requests reach the upstream without one"
     ]
+    # Keys from unset variables are no keys: the tenant is unreachable, or its clients' keys go upstream.
+    unset = {"passthrough_keys": True,
+             "tenants": {"acme": {"api_keys": ["${ACME_KEY}"], "upstream": {"api_key": "sk-up"}}}}
+    assert [text for lvl, text in banner.lines(config.from_dict(unset, env={})) if lvl == logging.WARNING] == [
+        "tenant acme has no client key (its api_keys are empty, or each an unset ${VAR}): "
+        "a key meant for it is taken for a client's own and forwarded upstream"
+    ]
+    assert len(banner.lines(config.from_dict(unset, env={"ACME_KEY": "k"}))) == 1
     assert "config none (the built-in defaults)" in banner.lines(config.load(None, env={}))[0][1]
     embedded = banner.lines(config.load(config.EMBEDDED_FILE, env={}))[0][1]
     assert f"config {config.EMBEDDED_FILE} (the built-in proxy.yaml" in embedded and "passthrough_keys on" in embedded

@@ -79,6 +79,10 @@ def test_the_cli_prints_every_problem_a_line_each_and_exits_2(tmp_path: Path) ->
     checked = run_cli("config", "check", "--config", str(good))
     assert checked.returncode == 0
     assert checked.stdout.strip() == f"{good}: valid; tenants: acme; passthrough_keys off"
+    assert "warning: tenant acme has no upstream key" in checked.stderr  # what serve warns of, said here too
+    unset = write(tmp_path / "unset.yaml", {"tenants": {"acme": {"api_keys": ["${NO_SUCH_KEY_VAR}"]}}})
+    warned = run_cli("config", "check", "--config", str(unset))
+    assert warned.returncode == 0 and "warning: tenant acme has no client key" in warned.stderr
 
 
 def test_no_file_an_empty_file_and_an_empty_mapping_give_the_same_settings(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ def lines(settings: Settings) -> list[tuple[int, str]]:
     if not settings.tenants and not settings.passthrough_keys:
         out.append((logging.WARNING, REFUSES_EVERYONE))
     out += [(logging.WARNING, _no_key(t)) for t in settings.tenants if not t.upstream.api_key]
+    out += [(logging.WARNING, _no_client_key(t, settings.passthrough_keys)) for t in settings.tenants if not t.api_keys]
     unchecked = sorted({_base(t.upstream) for t in everyone if not t.upstream.verify})
     out += [(logging.WARNING, f"TLS certificates of {url} are not checked (upstream.verify: false)") for url in unchecked]
     return out
@@ -59,6 +60,14 @@ def _base(up: Upstream) -> str:
 def _origin(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     return parts.scheme, parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _no_client_key(tenant: TenantSettings, passthrough: bool) -> str:
+    then = ("a key meant for it is taken for a client's own and forwarded upstream" if passthrough
+            else "every request meant for it is refused with 401")
+    return (
+        f"tenant {tenant.name} has no client key (its api_keys are empty, or each an unset ${{VAR}}): {then}"
+    )
 
 
 def _no_key(tenant: TenantSettings) -> str:

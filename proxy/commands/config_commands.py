@@ -8,12 +8,14 @@ command exits with status 2 before anything starts.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
 from .. import config
 from ..config.reference import render
 from ..errors import ConfigError
+from . import banner
 
 CONFIG_HELP = f"config file (default: ${config.CONFIG_ENV}, else ./proxy.yaml, else the built-in one)"
 
@@ -33,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     names = ", ".join(t.name for t in settings.tenants) or "none"
     print(f"{settings.source}: valid; tenants: {names}; passthrough_keys {'on' if settings.passthrough_keys else 'off'}")
+    for level, line in banner.lines(settings):  # what serve would warn of at start
+        if level >= logging.WARNING:
+            print(f"warning: {line}", file=sys.stderr)
     return 0
 
 
