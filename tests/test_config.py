@@ -152,6 +152,16 @@ def test_error_in_a_tenants_dir_file_names_that_file(tmp_path: Path) -> None:
     assert info.value.key == "tenants.globex.memory.top_k"
 
 
+def test_a_key_taken_twice_names_the_tenants_dir_file_it_is_in(tmp_path: Path) -> None:
+    (tmp_path / "tenants").mkdir()
+    again = write(tmp_path / "tenants" / "globex.yaml", {"api_keys": ["k-shared"]})
+    path = write(tmp_path / "proxy.yaml", {"tenants_dir": "tenants", "tenants": {"acme": {"api_keys": ["k-shared"]}}})
+    with pytest.raises(ConfigError) as info:
+        config.load(path, env={})
+    assert (info.value.source, info.value.key) == (str(again), "tenants.globex")
+    assert "also used by tenant acme" in str(info.value)
+
+
 def test_missing_tenants_dir_and_missing_file(tmp_path: Path) -> None:
     path = write(tmp_path / "proxy.yaml", {"tenants_dir": "nowhere"})
     with pytest.raises(ConfigError, match="tenants_dir") as info:

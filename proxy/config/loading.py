@@ -100,15 +100,15 @@ class _Build:
         defaults = self.tenant("defaults", Defaults, given, source)
         inherited = {p.key.removeprefix("defaults.") for p in self.found[before:]}
         tenants: list[TenantSettings] = []
-        holders: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
+        holders: list[tuple[str, tuple[str, ...], tuple[str, ...], str]] = []
         for name, body, origin in self.tenant_bodies(raw, source, base_dir):
             merged = _merge(given, body)
             tenant = self.tenant(name, Tenant, merged, origin, inherited)
             if tenant is not None:
                 tenants.append(tenant)
-                holders.append((name, tenant.api_keys, tenant.admin_keys))
+                holders.append((name, tenant.api_keys, tenant.admin_keys, origin))
             else:  # its other problems are reported; its keys are checked all the same
-                holders.append((name, _keys(merged, "api_keys"), _keys(merged, "admin_keys")))
+                holders.append((name, _keys(merged, "api_keys"), _keys(merged, "admin_keys"), origin))
         server = raw.get("server")
         self.unique_keys(holders, _keys(server, "admin_keys"), _keys(server, "metrics_keys"), source)
         if self.found or top is None or defaults is None:
@@ -185,7 +185,7 @@ class _Build:
 
     def unique_keys(
         self,
-        holders: list[tuple[str, tuple[str, ...], tuple[str, ...]]],
+        holders: list[tuple[str, tuple[str, ...], tuple[str, ...], str]],
         operator: tuple[str, ...],
         metrics: tuple[str, ...],
         source: str,
@@ -198,15 +198,15 @@ class _Build:
         """
         roles = {_canonical(k): "a metrics key" for k in metrics} | {_canonical(k): "an operator key" for k in operator}
         seen: dict[str, str] = {}
-        for name, api_keys, admin_keys in holders:
+        for name, api_keys, admin_keys, origin in holders:  # a tenant's problem names the file it is in
             clients, admins = {_canonical(k) for k in api_keys}, {_canonical(k) for k in admin_keys}
             if clients & admins:
-                self.add(source, f"tenants.{name}", "a key is both a client key and an admin key of it")
+                self.add(origin, f"tenants.{name}", "a key is both a client key and an admin key of it")
             for key in sorted(clients | admins):
                 if key in roles:
-                    self.add(source, f"tenants.{name}", f"a key is also {roles[key]}")
+                    self.add(origin, f"tenants.{name}", f"a key is also {roles[key]}")
                 if seen.get(key, name) != name:
-                    self.add(source, f"tenants.{name}", f"a key is also used by tenant {seen[key]}")
+                    self.add(origin, f"tenants.{name}", f"a key is also used by tenant {seen[key]}")
                 seen[key] = name
 
     def add(self, source: str, key: str, problem: str) -> None:
