@@ -150,16 +150,16 @@ def test_the_block_leads_with_health_then_identity_relationships_preferences() -
     assert [c.id for c in profile.cards] == ["i1", "i5", "i3", "i6", "i2", "i4"]
     assert profile.item_ids == frozenset({1, 2, 3, 4, 5, 6})
     assert profile.cards[0].kind == "constraint" and profile.cards[0].source == "user said"
-    assert profile.cards[0].date == "2026-11-20 12:00"
+    assert profile.cards[0].date == "2026-11-20"
     # A fact about someone else says whom it is about, not that the user said it of themself.
-    assert render_card(profile.cards[4]) == "[entity · about the user's cat · 2026-11-20 12:00] " + CAT.content
+    assert render_card(profile.cards[4]) == "[entity · about the user's cat · 2026-11-20] " + CAT.content
 
 
 def test_a_small_budget_keeps_the_most_important_and_recent() -> None:
     fresh_tea = replace(TEA, importance=0.6, updated=NOW.timestamp())
     stale_tea = replace(TEA, id=11, key="user.preference.jazz", content="The user likes jazz.",
                         updated=NOW.timestamp() - 400 * DAY)
-    one = COUNTER.text("[preference · user said · 2026-11-20 12:00] The user prefers tea over coffee.\n")
+    one = COUNTER.text("[preference · user said · 2026-11-20] The user prefers tea over coffee.\n")
     profile = select_profile([stale_tea, fresh_tea], NOW, COUNTER, one)
     assert [c.id for c in profile.cards] == ["i4"] and profile.tokens <= one
     # Vegetarian (0.9) beats a preference (0.6) of the same age.

@@ -19,7 +19,6 @@ evidence presence 0.006).
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -65,7 +64,7 @@ class Card:
 
     ``text`` is one line for a memory item; a fragment may carry several
     consecutive turns as "Speaker: text" lines (a hit with its neighbours).
-    ``date`` is when it was said or recorded, ``when_of``'s ``YYYY-MM-DD HH:MM`` (UTC), or None.
+    ``date`` is YYYY-MM-DD or None.
     """
 
     kind: CardKind
@@ -83,13 +82,12 @@ class Card:
 
 
 def render_card(card: Card) -> str:
-    """``[preference · user said · 2026-11-02 09:14] Allergic to peanuts`` (one a later fact may have changed:
-    ``[entity · user said · 2026-11-02 09:14 · may have changed since] Lives in Leeds``).
+    """``[preference · user said · 2026-11-02] Allergic to peanuts`` (one a later fact may have changed:
+    ``[entity · user said · 2026-11-02 · may have changed since] Lives in Leeds``).
 
     A fragment card holds a stretch of the history said on one date:
-    ``[2023-05-08 13:56]``, the time of its first turn (no date:
-    ``[conversation]``; turns a later one may have changed:
-    ``[2023-05-08 13:56 · may have changed since]``), then one ``User: …`` /
+    ``[2023-05-08]`` (no date: ``[conversation]``; turns a later one may have
+    changed: ``[2023-05-08 · may have changed since]``), then one ``User: …`` /
     ``Assistant: …`` line per turn (the labels say who said what; the
     preamble that these are earlier conversations), a ``…`` line between
     excerpts that are not consecutive (``packing.stretches``). An item's text
@@ -165,28 +163,9 @@ def item_card(item: ItemFacts, changed: bool = False) -> Card:
     and whether a later fact may have changed it (``changed``)."""
     said: CardSource = "user said" if item.source == "user-stated" else "inferred"
     kind: CardKind = item.type if item.type in _ITEM_KINDS else "entity"  # type: ignore[assignment]
+    day = dt.datetime.fromtimestamp(item.created, dt.UTC).strftime("%Y-%m-%d")
     about = None if item.about == USER else item.about
-    return Card(kind, said, when_of(item.created), item.content, f"i{item.id}", about, changed)  # its id: an item hit's
-
-
-def when_of(timestamp: float) -> str:
-    """A card's time: ``YYYY-MM-DD HH:MM``, UTC.
-
-    The minute, not only the day: five chats of one morning carry one date,
-    and a model told a fact and its change under the same header cannot tell
-    which came last. Recall never relies on it (``packing``: turn distance
-    groups a card), but the model reading the block may.
-    """
-    minutes = int(timestamp // 60)
-    return f"{_day(minutes // 1440)} {minutes % 1440 // 60:02d}:{minutes % 60:02d}"
-
-
-@functools.lru_cache(maxsize=4096)
-def _day(days: int) -> str:
-    return (_EPOCH + dt.timedelta(days=days)).strftime("%Y-%m-%d")
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return Card(kind, said, day, item.content, f"i{item.id}", about, changed)  # its id: an item hit's
 
 
 def render_block(cards: Iterable[Card]) -> str:

@@ -10,8 +10,8 @@ stands between two excerpts of a card (two parts of a chat, or two chats
 one after the other). What groups turns is their distance in turns, never
 the calendar: a chat over months is one history whose far turns are far
 apart, and five chats of one morning are five parts of it. A card's header
-shows the date its turns were said and the time of its first (``when_of``),
-so a date change also starts a new card (a header names one date). A turn a later one may have changed
+shows the date its turns were said, so a date change also starts a new card
+(a header names one date). A turn a later one may have changed
 (``changed_since.turns_changed_later``) stands on a card of its own, marked
 so in its header. Turns that tell nothing the block does not are
 left out (``content``). Cards stand in the order of their best hit: the
@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 from ...store.records import Fragment
 from ...tokens import TokenCounter
+from ..search.fragment_index import day_of
 from .cards import (
     GAP,
     MIN_TRUNCATED_TOKENS,
@@ -39,7 +40,6 @@ from .cards import (
     render_block,
     render_card,
     said,
-    when_of,
 )
 from .content import informative, near_duplicate, terms_of
 from .ranking import Hit
@@ -289,7 +289,7 @@ class Tally:
         """A card's tokens: its header's, a gap line's between two excerpts, its lines'."""
         first = stretch[0][0].fragment
         assert first is not None
-        size = self._header(when_of(first.created), first.id in self.changed) + self._gap * (len(stretch) - 1)
+        size = self._header(day_of(first.created), first.id in self.changed) + self._gap * (len(stretch) - 1)
         return size + sum(self._line_tokens(h) for excerpt in stretch for h in excerpt)
 
     def cards(self) -> list[Card]:
@@ -364,7 +364,7 @@ def stretch_card(stretch: Stretch, lead: Hit, changed: frozenset[int] = frozense
     assert first is not None
     text = f"\n{GAP}\n".join("\n".join(_line(h.fragment) for h in excerpt) for excerpt in stretch)
     ids = ",".join(h.id for excerpt in stretch for h in excerpt)
-    return Card("fragment", _source(lead), when_of(first.created), text, ids, changed=first.id in changed)
+    return Card("fragment", _source(lead), day_of(first.created), text, ids, changed=first.id in changed)
 
 
 def by_id(frag: Fragment) -> int:
@@ -408,4 +408,4 @@ def _source(hit: Hit) -> CardSource:
 def card_of(hit: Hit) -> Card:
     if hit.item is not None:
         return replace(item_card(hit.item), id=hit.id)
-    return Card("fragment", _source(hit), when_of(_fragment(hit).created), _line(hit.fragment), hit.id)
+    return Card("fragment", _source(hit), day_of(_fragment(hit).created), _line(hit.fragment), hit.id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -268,3 +269,15 @@ def epoch_range(period: Period) -> tuple[float, float]:
     last = dt.datetime.combine(period[1] + dt.timedelta(days=1), dt.time.min, dt.UTC).timestamp()
     return first - PERIOD_SLACK_S, last + PERIOD_SLACK_S
 
+
+def day_of(timestamp: float) -> str:
+    """The UTC day of ``timestamp``, YYYY-MM-DD."""
+    return _day(int(timestamp // 86_400))
+
+
+@functools.lru_cache(maxsize=4096)
+def _day(days: int) -> str:
+    return (_EPOCH + dt.timedelta(days=days)).strftime("%Y-%m-%d")
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
