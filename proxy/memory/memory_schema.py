@@ -12,7 +12,8 @@ a category or type in another case or by another name (``"Medical"``,
 ``"person"``), a category it did not know (``other``), ``"source": "user"``,
 a key in another case or with spaces, a standing left out (the category's
 ``STANDS_BY_DEFAULT``, unless the fact has an expiry: a time that ends),
-numbers as strings or out of range (clamped), turns as ``"3, 4"``. Only an entry without ``content`` holds no fact to keep.
+numbers as strings or out of range (clamped), turns as ``"3, 4"``. Only an
+entry without ``content`` holds no fact to keep.
 """
 
 from __future__ import annotations

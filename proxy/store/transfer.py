@@ -42,6 +42,7 @@ TABLES: tuple[tuple[str, str | None], ...] = (
     ("usage", None),
     ("response_sessions", None),
     ("forgotten_turns", None),
+    ("fragment_sightings", None),
 )
 # Tables whose ids PostgreSQL draws from a sequence: new rows continue after the copied ids.
 SERIAL_TABLES = (*pg_vectors.VECTOR_TABLES, "item_events")
