@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
 from ...errors import BadRequest, NotFound
+from ...store.interface import Traces
 from ..usage_ledger import combine
 from .admin_call import AdminCall
-from .pagination import after_cursor, cursor_gone, page, page_ask
+from .pagination import PageAsk, after_cursor, cursor_gone, page, page_ask
 
 
 async def get_session(call: AdminCall) -> Response:
@@ -30,13 +32,23 @@ async def list_traces(call: AdminCall) -> Response:
     degraded = {"true": True, "false": False, "": None}.get(q.get("degraded", "").strip().lower(), "bad")
     if degraded == "bad":
         raise BadRequest("'degraded' must be true or false.", param="degraded")
-    rows = await call.admin.store.traces.recent(
-        call.tenant.id, user=q.get("user") or None, session=q.get("session") or None,
-        degraded=degraded if isinstance(degraded, bool) else None, after=ask.after, limit=ask.fetch,
+    rows = await traces_after(
+        call.admin.store.traces, call.tenant.id, ask, user=q.get("user") or None, session=q.get("session") or None,
+        degraded=degraded if isinstance(degraded, bool) else None,
     )
-    if ask.after is not None and not rows and await call.admin.store.traces.get(call.tenant.id, ask.after) is None:
-        raise cursor_gone(ask.after)  # the store places a cursor by its row: a pruned one would end the walk
     return JSONResponse(page(rows, ask))
+
+
+async def traces_after(
+    traces: Traces, tenant: str, ask: PageAsk, *, user: str | None, session: str | None, degraded: bool | None = None,
+) -> list[dict[str, Any]]:
+    """The traces of a page (``ask.fetch`` of them, newest first, filtered); a cursor whose trace is gone is
+    ``cursor_gone``: the store places a cursor by its row, so a pruned one would end the walk. The admin API's
+    list and the inspector's page both read them here."""
+    rows = await traces.recent(tenant, user=user, session=session, degraded=degraded, after=ask.after, limit=ask.fetch)
+    if ask.after is not None and not rows and await traces.get(tenant, ask.after) is None:
+        raise cursor_gone(ask.after)
+    return rows
 
 
 async def get_trace(call: AdminCall) -> Response:

@@ -15,8 +15,9 @@ from ...memory.memory_schema import TYPES
 from ...memory.recall.profile import listing
 from ...store.records import StoredFragment
 from ...tokens import TokenCounter
+from ..admin.activity_calls import traces_after
 from ..admin.admin_call import memory_admin
-from ..admin.pagination import after_cursor, cursor_gone, page_ask
+from ..admin.pagination import after_cursor, page_ask
 from .page_guard import Page
 from .pyramid import pyramid
 
@@ -118,12 +119,9 @@ async def session_page(page: Page) -> Response:
 async def traces_page(page: Page) -> Response:
     q = page.request.query_params
     ask = page_ask(q, default=PAGE_ROWS)
-    rows = await _admin(page).store.traces.recent(
-        page.tenant, user=q.get("user") or None, session=q.get("session") or None,
-        after=ask.after, limit=ask.fetch,
+    rows = await traces_after(
+        _admin(page).store.traces, page.tenant, ask, user=q.get("user") or None, session=q.get("session") or None,
     )
-    if ask.after is not None and not rows and await _admin(page).store.traces.get(page.tenant, ask.after) is None:
-        raise cursor_gone(ask.after)
     more = rows[ask.limit - 1]["id"] if len(rows) > ask.limit else None
     return page.render("traces.html", traces=rows[: ask.limit], more=more, user=q.get("user") or "")
 
