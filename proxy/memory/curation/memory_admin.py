@@ -23,7 +23,7 @@ from ...store.records import Forgot, ItemRow
 from ..extraction.chinese_statements import SOMEONE_ELSE as SOMEONE_ELSE_ZH
 from ..extraction.meaning import someone_else
 from ..extraction.remember import remember, said_in
-from ..extraction.rule_patterns import CARE, ZH_CARE
+from ..extraction.rule_patterns import CARE, HAN, ZH_CARE
 from ..lifecycle import expiry_epoch, expiry_moment
 from ..memory_schema import (
     CATEGORIES,
@@ -71,7 +71,6 @@ _WORD = re.compile(r"[^\W_][\w'’-]*")
 _FIRST_PERSON = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|I’m|I’ve|I’d|I’ll|me|my|mine|myself|we|we're|our|us)\b|我|咱", re.I)
 _IN_CARE = re.compile(rf"(?:{CARE})$", re.I)
 _OTHERS_ZH = re.compile(rf"{SOMEONE_ELSE_ZH}|{ZH_CARE}")
-_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def restates(memory: str, text: str, cosine: float | None) -> bool:
@@ -106,7 +105,7 @@ def _shares_a_word(terms: set[str], others: Iterable[str]) -> bool:
     """Whether ``others`` names a word of ``terms``; a Chinese word also when one holds the other, since the
     segmenter cuts a word by its neighbours: 用户对虾过敏 gives 对虾 (a prawn), 吃虾会起疹子 gives 虾."""
     for word in others:
-        if word in terms or (_CJK.match(word) and any(_CJK.match(t) and (word in t or t in word) for t in terms)):
+        if word in terms or (HAN.match(word) and any(HAN.match(t) and (word in t or t in word) for t in terms)):
             return True
     return False
 
