@@ -21,7 +21,9 @@ ZH_ASKED = re.compile(r"[？?]\s*$|[吗呢吧嘛]\s*[。！!]?\s*$|什么|怎么
 # so what snacks can I take?", "I'm allergic to nuts so what snacks can I take?".
 _EN_ASKING = (r"(?:what|what's|which|how|why|where|when|who|whom|whose|can|could|should|shall|would|will|do|does"
               r"|did|is|are|am|was|were|any|anything|anyone|is there|are there)\b")
-_EN_OPENS_ASKING = re.compile(r"^(?:(?:so|and|but|ok|okay|hey|hi|well|also|oh|um|quick question)[,\s]+)*"
+# What chat puts before a question: "so", "and", a greeting ("ok, what...", "hey so do I...").
+_LEAD_IN = r"so|and|but|ok|okay|hey|hi|well|also|oh|um"
+_EN_OPENS_ASKING = re.compile(r"^(?:(?:" + _LEAD_IN + r"|quick question)[,\s]+)*"
                               r"(?:" + _EN_ASKING + r"|if\b|suppose\b|say\b|imagine\b|pretend\b|let's say\b)",
                               re.I)
 _EN_ASKS_NEXT = re.compile(r"(?:(?:[,;:]|\s[-–—])\s*(?:(?:so|and|but|then|now|well|also)\s+)?|\s+(?:so|and|but)\s+)"
@@ -32,7 +34,7 @@ _ZH_CLAUSE = re.compile(r"[，,；;]")
 # need a visa"), or a request to the assistant ("recommend a place near my home"). None of these states a
 # fact of the speaker's.
 _EN_ASKS_UNMARKED = re.compile(
-    r"^(?:(?:so|and|but|ok|okay|hey|hi|well|also|oh|um|please)[,\s]+)*(?:"
+    r"^(?:(?:" + _LEAD_IN + r"|please)[,\s]+)*(?:"
     r"(?:what|which|where|when|who|whose|how|why)\b(?!\s+(?:I|we|my|our|a|an)\b)"
     r"|(?:do|does|did|can|could|should|would|will|shall|is|are|am|was|were|have|has)\s+"
     r"(?:I|you|we|they|he|she|it|there|my|your|our)\b"
